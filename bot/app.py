@@ -1,0 +1,84 @@
+"""Composition root: Settings -> store, model, tools, service (and, for `yokebot run`, adapters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.chat.notifier import AdapterNotifier
+from bot.config import Settings
+from bot.engine.errors import UnknownAgent
+from bot.engine.executor import ToolExecutor, ToolPolicy
+from bot.engine.loop import ReActLoop
+from bot.engine.model import ChatModel, OpenAIChatModel, RetryPolicy
+from bot.engine.profiles import AgentProfile, ProfileLoader
+from bot.engine.prompt import PromptBuilder
+from bot.engine.service import AgentService
+from bot.engine.tooling import Tool
+from bot.store.db import create_engine, ensure_schema
+from bot.store.repositories import SqlStore
+from bot.tools import builtin_tools
+
+
+@dataclass
+class App:
+    settings: Settings
+    engine: AsyncEngine
+    store: SqlStore
+    registry: dict[str, Tool]
+    profiles: dict[str, AgentProfile]
+    notifier: AdapterNotifier
+    service: AgentService
+
+    def profile(self, name: str) -> AgentProfile:
+        try:
+            return self.profiles[name]
+        except KeyError:
+            known = ", ".join(sorted(self.profiles)) or "none"
+            raise UnknownAgent(
+                f"No agent named {name!r} in {self.settings.agents_dir} (known agents: {known})."
+            ) from None
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def load_profiles(settings: Settings, registry: dict[str, Tool]) -> dict[str, AgentProfile]:
+    return ProfileLoader(settings.agents_dir, registry).load_all()
+
+
+async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[AsyncEngine, SqlStore]:
+    engine = create_engine(settings.database_url)
+    if migrate:
+        await ensure_schema(engine)
+    return engine, SqlStore(engine)
+
+
+async def build_app(
+    settings: Settings, *, model: ChatModel | None = None, registry: dict[str, Tool] | None = None
+) -> App:
+    registry = registry if registry is not None else builtin_tools()
+    profiles = load_profiles(settings, registry)
+    if model is None:
+        settings.require_model_endpoint()
+    engine, store = await open_store(settings)
+    if model is None:
+        model = OpenAIChatModel(
+            api_key=settings.api_key(),
+            base_url=settings.openai_base_url,
+            audit=store,
+            retry=RetryPolicy(settings.model_max_attempts, settings.model_retry_base_seconds,
+                              settings.model_retry_max_wait_seconds),
+            timeout=settings.model_timeout_seconds,
+            stream=settings.model_stream,
+        )
+    executor = ToolExecutor(
+        registry, store,
+        ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
+    )
+    notifier = AdapterNotifier()
+    loop = ReActLoop(model, executor, PromptBuilder(memory=store), settings.model)
+    app = App(settings, engine, store, registry, profiles, notifier, None)  # type: ignore[arg-type]
+    app.service = AgentService(store, loop, app.profile, notifier=notifier, memory=store)
+    return app

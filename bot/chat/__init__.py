@@ -1,0 +1,1 @@
+"""Chat adapters: they translate platform events to InboundMessage and OutboundMessage, nothing more."""

@@ -1,0 +1,45 @@
+"""What adapters hand to the engine and get back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot.engine.service import TurnRequest
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    platform: str
+    channel: str
+    thread: str
+    text: str
+    user: str | None = None
+    trigger: str = "message"
+    message_id: str | None = None
+    event_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=lambda: {})
+
+    def to_request(self, agent: str, session_id: str | None = None) -> TurnRequest:
+        return TurnRequest(platform=self.platform, channel=self.channel, thread=self.thread, text=self.text,
+                           agent=agent, trigger=self.trigger, user=self.user, session_id=session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundMessage:
+    platform: str
+    channel: str
+    thread: str | None
+    text: str
+    failed: bool = False
+
+
+class ChatAdapter(Protocol):
+    platform: str
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    async def send(self, message: OutboundMessage) -> str: ...
+    async def post(self, channel: str, text: str) -> str:
+        """Post to a channel by name or id (used by notify and schedules); returns a message reference."""
+        ...

@@ -1,0 +1,29 @@
+"""The engine's Notifier port, routed to the chat adapter a target names (`slack:#ops`, `discord:123`)."""
+
+from __future__ import annotations
+
+from bot.chat.base import ChatAdapter
+from bot.engine.errors import ToolFailed
+
+HINTS = {
+    "slack": "set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN or SLACK_SIGNING_SECRET) and run `yokebot run`",
+    "discord": "set DISCORD_BOT_TOKEN and run `yokebot run`",
+}
+
+
+class AdapterNotifier:
+    def __init__(self) -> None:
+        self.adapters: dict[str, ChatAdapter] = {}
+
+    def register(self, adapter: ChatAdapter) -> None:
+        self.adapters[adapter.platform] = adapter
+
+    async def notify(self, target: str, text: str) -> str:
+        platform, sep, channel = target.partition(":")
+        if not sep or not channel:
+            raise ToolFailed(f"{target!r} is not a channel target; write it as platform:channel, like slack:#ops")
+        adapter = self.adapters.get(platform)
+        if adapter is None:
+            hint = HINTS.get(platform, "no adapter exists for this platform")
+            raise ToolFailed(f"cannot post to {target}: {platform} is not configured in this process ({hint})")
+        return await adapter.post(channel, text)

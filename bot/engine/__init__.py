@@ -1,0 +1,1 @@
+"""The agent engine. Imports no platform library and no database library."""

@@ -1,0 +1,62 @@
+"""One error base, two families: control flow that the engine handles, and failures."""
+
+from __future__ import annotations
+
+
+class YokebotError(Exception):
+    """Base of every error yokebot raises on purpose. `str(err)` is one sentence a user understands."""
+
+
+# --- control flow: raised by tools and caught by the executor -------------------------------------------
+class ToolControl(YokebotError):
+    """Raised inside a tool to steer the executor rather than to report a bug."""
+
+
+class ToolRetry(ToolControl):
+    """A transient failure: the executor retries the call with backoff."""
+
+
+class ToolDenied(ToolControl):
+    """The sandbox refused the call. `allowed` tells the model what it may do instead."""
+
+    def __init__(self, reason: str, allowed: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.allowed = allowed
+
+
+class ToolFailed(ToolControl):
+    """An expected failure (file missing, platform not configured): the model reads the message."""
+
+
+# --- failures ----------------------------------------------------------------------------------------------
+class ConfigError(YokebotError):
+    """The settings are incomplete or wrong."""
+
+
+class ProfileError(YokebotError):
+    """An agent profile could not be loaded."""
+
+    def __init__(self, path: str, problem: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {problem}")
+        self.path = path
+        self.line = line
+        self.problem = problem
+
+
+class ModelError(YokebotError):
+    """The model could not be called (after retries, or on a request it will never accept)."""
+
+    def __init__(self, message: str, *, retryable: bool = False, code: str | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.code = code
+
+
+class UnknownAgent(YokebotError):
+    """No profile with that name."""
+
+
+class SessionNotFound(YokebotError):
+    """No session with that id."""

@@ -1,0 +1,115 @@
+"""Typed conversation parts. Converted to the wire format only in `engine/model.py`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+ToolStatus = Literal["ok", "error", "denied"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call as the model asked for it; `arguments` is the raw JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data.get("arguments", "")))
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(role="system", content=text)
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls(role="user", content=text)
+
+    @classmethod
+    def assistant(cls, text: str, tool_calls: tuple[ToolCall, ...] = ()) -> Message:
+        return cls(role="assistant", content=text, tool_calls=tool_calls)
+
+    @classmethod
+    def tool(cls, call_id: str, name: str, text: str) -> Message:
+        return cls(role="tool", content=text, tool_call_id=call_id, name=name)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    message: Message
+    usage: Usage
+    finish_reason: str | None
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call came to. `content` is what the model reads back."""
+
+    call_id: str
+    tool: str
+    arguments: Any
+    content: str
+    status: ToolStatus
+    attempts: int = 1
+    duration_ms: float = 0.0
+    reason: str | None = None
+
+    def trace(self) -> dict[str, Any]:
+        return {"tool": self.tool, "arguments": self.arguments, "result": self.content, "status": self.status}
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The outcome of one turn: what the user sees, and what happened on the way."""
+
+    answer: str
+    session_id: str
+    turn_id: str
+    iterations: int
+    hit_iteration_limit: bool
+    tool_calls: tuple[ToolResult, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "answer": self.answer,
+                "session_id": self.session_id,
+                "iterations": self.iterations,
+                "hit_iteration_limit": self.hit_iteration_limit,
+                "tool_calls": [r.trace() for r in self.tool_calls],
+            },
+            ensure_ascii=False,
+        )

@@ -1,0 +1,259 @@
+"""Agent profiles: `agents/<name>/AGENT.md` = YAML front matter + a Markdown body (the system prompt).
+
+A bad profile fails at load with the file, the line when known, and what is wrong."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bot.engine.errors import ProfileError, UnknownAgent
+from bot.engine.tooling import Tool, ToolSettings
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NotifySpec(_Strict):
+    default: str | None = None
+    allowed: tuple[str, ...] = ()
+    dedup_window_seconds: float = 600.0
+
+
+class AccessSpec(_Strict):
+    users: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+
+
+class ScheduleSpec(_Strict):
+    name: str
+    cron: str | None = None
+    every: str | None = None
+    timezone: str | None = None
+    prompt: str
+    post_to: str | None = None
+    enabled: bool = True
+    session: Literal["per_run", "rolling"] = "per_run"
+
+
+class ProfileSpec(_Strict):
+    name: str | None = None
+    description: str = ""
+    model: str | None = None
+    temperature: float | None = None
+    max_iterations: int = Field(default=10, ge=1, le=100)
+    max_history_turns: int = Field(default=20, ge=0, le=1000)
+    timezone: str = "UTC"
+    tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
+    bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
+    skills: list[str] = Field(default_factory=lambda: cast(list[str], []))
+    notify: NotifySpec = NotifySpec()
+    channels: list[str] = Field(default_factory=lambda: cast(list[str], []))
+    access: AccessSpec = AccessSpec()
+    schedules: list[ScheduleSpec] = Field(default_factory=lambda: cast(list[ScheduleSpec], []))
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown timezone {value!r}") from exc
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    name: str
+    description: str
+    body: str
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    name: str
+    path: Path
+    system_prompt: str
+    description: str = ""
+    model: str | None = None
+    temperature: float | None = None
+    max_iterations: int = 10
+    max_history_turns: int = 20
+    timezone: str = "UTC"
+    tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
+    bootstrap: tuple[tuple[str, str], ...] = ()
+    skills: tuple[Skill, ...] = ()
+    notify: NotifySpec = NotifySpec()
+    channels: tuple[str, ...] = ()
+    access: AccessSpec = AccessSpec()
+    schedules: tuple[ScheduleSpec, ...] = ()
+
+
+def split_front_matter(text: str, path: str) -> tuple[str, str, int]:
+    """Return (front matter, body, line number where the body starts)."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise ProfileError(path, "must start with a '---' line opening the YAML front matter", 1)
+    for i in range(1, len(lines)):
+        if lines[i].strip() == "---":
+            return "".join(lines[1:i]), "".join(lines[i + 1 :]).strip(), i + 2
+    raise ProfileError(path, "the YAML front matter is not closed with a '---' line", 1)
+
+
+def _parse_yaml(front: str, path: str, first_line: int) -> tuple[dict[str, Any], yaml.Node | None]:
+    try:
+        node = yaml.compose(front, Loader=yaml.SafeLoader)
+        data: Any = yaml.safe_load(front)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + first_line if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ProfileError(path, f"invalid YAML: {problem}", line) from None
+    if data is None:
+        return {}, node
+    if not isinstance(data, dict):
+        raise ProfileError(path, "the front matter must be a YAML mapping (key: value lines)", first_line)
+    return cast(dict[str, Any], data), node
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...], first_line: int) -> int | None:
+    """Follow a pydantic error location through the YAML node tree to a line number."""
+    line: int | None = None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = None
+            for knode, vnode in cast(list[tuple[yaml.Node, yaml.Node]], node.value):
+                if knode.value == str(key):
+                    line, found = knode.start_mark.line + first_line, vnode
+                    break
+            node = found
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = cast(list[yaml.Node], node.value)[key]
+            line = node.start_mark.line + first_line
+        else:
+            break
+    return line
+
+
+def _read_text(path: Path, owner: str, what: str, line: int | None) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(owner, f"{what} {path} does not exist", line) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(owner, f"{what} {path} cannot be read: {exc}", line) from None
+
+
+def _load_skill(base: Path, name: str, owner: str, line: int | None) -> Skill:
+    path = base / "skills" / name / "SKILL.md"
+    text = _read_text(path, owner, f"skill {name!r}: file", line)
+    front, body, first = split_front_matter(text, str(path))
+    data, node = _parse_yaml(front, str(path), first)
+    unknown = set(data) - {"name", "description"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise ProfileError(str(path), f"unknown key {key!r} (allowed: name, description)", _line_of(node, (key,), first))
+    for key in ("name", "description"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise ProfileError(str(path), f"front matter needs a non-empty {key!r}", first)
+    return Skill(name=data["name"], description=data["description"], body=body)
+
+
+class ProfileLoader:
+    """Loads and validates profiles against the tools this process has."""
+
+    def __init__(self, agents_dir: Path, registry: Mapping[str, Tool]) -> None:
+        self.agents_dir = agents_dir
+        self.registry = registry
+
+    def names(self) -> list[str]:
+        if not self.agents_dir.is_dir():
+            return []
+        return sorted(p.parent.name for p in self.agents_dir.glob("*/AGENT.md"))
+
+    def load(self, name: str) -> AgentProfile:
+        if not NAME_RE.match(name):
+            raise UnknownAgent(f"{name!r} is not a valid agent name (lowercase letters, digits, - and _).")
+        path = self.agents_dir / name / "AGENT.md"
+        if not path.is_file():
+            known = ", ".join(self.names()) or "none"
+            raise UnknownAgent(f"No agent named {name!r} in {self.agents_dir} (known agents: {known}).")
+        return self.load_file(path)
+
+    def load_all(self) -> dict[str, AgentProfile]:
+        return {name: self.load(name) for name in self.names()}
+
+    def load_file(self, path: Path) -> AgentProfile:
+        where = str(path)
+        text = _read_text(path, where, "profile", None)
+        front, body, first = split_front_matter(text, where)
+        data, node = _parse_yaml(front, where, first)
+        try:
+            spec = ProfileSpec.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = tuple(err["loc"])
+            what = ".".join(str(p) for p in loc) or "front matter"
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            raise ProfileError(where, f"{what}: {msg}", _line_of(node, loc, first)) from None
+        name = spec.name or path.parent.name
+        if not body:
+            raise ProfileError(where, "the Markdown body (the system prompt) is empty", first)
+        tools = self._tools(spec, where, node, first)
+        base = path.parent
+        bootstrap = tuple(
+            (rel, _read_text(base / rel, where, "bootstrap file", _line_of(node, ("bootstrap", i), first)).strip())
+            for i, rel in enumerate(spec.bootstrap)
+        )
+        skills = tuple(
+            _load_skill(base, s, where, _line_of(node, ("skills", i), first)) for i, s in enumerate(spec.skills)
+        )
+        return AgentProfile(
+            name=name,
+            path=path,
+            system_prompt=body,
+            description=spec.description,
+            model=spec.model,
+            temperature=spec.temperature,
+            max_iterations=spec.max_iterations,
+            max_history_turns=spec.max_history_turns,
+            timezone=spec.timezone,
+            tools=tools,
+            bootstrap=bootstrap,
+            skills=skills,
+            notify=spec.notify,
+            channels=tuple(spec.channels),
+            access=spec.access,
+            schedules=tuple(spec.schedules),
+        )
+
+    def _tools(self, spec: ProfileSpec, where: str, node: yaml.Node | None, first: int) -> dict[str, ToolSettings]:
+        raw: dict[str, dict[str, Any] | None] = (
+            {n: None for n in spec.tools} if isinstance(spec.tools, list) else dict(spec.tools)
+        )
+        out: dict[str, ToolSettings] = {}
+        for i, (tname, conf) in enumerate(raw.items()):
+            loc: tuple[Any, ...] = ("tools", i) if isinstance(spec.tools, list) else ("tools", tname)
+            if tname not in self.registry:
+                known = ", ".join(sorted(self.registry))
+                raise ProfileError(where, f"unknown tool {tname!r} (available: {known})", _line_of(node, loc, first))
+            try:
+                out[tname] = self.registry[tname].settings_model.model_validate(conf or {})
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                sub = tuple(err["loc"])
+                what = ".".join(str(p) for p in (*loc[:1], tname, *sub))
+                msg = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
+                raise ProfileError(where, f"{what}: {msg}", _line_of(node, ("tools", tname, *sub), first)) from None
+        return out

@@ -1,0 +1,104 @@
+"""PromptBuilder, in a fixed order: (1) system prompt = AGENT.md body + bootstrap files + skills, ending with
+the date, time and timezone; (2) long-term memory; (3) the session history; (4) the tools as schemas."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.engine.messages import Message, ToolCall
+from bot.engine.ports import MemoryItem, MemoryStore
+from bot.engine.profiles import AgentProfile
+from bot.engine.tooling import Scope, Tool
+
+INTERRUPTED = "(no result was recorded: the earlier turn was interrupted before this tool finished)"
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    messages: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...]
+
+
+def truncate_history(history: Sequence[Message], max_turns: int) -> list[Message]:
+    """Keep the current turn and the `max_turns` turns before it. A turn starts at a user message, so an
+    assistant tool-call message and its tool results are never separated."""
+    starts = [i for i, m in enumerate(history) if m.role == "user"]
+    if not starts:
+        kept: list[Message] = []
+    else:
+        kept = list(history[starts[max(0, len(starts) - max_turns - 1)] :])
+    return repair_tool_pairs(kept)
+
+
+def repair_tool_pairs(history: Sequence[Message]) -> list[Message]:
+    """Every assistant tool call gets exactly one tool result, right after it; stray results are dropped.
+    A turn cut short by a crash would otherwise make every later request invalid."""
+    out: list[Message] = []
+    pending: list[ToolCall] = []
+
+    def close_pending() -> None:
+        out.extend(Message.tool(c.id, c.name, INTERRUPTED) for c in pending)
+        pending.clear()
+
+    for msg in history:
+        if msg.role == "tool":
+            match = next((c for c in pending if c.id == msg.tool_call_id), None)
+            if match is not None:
+                pending.remove(match)
+                out.append(msg)
+            continue
+        close_pending()
+        out.append(msg)
+        pending.extend(msg.tool_calls)
+    close_pending()
+    return out
+
+
+def date_line(now: datetime, tz_name: str) -> str:
+    local = now.astimezone(ZoneInfo(tz_name))
+    return f"Current date and time: {local:%A %Y-%m-%d %H:%M} ({tz_name}, UTC{local:%z})."
+
+
+def format_memory(items: Sequence[MemoryItem]) -> str:
+    lines = ["## Long-term memory", "Facts remembered earlier (id in brackets; `forget` takes the id):"]
+    for item in items:
+        where = "this channel" if item.channel else "all channels"
+        lines.append(f"- [{item.id}] {item.content} ({where})")
+    return "\n".join(lines)
+
+
+class PromptBuilder:
+    def __init__(
+        self,
+        memory: MemoryStore | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        memory_limit: int = 50,
+    ) -> None:
+        self.memory = memory
+        self.clock = clock
+        self.memory_limit = memory_limit
+
+    def system_prompt(self, profile: AgentProfile) -> str:
+        parts = [profile.system_prompt]
+        for name, text in profile.bootstrap:
+            parts.append(f"## {name}\n\n{text}")
+        for skill in profile.skills:
+            parts.append(f"## Skill: {skill.name}\n_{skill.description}_\n\n{skill.body}")
+        parts.append(date_line(self.clock(), profile.timezone))
+        return "\n\n".join(parts)
+
+    async def build(
+        self, profile: AgentProfile, scope: Scope, history: Sequence[Message], tools: Mapping[str, Tool]
+    ) -> Prompt:
+        system = self.system_prompt(profile)
+        if self.memory is not None:
+            items = await self.memory.recall(profile.name, scope.channel, self.memory_limit)
+            if items:
+                system = f"{system}\n\n{format_memory(items)}"
+        messages = (Message.system(system), *truncate_history(history, profile.max_history_turns))
+        schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
+        return Prompt(messages=messages, tools=schemas)

@@ -1,0 +1,112 @@
+"""AgentService: the one door for every trigger (terminal, mention, DM, schedule)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from bot.engine.errors import SessionNotFound
+from bot.engine.executor import RunContext
+from bot.engine.loop import LoopEvent, Observe, ReActLoop
+from bot.engine.messages import Message, TurnResult, Usage
+from bot.engine.ports import MemoryStore, Notifier, SessionRecord, SessionStore
+from bot.engine.profiles import AgentProfile
+from bot.engine.tooling import Scope
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    platform: str
+    channel: str
+    thread: str
+    text: str
+    agent: str
+    trigger: str = "message"  # console | mention | dm | thread | schedule
+    user: str | None = None
+    session_id: str | None = None
+
+
+class KeyedLocks:
+    """One asyncio.Lock per key, dropped when nobody holds or waits for it (no growth per session)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+async def _ignore(_: LoopEvent) -> None:
+    return None
+
+
+class AgentService:
+    def __init__(
+        self,
+        store: SessionStore,
+        loop: ReActLoop,
+        profiles: Callable[[str], AgentProfile],
+        *,
+        notifier: Notifier | None = None,
+        memory: MemoryStore | None = None,
+    ) -> None:
+        self.store, self.loop, self.profiles = store, loop, profiles
+        self.notifier, self.memory = notifier, memory
+        self.locks = KeyedLocks()
+
+    async def open_session(self, req: TurnRequest) -> SessionRecord:
+        if req.session_id:
+            session = await self.store.get_session(req.session_id)
+            if session is None:
+                raise SessionNotFound(f"There is no session {req.session_id!r}; `yokebot sessions` lists them.")
+            return session
+        return await self.store.session_for(req.platform, req.channel, req.thread, req.agent)
+
+    async def handle(self, req: TurnRequest, observe: Observe = _ignore) -> TurnResult:
+        session = await self.open_session(req)
+        profile = self.profiles(session.agent)
+        async with self.locks.hold(session.id):
+            turn_id = uuid.uuid4().hex
+            await self.store.start_turn(session.id, turn_id, req.trigger, req.user, req.text)
+            history = await self.store.history(session.id, profile.max_history_turns)
+            scope = Scope(session.platform, session.channel, session.thread, req.user)
+            run = RunContext(session.id, turn_id, profile, scope, self.notifier, self.memory)
+
+            async def emit(message: Message) -> None:
+                await self.store.append(session.id, turn_id, message)
+
+            try:
+                out = await self.loop.run(run, history, req.text, emit, observe)
+            except Exception as exc:
+                log.exception("turn %s in session %s failed", turn_id, session.id)
+                await self.store.finish_turn(turn_id, answer="", iterations=0, hit_limit=False,
+                                             usage=Usage(),
+                                             error=f"{type(exc).__name__}: {exc}")
+                raise
+            await self.store.finish_turn(turn_id, answer=out.answer, iterations=out.iterations,
+                                         hit_limit=out.hit_iteration_limit, usage=out.usage, error=out.error)
+        return TurnResult(
+            answer=out.answer, session_id=session.id, turn_id=turn_id, iterations=out.iterations,
+            hit_iteration_limit=out.hit_iteration_limit, tool_calls=tuple(out.tool_results), usage=out.usage,
+            error=out.error,
+        )

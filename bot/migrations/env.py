@@ -1,0 +1,52 @@
+"""Alembic environment. From code, a live connection arrives in `config.attributes["connection"]`;
+from the `alembic` command line, the URL comes from YOKEBOT_DATABASE_URL (or alembic.ini)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from alembic import context
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from bot.store.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _url() -> str:
+    return (
+        os.environ.get("YOKEBOT_DATABASE_URL")
+        or config.get_main_option("sqlalchemy.url")
+        or "sqlite+aiosqlite:///./yokebot.db"
+    )
+
+
+async def _run_async() -> None:
+    engine = create_async_engine(_url())
+    async with engine.begin() as conn:
+        await conn.run_sync(_run)
+    await engine.dispose()
+
+
+if context.is_offline_mode():
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+elif (conn := config.attributes.get("connection")) is not None:
+    _run(conn)
+else:
+    asyncio.run(_run_async())

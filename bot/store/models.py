@@ -1,0 +1,146 @@
+"""Tables. Alembic owns the schema (`bot/migrations`); `alembic check` proves the two agree."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    channel: Mapped[str] = mapped_column(String(255))
+    thread: Mapped[str] = mapped_column(String(255), default="")
+    agent: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    __table_args__ = (UniqueConstraint("platform", "channel", "thread"),)
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    trigger: Mapped[str] = mapped_column(String(32))
+    user: Mapped[str | None] = mapped_column(String(255))
+    text: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str | None] = mapped_column(Text)
+    iterations: Mapped[int] = mapped_column(Integer, default=0)
+    hit_limit: Mapped[bool] = mapped_column(default=False)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (Index("ix_turns_session_id_started_at", "session_id", "started_at"),)
+
+
+class MessageRow(Base):
+    __tablename__ = "messages"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(32))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text, default="")
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    tool_call_id: Mapped[str | None] = mapped_column(String(128))
+    name: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # history of one session in order: (session_id, id)
+    __table_args__ = (Index("ix_messages_session_id_id", "session_id", "id"),)
+
+
+class LLMCallRow(Base):
+    __tablename__ = "llm_calls"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(32))
+    agent: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    response: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    __table_args__ = (Index("ix_llm_calls_session_id_id", "session_id", "id"),)
+
+
+class ToolInvocationRow(Base):
+    __tablename__ = "tool_invocations"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(32))
+    agent: Mapped[str] = mapped_column(String(64))
+    call_id: Mapped[str] = mapped_column(String(128))
+    tool: Mapped[str] = mapped_column(String(64))
+    arguments: Mapped[Any] = mapped_column(JSON)
+    result: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    duration_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    __table_args__ = (Index("ix_tool_invocations_session_id_id", "session_id", "id"),)
+
+
+class MemoryRow(Base):
+    __tablename__ = "memories"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    agent: Mapped[str] = mapped_column(String(64))
+    channel: Mapped[str | None] = mapped_column(String(255))
+    content: Mapped[str] = mapped_column(Text)
+    session_id: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    __table_args__ = (Index("ix_memories_agent_channel", "agent", "channel"),)
+
+
+class ScheduleRunRow(Base):
+    __tablename__ = "schedule_runs"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    schedule: Mapped[str] = mapped_column(String(128))
+    agent: Mapped[str] = mapped_column(String(64))
+    planned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16))
+    session_id: Mapped[str | None] = mapped_column(String(32))
+    posted_ref: Mapped[str | None] = mapped_column(String(255))
+    error: Mapped[str | None] = mapped_column(Text)
+    __table_args__ = (UniqueConstraint("schedule", "planned_at"),)
+
+
+class ProcessedEventRow(Base):
+    """Platform events already taken (Slack `event_id`): exactly-once across restarts and instances."""
+
+    __tablename__ = "processed_events"
+    platform: Mapped[str] = mapped_column(String(32), primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)

@@ -1,0 +1,182 @@
+"""SqlStore: sessions, history, turns, audit rows and memories on SQLAlchemy 2 (SQLite or PostgreSQL).
+
+Hot-path writes use Core inserts: one short transaction each, so a crash loses at most the step in flight."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.engine.messages import Message, ToolCall, ToolResult, Usage
+from bot.engine.ports import LLMCallRecord, MemoryItem, SessionRecord
+from bot.store.models import (
+    LLMCallRow,
+    MemoryRow,
+    MessageRow,
+    ProcessedEventRow,
+    SessionRow,
+    ToolInvocationRow,
+    TurnRow,
+    utcnow,
+)
+
+S, M, T = SessionRow.__table__, MessageRow.__table__, TurnRow.__table__
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _session(row: Any) -> SessionRecord:
+    return SessionRecord(id=row.id, platform=row.platform, channel=row.channel, thread=row.thread, agent=row.agent)
+
+
+def _message(row: Any) -> Message:
+    calls = tuple(ToolCall.from_dict(c) for c in (row.tool_calls or []))
+    return Message(role=row.role, content=row.content or "", tool_calls=calls, tool_call_id=row.tool_call_id,
+                   name=row.name)
+
+
+class SqlStore:
+    """Implements the engine's SessionStore, AuditLog and MemoryStore ports."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    # --- sessions -----------------------------------------------------------------------------------------
+    async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord:
+        where = (S.c.platform == platform) & (S.c.channel == channel) & (S.c.thread == thread)
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(S).where(where))).first()
+        if row is not None:
+            return _session(row)
+        record = SessionRecord(new_id(), platform, channel, thread, agent)
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(S).values(id=record.id, platform=platform, channel=channel,
+                                                    thread=thread, agent=agent, created_at=utcnow(),
+                                                    updated_at=utcnow()))
+            return record
+        except IntegrityError:  # another turn created it first
+            async with self.engine.connect() as conn:
+                return _session((await conn.execute(select(S).where(where))).one())
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(S).where(S.c.id == session_id))).first()
+        return _session(row) if row is not None else None
+
+    # --- history --------------------------------------------------------------------------------------------
+    async def history(self, session_id: str, max_turns: int) -> list[Message]:
+        """The last `max_turns` turns, read from the (session_id, id) index: cost does not grow with the table."""
+        if max_turns <= 0:
+            return []
+        async with self.engine.connect() as conn:
+            start = (
+                await conn.execute(
+                    select(M.c.id).where(M.c.session_id == session_id, M.c.role == "user")
+                    .order_by(M.c.id.desc()).offset(max_turns - 1).limit(1)
+                )
+            ).scalar()
+            query = select(M).where(M.c.session_id == session_id)
+            if start is not None:
+                query = query.where(M.c.id >= start)
+            rows = (await conn.execute(query.order_by(M.c.id))).all()
+        return [_message(r) for r in rows]
+
+    async def append(self, session_id: str, turn_id: str, message: Message) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(M).values(
+                session_id=session_id, turn_id=turn_id, role=message.role, content=message.content,
+                tool_calls=[c.to_dict() for c in message.tool_calls] or None, tool_call_id=message.tool_call_id,
+                name=message.name, created_at=utcnow(),
+            ))
+
+    # --- turns ----------------------------------------------------------------------------------------------
+    async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None:
+        now = utcnow()
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(T).values(id=turn_id, session_id=session_id, trigger=trigger, user=user,
+                                                text=text, started_at=now, status="running"))
+            await conn.execute(update(S).where(S.c.id == session_id).values(updated_at=now))
+
+    async def finish_turn(
+        self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
+    ) -> None:
+        status = "error" if error else ("limit" if hit_limit else "ok")
+        async with self.engine.begin() as conn:
+            await conn.execute(update(T).where(T.c.id == turn_id).values(
+                answer=answer, iterations=iterations, hit_limit=hit_limit, prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens, status=status, error=error, finished_at=utcnow(),
+            ))
+
+    # --- audit ----------------------------------------------------------------------------------------------
+    async def record_llm_call(self, record: LLMCallRecord) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(LLMCallRow.__table__).values(
+                session_id=record.session_id, turn_id=record.turn_id, agent=record.agent, model=record.model,
+                attempt=record.attempt, request=record.request, response=record.response,
+                prompt_tokens=record.usage.prompt_tokens, completion_tokens=record.usage.completion_tokens,
+                latency_ms=record.latency_ms, finish_reason=record.finish_reason, error=record.error,
+                created_at=utcnow(),
+            ))
+
+    async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(ToolInvocationRow.__table__).values(
+                session_id=session_id, turn_id=turn_id, agent=agent, call_id=result.call_id, tool=result.tool,
+                arguments=result.arguments, result=result.content, status=result.status, reason=result.reason,
+                attempts=result.attempts, duration_ms=result.duration_ms, created_at=utcnow(),
+            ))
+
+    # --- memory ---------------------------------------------------------------------------------------------
+    async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:
+        t = MemoryRow.__table__
+        scope = t.c.channel.is_(None) if channel is None else (t.c.channel.is_(None) | (t.c.channel == channel))
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(
+                select(t).where(t.c.agent == agent, scope).order_by(t.c.id.desc()).limit(limit)
+            )).all()
+        return [MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at) for r in reversed(rows)]
+
+    async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None) -> int:
+        t = MemoryRow.__table__
+        async with self.engine.begin() as conn:
+            result = await conn.execute(insert(t).values(agent=agent, channel=channel, content=content,
+                                                         session_id=session_id, created_at=utcnow())
+                                        .returning(t.c.id))
+            return int(result.scalar_one())
+
+    async def forget(self, agent: str, memory_id: int) -> bool:
+        t = MemoryRow.__table__
+        async with self.engine.begin() as conn:
+            result = await conn.execute(delete(t).where(t.c.id == memory_id, t.c.agent == agent))
+            return (result.rowcount or 0) > 0
+
+    async def count_memories(self, agent: str, channel: str | None) -> int:
+        t = MemoryRow.__table__
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(
+                select(func.count()).select_from(t).where(t.c.agent == agent, t.c.channel == channel)
+            )).scalar_one())
+
+    # --- exactly-once platform events ----------------------------------------------------------------------
+    async def claim_event(self, platform: str, event_id: str) -> bool:
+        """True the first time (platform, event_id) is seen, in any process sharing the database."""
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(ProcessedEventRow.__table__).values(
+                    platform=platform, event_id=event_id, received_at=utcnow()))
+            return True
+        except IntegrityError:
+            return False
+
+    async def prune_events(self, before: datetime) -> int:
+        t = ProcessedEventRow.__table__
+        async with self.engine.begin() as conn:
+            return (await conn.execute(delete(t).where(t.c.received_at < before))).rowcount or 0

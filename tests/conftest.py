@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from bot.app import App, build_app
+from bot.config import Settings
+from tests.fakes.openai_server import FakeOpenAI
+from tests.helpers import registry, write_agent
+
+PG_ADMIN_URL = os.environ.get("YOKEBOT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
+REQUIRE_PG = os.environ.get("YOKEBOT_REQUIRE_PG") == "1"
+
+TEST_AGENT = """
+description: test agent
+tools: [echo, boom, slow, flaky, current_time]
+max_iterations: 4
+"""
+
+
+def _pg_url(database: str) -> str:
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{database}"
+
+
+async def _pg_admin(sql: str) -> None:
+    import asyncpg
+
+    dsn = PG_ADMIN_URL.replace("postgresql+asyncpg", "postgresql")
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def pg_available() -> bool:
+    try:
+        asyncio.run(_pg_admin("SELECT 1"))
+        return True
+    except Exception:
+        return False
+
+
+_PG_OK: bool | None = None
+
+
+def need_pg() -> None:
+    global _PG_OK
+    if _PG_OK is None:
+        _PG_OK = pg_available()
+    if not _PG_OK:
+        if REQUIRE_PG:
+            pytest.fail(f"PostgreSQL is required (YOKEBOT_REQUIRE_PG=1) but {PG_ADMIN_URL} is not reachable")
+        pytest.skip("PostgreSQL is not reachable")
+
+
+@pytest.fixture
+def pg_database() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    need_pg()
+    name = f"yokebot_test_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield _pg_url(name)
+    finally:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'yokebot.db'}"
+    return request.getfixturevalue("pg_database")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'yokebot.db'}"
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def agents_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "agents"
+    write_agent(d, "tester", TEST_AGENT)
+    return d
+
+
+def make_settings(db: str, llm: FakeOpenAI, agents: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = dict(
+        database_url=db, agents_dir=agents, default_agent="tester", openai_base_url=llm.base_url,
+        openai_api_key="sk-test-key-123", model="test-model", model_retry_base_seconds=0.01,
+        model_retry_max_wait_seconds=0.2, tool_backoff_seconds=0.01, model_timeout_seconds=5,
+    )
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+async def bot(sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path) -> AsyncIterator[App]:
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir), registry=registry())
+    yield app
+    await app.close()
+
+
+@pytest.fixture
+async def any_bot(db_url: str, fake_llm: FakeOpenAI, agents_dir: Path) -> AsyncIterator[App]:
+    """The same bot on SQLite and on PostgreSQL."""
+    app = await build_app(make_settings(db_url, fake_llm, agents_dir), registry=registry())
+    yield app
+    await app.close()
+
+
+async def rows(app: App, sql: str, **params: Any) -> list[Any]:
+    async with app.engine.connect() as conn:
+        return list((await conn.execute(text(sql), params)).all())

@@ -1,0 +1,206 @@
+"""Whole turns through AgentService -> ReActLoop -> real openai SDK -> fake server, audited in SQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from bot.app import App
+from bot.engine.service import TurnRequest
+from tests.conftest import rows
+from tests.fakes.openai_server import FakeOpenAI, call
+from tests.helpers import tool_messages
+
+
+def req(text: str, thread: str = "t1", **kw: object) -> TurnRequest:
+    return TurnRequest(platform="test", channel="c1", thread=thread, text=text, agent="tester", **kw)  # type: ignore[arg-type]
+
+
+async def test_multi_step_turn_feeds_results_back_and_audits_everything(any_bot: App, fake_llm: FakeOpenAI):
+    fake_llm.calls(call("echo", {"text": "first"}, "call_a"))
+    fake_llm.calls(call("echo", {"text": "second", "times": 2}, "call_b"))
+    fake_llm.reply("All done: first, second second.")
+
+    result = await any_bot.service.handle(req("run the two echoes"))
+
+    assert result.answer == "All done: first, second second."
+    assert result.iterations == 3 and not result.hit_iteration_limit
+    assert [(r.tool, r.status, r.content) for r in result.tool_calls] == [
+        ("echo", "ok", "first"), ("echo", "ok", "second second")]
+    # the model saw each result with the right tool_call_id, after the assistant message that asked for it
+    second, third = fake_llm.requests[1], fake_llm.requests[2]
+    assert second["messages"][-2]["tool_calls"][0]["id"] == "call_a"
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_a", "content": "first"}
+    assert [m["tool_call_id"] for m in tool_messages(third)] == ["call_a", "call_b"]
+
+    llm = await rows(any_bot, "SELECT model, attempt, error, prompt_tokens, finish_reason FROM llm_calls "
+                              "WHERE session_id = :s ORDER BY id", s=result.session_id)
+    assert [(r.model, r.attempt, r.error, r.prompt_tokens) for r in llm] == [("test-model", 1, None, 10)] * 3
+    assert [r.finish_reason for r in llm] == ["tool_calls", "tool_calls", "stop"]
+    tools = await rows(any_bot, "SELECT tool, status, attempts, result FROM tool_invocations WHERE session_id = :s "
+                                "ORDER BY id", s=result.session_id)
+    assert [(t.tool, t.status, t.attempts, t.result) for t in tools] == [
+        ("echo", "ok", 1, "first"), ("echo", "ok", 1, "second second")]
+    msgs = await rows(any_bot, "SELECT role FROM messages WHERE session_id = :s ORDER BY id", s=result.session_id)
+    assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    turn = (await rows(any_bot, "SELECT status, iterations, answer FROM turns WHERE id = :t", t=result.turn_id))[0]
+    assert (turn.status, turn.iterations, turn.answer) == ("ok", 3, result.answer)
+
+
+async def test_second_turn_continues_the_session_with_its_history(any_bot: App, fake_llm: FakeOpenAI):
+    fake_llm.reply("Hello Ada.").reply("You are Ada.")
+    first = await any_bot.service.handle(req("I am Ada"))
+    second = await any_bot.service.handle(req("who am I?"))
+    assert first.session_id == second.session_id
+    sent = [(m["role"], m["content"]) for m in fake_llm.requests[1]["messages"][1:]]
+    assert sent == [("user", "I am Ada"), ("assistant", "Hello Ada."), ("user", "who am I?")]
+
+
+async def test_iteration_cap_gives_a_clear_partial_answer(bot: App, fake_llm: FakeOpenAI):
+    for i in range(4):  # tester's profile caps at 4
+        fake_llm.calls(call("echo", {"text": f"loop {i}"}))
+    result = await bot.service.handle(req("never stop"))
+    assert result.hit_iteration_limit and result.iterations == 4
+    assert "stopped after 4 steps" in result.answer
+    assert len(fake_llm.requests) == 4
+    turn = (await rows(bot, "SELECT status, hit_limit FROM turns WHERE id = :t", t=result.turn_id))[0]
+    assert turn.status == "limit" and turn.hit_limit
+
+
+async def test_bad_tool_calls_become_observations_and_the_loop_goes_on(bot: App, fake_llm: FakeOpenAI):
+    fake_llm.calls(
+        call("no_such_tool", {}, "c1"),
+        call("echo", "{not json", "c2"),
+        call("echo", {"times": "many"}, "c3"),
+        call("boom", {"reason": "disk on fire"}, "c4"),
+        call("slow", {"seconds": 5}, "c5"),
+    )
+    fake_llm.reply("I saw the errors.")
+    result = await bot.service.handle(req("break things"))
+    assert result.answer == "I saw the errors."
+    by_id = {m["tool_call_id"]: m["content"] for m in tool_messages(fake_llm.requests[1])}
+    assert "no tool named 'no_such_tool'" in by_id["c1"] and "echo" in by_id["c1"]
+    assert "not valid JSON" in by_id["c2"]
+    assert "invalid arguments for echo" in by_id["c3"] and "text" in by_id["c3"] and "times" in by_id["c3"]
+    assert "RuntimeError: disk on fire" in by_id["c4"]
+    assert "timed out after 0.3 s" in by_id["c5"]
+    statuses = await rows(bot, "SELECT tool, status FROM tool_invocations ORDER BY id")
+    assert [(s.tool, s.status) for s in statuses] == [
+        ("no_such_tool", "error"), ("echo", "error"), ("echo", "error"), ("boom", "error"), ("slow", "error")]
+
+
+async def test_retryable_tool_succeeds_on_the_third_attempt(bot: App, fake_llm: FakeOpenAI):
+    fake_llm.calls(call("flaky", {"key": "k-third"})).reply("ok")
+    result = await bot.service.handle(req("flaky please"))
+    assert result.tool_calls[0].status == "ok"
+    assert result.tool_calls[0].content == "worked on attempt 3"
+    row = (await rows(bot, "SELECT attempts, status FROM tool_invocations"))[0]
+    assert (row.attempts, row.status) == (3, "ok")
+
+
+async def test_model_429_is_retried_then_succeeds(bot: App, fake_llm: FakeOpenAI):
+    fake_llm.fail(429, code="rate_limit_exceeded", headers={"retry-after-ms": "10"}).reply("fine now")
+    result = await bot.service.handle(req("hello"))
+    assert result.answer == "fine now" and result.error is None
+    calls = await rows(bot, "SELECT attempt, error FROM llm_calls ORDER BY id")
+    assert [c.attempt for c in calls] == [1, 2]
+    assert "RateLimitError" in calls[0].error and calls[1].error is None
+
+
+async def test_model_500_exhausted_gives_one_clear_sentence_and_error_rows(bot: App, fake_llm: FakeOpenAI):
+    for _ in range(3):
+        fake_llm.fail(500)
+    result = await bot.service.handle(req("hello"))
+    assert result.error is not None
+    assert result.answer.startswith("Sorry, I could not finish this: the model endpoint answered HTTP 500")
+    assert "gave up after 3 attempts" in result.answer and "\n" not in result.answer
+    calls = await rows(bot, "SELECT attempt, error FROM llm_calls ORDER BY id")
+    assert [c.attempt for c in calls] == [1, 2, 3] and all("500" in c.error for c in calls)
+    turn = (await rows(bot, "SELECT status, error FROM turns"))[0]
+    assert turn.status == "error" and "HTTP 500" in turn.error
+
+
+async def test_bad_request_and_quota_are_not_retried(bot: App, fake_llm: FakeOpenAI):
+    fake_llm.fail(400, code="context_length_exceeded", message="too long")
+    result = await bot.service.handle(req("a very long story", thread="t-ctx"))
+    assert "too long for the model's context window" in result.answer
+    fake_llm.fail(429, code="insufficient_quota")
+    result = await bot.service.handle(req("hello", thread="t-quota"))
+    assert "out of quota" in result.answer
+    assert len(fake_llm.requests) == 2  # one attempt each
+
+
+async def test_model_timeout_is_retried(sqlite_url, fake_llm: FakeOpenAI, agents_dir):
+    from bot.app import build_app
+    from tests.conftest import make_settings
+    from tests.helpers import registry
+
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir, model_timeout_seconds=0.3),
+                          registry=registry())
+    try:
+        fake_llm.hang(2).reply("after the timeout")
+        result = await app.service.handle(req("hi"))
+        assert result.answer == "after the timeout"
+        errors = [r.error for r in await rows(app, "SELECT error FROM llm_calls ORDER BY id")]
+        assert "Timeout" in errors[0] and errors[1] is None
+    finally:
+        await app.close()
+
+
+async def test_concurrent_turns_on_one_session_do_not_interleave(bot: App, fake_llm: FakeOpenAI):
+    fake_llm.latency = 0.05
+
+    def handler(body):
+        from tests.fakes.openai_server import Step
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            return Step("calls", calls=[call("echo", {"text": last["content"]})])
+        return Step("reply", content=f"done {last['content']}")
+
+    fake_llm.handler = handler
+    results = await asyncio.gather(*(bot.service.handle(req(f"job {i}")) for i in range(3)))
+    assert sorted(r.answer for r in results) == ["done job 0", "done job 1", "done job 2"]
+    roles = await rows(bot, "SELECT role, turn_id FROM messages ORDER BY id")
+    # each turn's four messages are contiguous: user, assistant(call), tool, assistant
+    turns = [r.turn_id for r in roles]
+    assert [r.role for r in roles] == ["user", "assistant", "tool", "assistant"] * 3
+    assert all(len(set(turns[i:i + 4])) == 1 for i in range(0, 12, 4))
+    assert len(bot.service.locks) == 0
+
+
+async def test_streaming_mode_assembles_tool_calls(sqlite_url, fake_llm: FakeOpenAI, agents_dir):
+    from bot.app import build_app
+    from tests.conftest import make_settings
+    from tests.helpers import registry
+
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir, model_stream=True), registry=registry())
+    try:
+        fake_llm.calls(call("echo", {"text": "streamed arguments arrive in pieces"}, "s1"))
+        fake_llm.reply("A streamed answer, assembled.", usage=(7, 3))
+        result = await app.service.handle(req("stream it"))
+        assert fake_llm.requests[0]["stream"] is True
+        assert result.tool_calls[0].content == "streamed arguments arrive in pieces"
+        assert result.answer == "A streamed answer, assembled."
+        assert result.usage.prompt_tokens == 17
+    finally:
+        await app.close()
+
+
+async def test_unknown_session_id_is_a_clear_error(bot: App):
+    import pytest
+
+    from bot.engine.errors import SessionNotFound
+
+    with pytest.raises(SessionNotFound, match="no session 'nope'"):
+        await bot.service.handle(req("hi", session_id="nope"))
+
+
+def test_json_trace_shape(bot: App):
+    del bot
+    from bot.engine.messages import ToolResult, TurnResult
+
+    r = TurnResult("a", "s", "t", 2, False, (ToolResult("c", "echo", {"text": "x"}, "x", "ok"),))
+    assert json.loads(r.to_json()) == {"answer": "a", "session_id": "s", "iterations": 2,
+                                       "hit_iteration_limit": False,
+                                       "tool_calls": [{"tool": "echo", "arguments": {"text": "x"},
+                                                       "result": "x", "status": "ok"}]}

@@ -1,0 +1,142 @@
+"""A scripted OpenAI-compatible server: `POST /v1/chat/completions`, spoken to by the real openai SDK.
+
+Script replies in order (`reply`, `call`, `fail`, `hang`), or set `handler` to answer from the request
+(for concurrent sessions). Every request body is recorded in `requests`."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.loopback import LoopbackServer
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class Step:
+    kind: str  # reply | calls | fail | hang
+    content: str = ""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    usage: tuple[int, int] = (10, 5)
+
+
+def call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": call_id or f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": args}}
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.script: deque[Step] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.handler: Callable[[dict[str, Any]], Step] | None = None
+        self.latency = 0.0
+        self._lock = threading.Lock()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._completions)
+        self.server = LoopbackServer(app)
+
+    # --- scripting ------------------------------------------------------------------------------------
+    def reply(self, content: str, **kw: Any) -> FakeOpenAI:
+        self.script.append(Step("reply", content=content, **kw))
+        return self
+
+    def calls(self, *calls: dict[str, Any], content: str = "", **kw: Any) -> FakeOpenAI:
+        self.script.append(Step("calls", content=content, calls=list(calls), **kw))
+        return self
+
+    def fail(self, status: int, code: str | None = None, headers: dict[str, str] | None = None,
+             message: str = "scripted failure") -> FakeOpenAI:
+        self.script.append(Step("fail", status=status, code=code, headers=headers or {}, content=message))
+        return self
+
+    def hang(self, seconds: float) -> FakeOpenAI:
+        self.script.append(Step("hang", delay=seconds))
+        return self
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> FakeOpenAI:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.server.url}/v1"
+
+    # --- serving ----------------------------------------------------------------------------------------
+    def _next(self, body: dict[str, Any]) -> Step:
+        with self._lock:
+            self.requests.append(body)
+            if self.script:
+                return self.script.popleft()
+        if self.handler is not None:
+            return self.handler(body)
+        return Step("fail", status=500, content="fake OpenAI: the script is exhausted")
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        step = self._next(body)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if step.kind == "hang":
+            await asyncio.sleep(step.delay)
+            step = Step("reply", content="(too late)")
+        if step.delay:
+            await asyncio.sleep(step.delay)
+        if step.kind == "fail":
+            error = {"message": step.content, "type": "error", "code": step.code, "param": None}
+            return web.json_response({"error": error}, status=step.status, headers=step.headers)
+        if body.get("stream"):
+            return await self._stream(request, body, step)
+        message: dict[str, Any] = {"role": "assistant", "content": step.content or None}
+        if step.calls:
+            message["tool_calls"] = step.calls
+        return web.json_response({
+            "id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if step.calls else "stop"}],
+            "usage": {"prompt_tokens": step.usage[0], "completion_tokens": step.usage[1],
+                      "total_tokens": sum(step.usage)},
+        })
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], step: Step) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        base = {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion.chunk", "created": 0,
+                "model": body["model"]}
+
+        async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
+            await resp.write(f"data: {json.dumps({**base, 'choices': choices, **extra})}\n\n".encode())
+
+        for i in range(0, len(step.content), 8):
+            await send([{"index": 0, "delta": {"content": step.content[i:i + 8]}, "finish_reason": None}])
+        for n, c in enumerate(step.calls):
+            head = {"index": n, "id": c["id"], "type": "function", "function": {"name": c["function"]["name"],
+                                                                                "arguments": ""}}
+            await send([{"index": 0, "delta": {"tool_calls": [head]}, "finish_reason": None}])
+            args = c["function"]["arguments"]
+            for i in range(0, len(args), 5):
+                frag = {"index": n, "function": {"arguments": args[i:i + 5]}}
+                await send([{"index": 0, "delta": {"tool_calls": [frag]}, "finish_reason": None}])
+        await send([{"index": 0, "delta": {}, "finish_reason": "tool_calls" if step.calls else "stop"}])
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await send([], usage={"prompt_tokens": step.usage[0], "completion_tokens": step.usage[1],
+                                  "total_tokens": sum(step.usage)})
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp

@@ -1,0 +1,58 @@
+"""Test-only tools and small helpers shared by the tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bot.engine.errors import ToolRetry
+from bot.engine.tooling import Tool, ToolContext, tool
+from bot.tools import builtin_tools
+
+FLAKY_CALLS: Counter[str] = Counter()
+
+
+@tool("echo", "Echo the text back. Use it in tests.")
+async def echo(ctx: ToolContext, text: str, times: int = 1) -> str:
+    return " ".join([text] * times)
+
+
+@tool("boom", "Always raises. Use it in tests.")
+async def boom(ctx: ToolContext, reason: str = "kaput") -> str:
+    raise RuntimeError(reason)
+
+
+@tool("slow", "Sleeps. Use it in tests.", timeout=0.3)
+async def slow(ctx: ToolContext, seconds: float = 5.0) -> str:
+    await asyncio.sleep(seconds)
+    return "woke up"
+
+
+@tool("flaky", "Fails twice with a transient error, then works. Use it in tests.")
+async def flaky(ctx: ToolContext, key: str) -> str:
+    FLAKY_CALLS[key] += 1
+    if FLAKY_CALLS[key] < 3:
+        raise ToolRetry(f"transient failure {FLAKY_CALLS[key]}")
+    return f"worked on attempt {FLAKY_CALLS[key]}"
+
+
+def registry() -> dict[str, Tool]:
+    return {**builtin_tools(), **{t.name: t for t in (echo, boom, slow, flaky)}}
+
+
+def write_agent(agents_dir: Path, name: str, front: str, body: str = "You are a test agent.",
+                files: dict[str, str] | None = None) -> Path:
+    base = agents_dir / name
+    base.mkdir(parents=True, exist_ok=True)
+    for rel, text in (files or {}).items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text)
+    path = base / "AGENT.md"
+    path.write_text(f"---\n{front.strip()}\n---\n{body}\n")
+    return path
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -56,7 +58,11 @@ async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[Async
 
 
 async def build_app(
-    settings: Settings, *, model: ChatModel | None = None, registry: dict[str, Tool] | None = None
+    settings: Settings,
+    *,
+    model: ChatModel | None = None,
+    registry: dict[str, Tool] | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> App:
     registry = registry if registry is not None else builtin_tools()
     profiles = load_profiles(settings, registry)
@@ -78,7 +84,8 @@ async def build_app(
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
     )
     notifier = AdapterNotifier()
-    loop = ReActLoop(model, executor, PromptBuilder(memory=store), settings.model)
+    prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
+    loop = ReActLoop(model, executor, prompts, settings.model)
     app = App(settings, engine, store, registry, profiles, notifier, None)  # type: ignore[arg-type]
     app.service = AgentService(store, loop, app.profile, notifier=notifier, memory=store)
     return app

@@ -27,7 +27,9 @@ app.add_typer(db_app, name="db")
 out = Console()
 err = Console(stderr=True)
 
-AgentOpt = Annotated[str | None, typer.Option("--agent", "-a", help="Agent profile to use (default: YOKEBOT_DEFAULT_AGENT).")]
+AgentOpt = Annotated[
+    str | None, typer.Option("--agent", "-a", help="Agent profile to use (default: YOKEBOT_DEFAULT_AGENT).")
+]
 
 
 def setup_logging(settings: Settings, quiet: bool = False) -> None:

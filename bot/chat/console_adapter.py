@@ -46,7 +46,8 @@ class ConsoleAdapter:
                 self.console.print(f"[dim]→ {event.call.name}({short(event.call.arguments)})[/dim]")
             elif event.kind == "tool_end" and event.result is not None:
                 style = STATUS_STYLE.get(event.result.status, "white")
-                self.console.print(f"[{style}]  ← {event.result.status}[/{style}] [dim]{short(event.result.content)}[/dim]")
+                preview = short(event.result.content)
+                self.console.print(f"[{style}]  ← {event.result.status}[/{style}] [dim]{preview}[/dim]")
                 status.update("thinking…")
 
         with status:

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -94,6 +94,7 @@ class ToolExecutor:
                         "Send a JSON object that fits the tool's schema.")
         if not isinstance(raw, dict):
             return fail("error", f"Error: the arguments for {call.name} must be a JSON object.")
+        raw = cast(dict[str, Any], raw)
         try:
             args = tool.parse(raw)
         except ValidationError as exc:

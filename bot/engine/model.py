@@ -118,9 +118,10 @@ def _parse(resp: Any, fallback_model: str) -> ModelResponse:
         raise ModelError("the model returned no choices", code="empty")
     choice = resp.choices[0]
     msg = choice.message
+    raw_calls: list[Any] = list(msg.tool_calls or [])
     calls = tuple(
-        ToolCall(id=tc.id, name=tc.function.name, arguments=tc.function.arguments or "")
-        for tc in (msg.tool_calls or [])
+        ToolCall(id=str(tc.id), name=str(tc.function.name), arguments=str(tc.function.arguments or ""))
+        for tc in raw_calls
         if getattr(tc, "function", None) is not None
     )
     usage = Usage(resp.usage.prompt_tokens or 0, resp.usage.completion_tokens or 0) if resp.usage else Usage()
@@ -153,8 +154,9 @@ async def _collect(stream: Any, fallback_model: str) -> ModelResponse:
             finish = choice.finish_reason or finish
             if delta.content:
                 content.append(delta.content)
-            for tc in delta.tool_calls or []:
-                part = calls.setdefault(tc.index, _Partial())
+            deltas: list[Any] = list(delta.tool_calls or [])
+            for tc in deltas:
+                part = calls.setdefault(int(tc.index), _Partial())
                 part.id = tc.id or part.id
                 if tc.function is not None:
                     part.name = tc.function.name or part.name

@@ -94,10 +94,13 @@ class AgentProfile:
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
     skills: tuple[Skill, ...] = ()
-    notify: NotifySpec = NotifySpec()
+    notify: NotifySpec = field(default_factory=NotifySpec)
     channels: tuple[str, ...] = ()
-    access: AccessSpec = AccessSpec()
+    access: AccessSpec = field(default_factory=AccessSpec)
     schedules: tuple[ScheduleSpec, ...] = ()
+
+
+FRONT_FIRST_LINE = 2  # the front matter starts on the line after the opening '---'
 
 
 def split_front_matter(text: str, path: str) -> tuple[str, str, int]:
@@ -158,12 +161,14 @@ def _read_text(path: Path, owner: str, what: str, line: int | None) -> str:
 def _load_skill(base: Path, name: str, owner: str, line: int | None) -> Skill:
     path = base / "skills" / name / "SKILL.md"
     text = _read_text(path, owner, f"skill {name!r}: file", line)
-    front, body, first = split_front_matter(text, str(path))
+    front, body, _ = split_front_matter(text, str(path))
+    first = FRONT_FIRST_LINE
     data, node = _parse_yaml(front, str(path), first)
     unknown = set(data) - {"name", "description"}
     if unknown:
         key = sorted(unknown)[0]
-        raise ProfileError(str(path), f"unknown key {key!r} (allowed: name, description)", _line_of(node, (key,), first))
+        line = _line_of(node, (key,), first)
+        raise ProfileError(str(path), f"unknown key {key!r} (allowed: name, description)", line)
     for key in ("name", "description"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise ProfileError(str(path), f"front matter needs a non-empty {key!r}", first)
@@ -197,7 +202,8 @@ class ProfileLoader:
     def load_file(self, path: Path) -> AgentProfile:
         where = str(path)
         text = _read_text(path, where, "profile", None)
-        front, body, first = split_front_matter(text, where)
+        front, body, body_line = split_front_matter(text, where)
+        first = FRONT_FIRST_LINE
         data, node = _parse_yaml(front, where, first)
         try:
             spec = ProfileSpec.model_validate(data)
@@ -209,7 +215,7 @@ class ProfileLoader:
             raise ProfileError(where, f"{what}: {msg}", _line_of(node, loc, first)) from None
         name = spec.name or path.parent.name
         if not body:
-            raise ProfileError(where, "the Markdown body (the system prompt) is empty", first)
+            raise ProfileError(where, "the Markdown body (the system prompt) is empty", body_line)
         tools = self._tools(spec, where, node, first)
         base = path.parent
         bootstrap = tuple(

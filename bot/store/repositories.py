@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Table, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.engine.messages import Message, ToolCall, ToolResult, Usage
 from bot.engine.ports import LLMCallRecord, MemoryItem, SessionRecord
 from bot.store.models import (
+    Base,
     LLMCallRow,
     MemoryRow,
     MessageRow,
@@ -25,7 +26,13 @@ from bot.store.models import (
     utcnow,
 )
 
-S, M, T = SessionRow.__table__, MessageRow.__table__, TurnRow.__table__
+
+def _t(model: type[Base]) -> Table:
+    return cast(Table, model.__table__)
+
+
+S, M, T = _t(SessionRow), _t(MessageRow), _t(TurnRow)
+LLM, TOOLS, MEM, EVENTS = _t(LLMCallRow), _t(ToolInvocationRow), _t(MemoryRow), _t(ProcessedEventRow)
 
 
 def new_id() -> str:
@@ -118,7 +125,7 @@ class SqlStore:
     # --- audit ----------------------------------------------------------------------------------------------
     async def record_llm_call(self, record: LLMCallRecord) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(insert(LLMCallRow.__table__).values(
+            await conn.execute(insert(LLM).values(
                 session_id=record.session_id, turn_id=record.turn_id, agent=record.agent, model=record.model,
                 attempt=record.attempt, request=record.request, response=record.response,
                 prompt_tokens=record.usage.prompt_tokens, completion_tokens=record.usage.completion_tokens,
@@ -128,7 +135,7 @@ class SqlStore:
 
     async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(insert(ToolInvocationRow.__table__).values(
+            await conn.execute(insert(TOOLS).values(
                 session_id=session_id, turn_id=turn_id, agent=agent, call_id=result.call_id, tool=result.tool,
                 arguments=result.arguments, result=result.content, status=result.status, reason=result.reason,
                 attempts=result.attempts, duration_ms=result.duration_ms, created_at=utcnow(),
@@ -136,7 +143,7 @@ class SqlStore:
 
     # --- memory ---------------------------------------------------------------------------------------------
     async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:
-        t = MemoryRow.__table__
+        t = MEM
         scope = t.c.channel.is_(None) if channel is None else (t.c.channel.is_(None) | (t.c.channel == channel))
         async with self.engine.connect() as conn:
             rows = (await conn.execute(
@@ -145,7 +152,7 @@ class SqlStore:
         return [MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at) for r in reversed(rows)]
 
     async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None) -> int:
-        t = MemoryRow.__table__
+        t = MEM
         async with self.engine.begin() as conn:
             result = await conn.execute(insert(t).values(agent=agent, channel=channel, content=content,
                                                          session_id=session_id, created_at=utcnow())
@@ -153,13 +160,13 @@ class SqlStore:
             return int(result.scalar_one())
 
     async def forget(self, agent: str, memory_id: int) -> bool:
-        t = MemoryRow.__table__
+        t = MEM
         async with self.engine.begin() as conn:
             result = await conn.execute(delete(t).where(t.c.id == memory_id, t.c.agent == agent))
             return (result.rowcount or 0) > 0
 
     async def count_memories(self, agent: str, channel: str | None) -> int:
-        t = MemoryRow.__table__
+        t = MEM
         async with self.engine.connect() as conn:
             return int((await conn.execute(
                 select(func.count()).select_from(t).where(t.c.agent == agent, t.c.channel == channel)
@@ -170,13 +177,13 @@ class SqlStore:
         """True the first time (platform, event_id) is seen, in any process sharing the database."""
         try:
             async with self.engine.begin() as conn:
-                await conn.execute(insert(ProcessedEventRow.__table__).values(
+                await conn.execute(insert(EVENTS).values(
                     platform=platform, event_id=event_id, received_at=utcnow()))
             return True
         except IntegrityError:
             return False
 
     async def prune_events(self, before: datetime) -> int:
-        t = ProcessedEventRow.__table__
+        t = EVENTS
         async with self.engine.begin() as conn:
             return (await conn.execute(delete(t).where(t.c.received_at < before))).rowcount or 0

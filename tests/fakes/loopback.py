@@ -34,7 +34,7 @@ class LoopbackServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server: Any = site._server  # noqa: SLF001 - the only way to read the ephemeral port
+        server: Any = site._server
         self.port = server.sockets[0].getsockname()[1]
 
     def start(self) -> LoopbackServer:

@@ -1,0 +1,101 @@
+"""The exact prompt the model receives, read from the fake server's recorded requests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.app import build_app
+from bot.engine.messages import Message, ToolCall
+from bot.engine.prompt import truncate_history
+from bot.engine.service import TurnRequest
+from tests.conftest import make_settings
+from tests.fakes.openai_server import FakeOpenAI, call
+from tests.helpers import registry, write_agent
+
+FIXED = datetime(2026, 11, 30, 8, 15, tzinfo=UTC)
+
+
+def req(text: str, agent: str = "writer", thread: str = "t") -> TurnRequest:
+    return TurnRequest(platform="test", channel="C1", thread=thread, text=text, agent=agent)
+
+
+async def test_system_prompt_order_memory_history_and_tools(tmp_path: Path, sqlite_url: str, fake_llm: FakeOpenAI):
+    agents = tmp_path / "agents"
+    write_agent(agents, "writer", """
+timezone: Europe/Berlin
+max_history_turns: 2
+tools: [echo]
+bootstrap: [TEAM.md]
+skills: [haiku]
+""", body="You are the writer.", files={
+        "TEAM.md": "The team is called Blue.",
+        "skills/haiku/SKILL.md": "---\nname: haiku\ndescription: write haiku\n---\nFive, seven, five.",
+    })
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents), registry=registry(), clock=lambda: FIXED)
+    try:
+        await app.store.remember("writer", None, "Deploys happen on Tuesdays.", None)
+        await app.store.remember("writer", "C1", "This channel is #blue-team.", None)
+        await app.store.remember("writer", "C-other", "Not for this channel.", None)
+        await app.store.remember("other-agent", None, "Not for this agent.", None)
+        # four earlier turns, two of them with tool calls
+        for i in range(4):
+            if i % 2 == 0:
+                fake_llm.calls(call("echo", {"text": f"t{i}"}, f"call_{i}"))
+            fake_llm.reply(f"answer {i}")
+            await app.service.handle(req(f"question {i}"))
+        fake_llm.reply("final")
+        await app.service.handle(req("question 4"))
+    finally:
+        await app.close()
+
+    sent = fake_llm.requests[-1]
+    system = sent["messages"][0]
+    assert system["role"] == "system"
+    text = system["content"]
+    parts = ["You are the writer.", "## TEAM.md\n\nThe team is called Blue.", "## Skill: haiku\n_write haiku_",
+             "Five, seven, five.", "Current date and time: Monday 2026-11-30 09:15 (Europe/Berlin, UTC+0100).",
+             "## Long-term memory", "Deploys happen on Tuesdays.", "This channel is #blue-team."]
+    positions = [text.index(p) for p in parts]
+    assert positions == sorted(positions)
+    assert "Not for this channel" not in text and "Not for this agent" not in text
+    # history: only the last 2 earlier turns (2 and 3) + the current one; turn 2's tool pair intact
+    rest = [(m["role"], m.get("content"), m.get("tool_call_id")) for m in sent["messages"][1:]]
+    assert rest == [
+        ("user", "question 2", None), ("assistant", "", None), ("tool", "t2", "call_2"),
+        ("assistant", "answer 2", None), ("user", "question 3", None), ("assistant", "answer 3", None),
+        ("user", "question 4", None),
+    ]
+    assert sent["messages"][2]["tool_calls"][0]["id"] == "call_2"
+    assert sent["tools"] == [{
+        "type": "function",
+        "function": {
+            "name": "echo", "description": "Echo the text back. Use it in tests.",
+            "parameters": {"type": "object", "additionalProperties": False, "required": ["text"],
+                           "properties": {"text": {"type": "string"}, "times": {"type": "integer", "default": 1}}},
+        },
+    }]
+    assert sent["model"] == "test-model"
+
+
+def test_truncation_never_splits_a_tool_call_from_its_results():
+    call_a = ToolCall("a", "echo", "{}")
+    call_b = ToolCall("b", "echo", "{}")
+    history = [
+        Message.user("u1"), Message.assistant("", (call_a, call_b)), Message.tool("a", "echo", "ra"),
+        Message.tool("b", "echo", "rb"), Message.assistant("done 1"),
+        Message.user("u2"), Message.assistant("done 2"),
+        Message.user("u3"),
+    ]
+    assert truncate_history(history, 1) == history[5:]
+    assert truncate_history(history, 2) == history
+    assert truncate_history(history, 0) == history[7:]
+
+
+def test_a_turn_interrupted_mid_tool_is_repaired_for_the_next_request():
+    call_a = ToolCall("a", "echo", "{}")
+    history = [Message.user("u1"), Message.assistant("", (call_a,)), Message.tool("zzz", "echo", "stray"),
+               Message.user("u2")]
+    fixed = truncate_history(history, 5)
+    assert [m.role for m in fixed] == ["user", "assistant", "tool", "user"]
+    assert fixed[2].tool_call_id == "a" and "interrupted" in fixed[2].content

@@ -42,11 +42,21 @@ class LoopbackServer:
         self.call(self._start())
         return self
 
-    def stop(self) -> None:
+    async def _shutdown(self) -> None:
         if self._runner is not None:
-            self.call(self._runner.cleanup())
+            await self._runner.cleanup()
+        # requests still hanging (a scripted timeout) are cancelled, not left for the garbage collector
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def stop(self) -> None:
+        self.call(self._shutdown())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
 
     def submit(self, fn: Callable[[], Awaitable[Any]]) -> None:
         asyncio.run_coroutine_threadsafe(fn(), self.loop)

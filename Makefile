@@ -25,7 +25,7 @@ test: $(STAMP)          ## the whole suite (PostgreSQL tests skip when no server
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check bot tests bench
+	$(BIN)/ruff check bot tests $(wildcard bench)
 	$(BIN)/pyright
 
 bench: $(STAMP)

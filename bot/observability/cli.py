@@ -142,7 +142,7 @@ def db_prune(
 
     cutoff = run_async(span)
     result = _with_engine(lambda engine, _: prune(engine, cutoff, dry_run=dry_run))
-    _out().print(render.prune_summary(result), highlight=False)
+    _out().print(render.prune_summary(result), highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

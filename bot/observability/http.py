@@ -40,7 +40,7 @@ async def database_ready(engine: AsyncEngine) -> tuple[bool, str]:
             await conn.execute(text("SELECT count(*) FROM alembic_version"))
     except Exception as exc:
         log.warning("readiness: database check failed: %s", type(exc).__name__)
-        return False, f"database unreachable ({type(exc).__name__})"
+        return False, f"database check failed ({type(exc).__name__})"
     return True, "ok"
 
 

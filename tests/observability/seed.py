@@ -33,8 +33,8 @@ async def seed(db_url: str, llm: FakeOpenAI, agents_dir: Path) -> Seeded:
     add_other_agent(agents_dir)
     app = await build_app(make_settings(db_url, llm, agents_dir), registry=registry())
     try:
-        llm.calls(call("echo", {"text": "disk usage"}, "c-echo"), call("boom", {"reason": "disk on fire"}, "c-boom"),
-                  content="Checking.", usage=(100, 20))
+        llm.calls(call("echo", {"text": "disk usage"}, "c-echo"),
+                  call("boom", {"reason": "disk on fire"}, "c-boom"), content="Checking.", usage=(100, 20))
         llm.reply("The disk is on fire.", usage=(150, 30))
         first = await app.service.handle(TurnRequest("slack", "C-ops", "171.5", "how is the disk?", "tester",
                                                      trigger="mention", user="U-ada"))

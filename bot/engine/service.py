@@ -7,7 +7,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine.errors import SessionNotFound
@@ -49,13 +49,20 @@ class TurnInfo:
 CURRENT_TURN: ContextVar[TurnInfo | None] = ContextVar("yokebot_current_turn", default=None)
 
 
-@asynccontextmanager
-async def turn_scope(info: TurnInfo) -> AsyncIterator[None]:
-    token = CURRENT_TURN.set(info)
-    try:
-        yield
-    finally:
-        CURRENT_TURN.reset(token)
+class turn_scope:  # lower case: used like a function, `async with turn_scope(info):`
+    """Sets CURRENT_TURN for the body of the turn, and restores what was there after."""
+
+    def __init__(self, info: TurnInfo) -> None:
+        self.info = info
+        self.token: Token[TurnInfo | None] | None = None
+
+    async def __aenter__(self) -> TurnInfo:
+        self.token = CURRENT_TURN.set(self.info)
+        return self.info
+
+    async def __aexit__(self, *_: object) -> None:
+        if self.token is not None:
+            CURRENT_TURN.reset(self.token)
 
 
 class KeyedLocks:

@@ -56,7 +56,8 @@ def value(body: str, name: str, **labels: str) -> float:
     return samples(body).get((name, frozenset(labels.items())), 0.0)
 
 
-async def test_metrics_count_turns_model_calls_tokens_and_tool_calls(bot: App, base: str, fake_llm: FakeOpenAI):
+async def test_metrics_count_turns_model_calls_tokens_and_tool_calls(bot: App, base: str,
+                                                                    fake_llm: FakeOpenAI):
     status, ctype, before = await get(f"{base}/metrics")
     assert status == 200 and ctype.startswith("text/plain") and "version=" in ctype
     assert value(before, "yokebot_turns_total", agent="tester", trigger="mention", status="ok") == 0
@@ -75,18 +76,19 @@ async def test_metrics_count_turns_model_calls_tokens_and_tool_calls(bot: App, b
     assert value(after, "yokebot_turns_in_progress") == 0
     assert value(after, "yokebot_model_calls_total", agent="tester", model="test-model", outcome="ok") == 2
     assert value(after, "yokebot_model_calls_total", agent="tester", model="test-model", outcome="error") == 1
-    assert value(after, "yokebot_model_tokens_total", agent="tester", model="test-model", kind="prompt") == 50
-    assert value(after, "yokebot_model_tokens_total", agent="tester", model="test-model", kind="completion") == 7
+    tokens = {"agent": "tester", "model": "test-model"}
+    assert value(after, "yokebot_model_tokens_total", **tokens, kind="prompt") == 50
+    assert value(after, "yokebot_model_tokens_total", **tokens, kind="completion") == 7
     assert value(after, "yokebot_tool_calls_total", agent="tester", tool="echo", status="ok") == 1
     assert value(after, "yokebot_tool_calls_total", agent="tester", tool="boom", status="error") == 1
     assert value(after, "yokebot_adapter_events_total", platform="slack", kind="mention") == 1
     assert value(after, "yokebot_schedule_runs_total", schedule="tester/nightly", status="ok") == 1
 
 
-async def test_each_app_has_its_own_registry(bot: App, sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path,
+async def test_each_app_has_its_own_registry(bot: App, fake_llm: FakeOpenAI, agents_dir: Path,
                                              tmp_path: Path):
-    other = await build_app(make_settings(f"sqlite+aiosqlite:///{tmp_path / 'other.db'}", fake_llm, agents_dir),
-                            registry=registry())
+    url = f"sqlite+aiosqlite:///{tmp_path / 'other.db'}"
+    other = await build_app(make_settings(url, fake_llm, agents_dir), registry=registry())
     try:
         bot.metrics.adapter_event("discord", "message")
         assert bot.metrics.value("yokebot_adapter_events_total", platform="discord", kind="message") == 1

@@ -75,7 +75,8 @@ def test_secrets_and_token_shapes_are_redacted(bot: App, captured):
     key = settings.openai_api_key.get_secret_value()  # type: ignore[union-attr]
     log = logging.getLogger("leaky")
     log.warning("calling with key %s", key)
-    log.warning("slack xoxb-1234567890-abcdefghij and xapp-1-A0123-456-abcdef, header Bearer abc.def.ghijklmn")
+    log.warning("slack xoxb-1234567890-abcdefghij and xapp-1-A0123-456-abcdef, "
+                "header Bearer abc.def.ghijklmn")
     try:
         raise RuntimeError(f"bad key {key}")
     except RuntimeError:
@@ -90,5 +91,6 @@ def test_secrets_and_token_shapes_are_redacted(bot: App, captured):
 
 def test_redactor_leaves_ordinary_text_alone():
     redact = Redactor(["hunter2-secret"])
-    assert redact("task-runner sk-learn skipped, disk 93% full") == "task-runner sk-learn skipped, disk 93% full"
+    ordinary = "task-runner sk-learn skipped, disk 93% full"
+    assert redact(ordinary) == ordinary
     assert redact("pw hunter2-secret!") == f"pw {REDACTED}!"

@@ -56,7 +56,8 @@ def test_run_serves_healthz_readyz_and_metrics(tmp_path: Path, fake_llm: FakeOpe
         status, body = fetch(f"http://127.0.0.1:{port}/metrics")
         assert status == 200
         for name in ("yokebot_turns_total", "yokebot_model_tokens_total", "yokebot_tool_calls_total",
-                     "yokebot_turn_duration_seconds", "yokebot_adapter_events_total", "yokebot_schedule_runs_total"):
+                     "yokebot_turn_duration_seconds", "yokebot_adapter_events_total",
+                     "yokebot_schedule_runs_total"):
             assert f"# TYPE {name} " in body
     finally:
         proc.send_signal(signal.SIGTERM)

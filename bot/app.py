@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -18,6 +18,8 @@ from bot.engine.profiles import AgentProfile, ProfileLoader
 from bot.engine.prompt import PromptBuilder
 from bot.engine.service import AgentService
 from bot.engine.tooling import Tool
+from bot.observability.metrics import Metrics
+from bot.observability.store import ObservedStore
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
@@ -32,6 +34,7 @@ class App:
     profiles: dict[str, AgentProfile]
     notifier: AdapterNotifier
     service: AgentService
+    metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
 
     def profile(self, name: str) -> AgentProfile:
         try:
@@ -69,23 +72,25 @@ async def build_app(
     if model is None:
         settings.require_model_endpoint()
     engine, store = await open_store(settings)
+    metrics = Metrics()
+    observed = ObservedStore(store, metrics)  # counts turns, model and tool calls, then delegates
     if model is None:
         model = OpenAIChatModel(
             api_key=settings.api_key(),
             base_url=settings.openai_base_url,
-            audit=store,
+            audit=observed,
             retry=RetryPolicy(settings.model_max_attempts, settings.model_retry_base_seconds,
                               settings.model_retry_max_wait_seconds),
             timeout=settings.model_timeout_seconds,
             stream=settings.model_stream,
         )
     executor = ToolExecutor(
-        registry, store,
+        registry, observed,
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
     )
     notifier = AdapterNotifier()
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(model, executor, prompts, settings.model)
-    app = App(settings, engine, store, registry, profiles, notifier, None)  # type: ignore[arg-type]
-    app.service = AgentService(store, loop, app.profile, notifier=notifier, memory=store)
+    app = App(settings, engine, store, registry, profiles, notifier, None, metrics)  # type: ignore[arg-type]
+    app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store)
     return app

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -33,8 +31,9 @@ AgentOpt = Annotated[
 
 
 def setup_logging(settings: Settings, quiet: bool = False) -> None:
-    level = logging.WARNING if quiet else getattr(logging, settings.log_level.upper(), logging.INFO)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from bot.observability.logs import setup_logging as configure
+
+    configure(settings, quiet=quiet)
 
 
 def run_async(factory: Callable[[], Awaitable[T]]) -> T:
@@ -190,3 +189,12 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
 
 def main() -> None:
     app()
+
+
+def _register_observability() -> None:
+    from bot.observability.cli import register
+
+    register(app, db_app)  # sessions, trace, usage, db prune
+
+
+_register_observability()

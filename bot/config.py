@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.engine.errors import ConfigError
 
 DEFAULT_MODEL = "gpt-5-mini"
+
+
+class ModelPrice(BaseModel):
+    """USD per one million tokens, as providers publish them."""
+
+    input: float
+    output: float
 
 
 def _env(name: str) -> AliasChoices:
@@ -26,6 +33,8 @@ class Settings(BaseSettings):
     http_port: int = 8080
     log_level: str = "INFO"
     log_format: str = "text"
+    # YOKEBOT_MODEL_PRICES='{"gpt-5-mini": {"input": 0.25, "output": 2.0}}' for `yokebot usage` cost estimates
+    model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict[str, ModelPrice]())
 
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from bot.app import build_app
 from bot.config import Settings
+from bot.observability.http import add_observability_routes
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     bot = await build_app(settings)
     http = web.Application()
     http.router.add_get("/healthz", healthz)
+    add_observability_routes(http, bot)  # /readyz, /metrics
     runner = web.AppRunner(http)
     await runner.setup()
     site = web.TCPSite(runner, "0.0.0.0", settings.http_port)  # noqa: S104 - a server is meant to listen

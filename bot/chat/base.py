@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bot.engine.service import TurnRequest
 
@@ -43,3 +43,12 @@ class ChatAdapter(Protocol):
     async def post(self, channel: str, text: str) -> str:
         """Post to a channel by name or id (used by notify and schedules); returns a message reference."""
         ...
+
+
+@runtime_checkable
+class ReadinessProbe(Protocol):
+    """Optional for adapters: `/readyz` reports not ready while a registered adapter that has this method says
+    False (Slack: the Socket Mode connection is open, or the HTTP route is mounted; Discord: the gateway
+    session is READY and not closed). Adapters without it count as ready, shown as "unknown"."""
+
+    def is_connected(self) -> bool: ...

@@ -7,6 +7,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine.errors import SessionNotFound
@@ -30,6 +31,38 @@ class TurnRequest:
     trigger: str = "message"  # console | mention | dm | thread | schedule
     user: str | None = None
     session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInfo:
+    """The turn running in this task: log lines and metrics read it (trace id = turn id)."""
+
+    session_id: str
+    turn_id: str
+    agent: str
+    platform: str
+    channel: str
+    trigger: str
+
+
+# A ContextVar, not a global: each asyncio task sees its own turn, and tasks a turn spawns inherit it.
+CURRENT_TURN: ContextVar[TurnInfo | None] = ContextVar("yokebot_current_turn", default=None)
+
+
+class turn_scope:  # lower case: used like a function, `async with turn_scope(info):`
+    """Sets CURRENT_TURN for the body of the turn, and restores what was there after."""
+
+    def __init__(self, info: TurnInfo) -> None:
+        self.info = info
+        self.token: Token[TurnInfo | None] | None = None
+
+    async def __aenter__(self) -> TurnInfo:
+        self.token = CURRENT_TURN.set(self.info)
+        return self.info
+
+    async def __aexit__(self, *_: object) -> None:
+        if self.token is not None:
+            CURRENT_TURN.reset(self.token)
 
 
 class KeyedLocks:
@@ -85,8 +118,9 @@ class AgentService:
     async def handle(self, req: TurnRequest, observe: Observe = _ignore) -> TurnResult:
         session = await self.open_session(req)
         profile = self.profiles(session.agent)
-        async with self.locks.hold(session.id):
-            turn_id = uuid.uuid4().hex
+        turn_id = uuid.uuid4().hex
+        info = TurnInfo(session.id, turn_id, session.agent, session.platform, session.channel, req.trigger)
+        async with self.locks.hold(session.id), turn_scope(info):
             await self.store.start_turn(session.id, turn_id, req.trigger, req.user, req.text)
             history = await self.store.history(session.id, profile.max_history_turns)
             scope = Scope(session.platform, session.channel, session.thread, req.user)

@@ -1,0 +1,152 @@
+"""`yokebot sessions`, `yokebot trace`, `yokebot usage` and `yokebot db prune`, registered on the main app
+by `register(app, db_app)` (bot/cli.py). Like `chat` and `ask`, they bring a database that is behind up to
+the current schema first, so a fresh install answers "no sessions" rather than "no such table"."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.config import Settings
+from bot.engine.errors import YokebotError
+from bot.observability import render
+from bot.observability.timeparse import parse_since, parse_span
+
+T = TypeVar("T")
+
+
+def _out() -> Console:
+    return Console()  # built per command: it reads the terminal width (COLUMNS) when it is made
+
+SinceOpt = Annotated[str | None, typer.Option("--since", help="Since: 7d, 12h, 2025-01-31 (UTC).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (for scripts).")]
+
+
+def _with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
+    from bot.cli import run_async, settings_or_exit, setup_logging
+    from bot.store.db import create_engine, ensure_schema
+
+    settings = settings_or_exit()
+    setup_logging(settings, quiet=True)
+
+    async def main() -> T:
+        engine = create_engine(settings.database_url)
+        try:
+            await ensure_schema(engine)
+            return await fn(engine, settings)
+        except (DBAPIError, OSError) as exc:
+            where = engine.url.render_as_string(hide_password=True)
+            raise YokebotError(f"cannot use the database at {where}: {_first_line(exc)}") from exc
+        finally:
+            await engine.dispose()
+
+    return run_async(main)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _since(value: str | None) -> datetime | None:
+    from bot.cli import run_async
+
+    if value is None:
+        return None
+
+    async def parse() -> datetime:  # through run_async: a bad value becomes one red sentence
+        return parse_since(value)
+
+    return run_async(parse)
+
+
+def sessions(
+    platform: Annotated[str | None, typer.Option("--platform", help="slack, discord, console, cli.")] = None,
+    channel: Annotated[str | None, typer.Option("--channel", help="Channel id or name as stored.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's sessions.")] = None,
+    since: SinceOpt = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many sessions to show.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """List recent sessions: where they run, which agent, how many turns and tokens, last activity."""
+    from bot.observability.queries import list_sessions
+
+    cutoff = _since(since)
+    items = _with_engine(lambda engine, _: list_sessions(
+        engine, platform=platform, channel=channel, agent=agent, since=cutoff, limit=limit))
+    if as_json:
+        print(render.sessions_json(items))
+    elif not items:
+        _out().print("No sessions match. Talk to an agent (`yokebot chat`, `yokebot ask`) and look again.")
+    else:
+        _out().print(render.sessions_table(items))
+
+
+def trace(
+    session: Annotated[str, typer.Argument(help="Session id (or a unique prefix), from `yokebot sessions`.")],
+    turn: Annotated[int | None, typer.Option("--turn", "-t", help="Only turn N (1 first, -1 last).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show what happened in a session: each turn as a tree of model calls and tool calls, then the answer."""
+    from bot.observability.queries import trace as load_trace
+
+    result = _with_engine(lambda engine, _: load_trace(engine, session, turn))
+    if as_json:
+        print(render.trace_json(result))
+        return
+    out = _out()
+    out.print(render.trace_header(result))
+    if not result.turns:
+        out.print("This session has no turns yet.")
+    for t in result.turns:
+        out.print(render.turn_tree(t))
+
+
+def usage(
+    since: SinceOpt = None,
+    by: Annotated[str, typer.Option("--by", help="Group by agent, model, channel or day.")] = "agent",
+    as_json: JsonOpt = False,
+) -> None:
+    """Model calls, tokens and estimated cost (YOKEBOT_MODEL_PRICES), and tool calls by status."""
+    import json
+
+    from bot.observability.usage import usage as load_usage
+
+    cutoff = _since(since)
+    report = _with_engine(lambda engine, settings: load_usage(engine, by=by, since=cutoff,
+                                                               prices=settings.model_prices))
+    if as_json:
+        print(json.dumps(render.usage_dict(report), indent=2))
+        return
+    out = _out()
+    for table in render.usage_tables(report):
+        out.print(table)
+
+
+def db_prune(
+    older_than: Annotated[str, typer.Option("--older-than", help="Age of the last activity: 30d, 12w, 48h.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
+) -> None:
+    """Delete sessions idle for longer than --older-than, with their turns, messages, model and tool calls."""
+    from bot.cli import run_async
+    from bot.observability.prune import prune
+
+    async def span() -> datetime:
+        return datetime.now(UTC) - parse_span(older_than)
+
+    cutoff = run_async(span)
+    result = _with_engine(lambda engine, _: prune(engine, cutoff, dry_run=dry_run))
+    _out().print(render.prune_summary(result), highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer, db_app: typer.Typer) -> None:
+    app.command("sessions")(sessions)
+    app.command("trace")(trace)
+    app.command("usage")(usage)
+    db_app.command("prune")(db_prune)

@@ -1,0 +1,144 @@
+"""Logging, configured once: human-readable lines by default, JSON lines with YOKEBOT_LOG_FORMAT=json.
+
+Every record logged while a turn runs carries `session_id` and `trace_id` (the turn id, as in
+`yokebot trace`), read from the engine's CURRENT_TURN context variable. Secrets are replaced before any
+handler writes: the configured secret values and common token shapes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from bot.config import Settings
+from bot.engine.service import CURRENT_TURN
+
+REDACTED = "[redacted]"
+TOKEN_SHAPES = re.compile(
+    r"\bxox[abposre]-[A-Za-z0-9-]{8,}"  # Slack bot/user/refresh tokens
+    r"|\bxapp-[A-Za-z0-9-]{8,}"  # Slack app-level tokens
+    r"|\bsk-[A-Za-z0-9_-]{8,}"  # OpenAI-style API keys
+    r"|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,}"  # HTTP Authorization values
+    r"|\b[A-Za-z0-9_-]{24,}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}"  # Discord bot tokens
+)
+_HANDLER_MARK = "_yokebot_handler"
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "session_id", "trace_id"}
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # longest first, so a secret that contains another is replaced whole
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return TOKEN_SHAPES.sub(REDACTED, text)
+
+
+class RedactFilter(logging.Filter):
+    """Renders the message (and traceback) once, redacted, so no formatter can re-insert a raw argument."""
+
+    def __init__(self, redact: Redactor) -> None:
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.redact(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        return True
+
+
+class TurnFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        turn = CURRENT_TURN.get()
+        if not hasattr(record, "session_id"):
+            record.session_id = turn.session_id if turn else None
+        if not hasattr(record, "trace_id"):
+            record.trace_id = turn.turn_id if turn else None
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s%(turn)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        sid, tid = getattr(record, "session_id", None), getattr(record, "trace_id", None)
+        record.turn = f" [session={sid} trace={tid}]" if sid else ""
+        return super().format(record)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "session_id": getattr(record, "session_id", None),
+            "trace_id": getattr(record, "trace_id", None),
+        }
+        extra = {k: v for k, v in vars(record).items() if k not in _STANDARD and k != "turn"}
+        for key, value in extra.items():
+            entry[key] = value if isinstance(value, str | int | float | bool | None) else repr(value)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exception"] = record.exc_text
+        return json.dumps(entry, ensure_ascii=False)
+
+
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is at the time of the record (test runners swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: IO[str]) -> None:
+        return None
+
+
+def make_handler(fmt: str, secrets: Iterable[str], stream: IO[str] | None = None) -> logging.Handler:
+    handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else StderrHandler()
+    handler.setFormatter(JsonFormatter() if fmt.lower() == "json" else TextFormatter())
+    handler.addFilter(TurnFilter())
+    handler.addFilter(RedactFilter(Redactor(secrets)))
+    setattr(handler, _HANDLER_MARK, True)
+    return handler
+
+
+def configure(level: int | str, fmt: str = "text", secrets: Iterable[str] = (),
+              stream: IO[str] | None = None) -> logging.Handler:
+    """Install yokebot's one handler on the root logger, replacing the one a previous call installed."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False)]:
+        root.removeHandler(old)
+    handler = make_handler(fmt, secrets, stream)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # HTTP client libraries' DEBUG lines are request dumps (headers included): never below WARNING
+    for name in ("httpx", "httpcore", "openai", "aiosqlite", "asyncio"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    return handler
+
+
+def setup_logging(settings: Settings, quiet: bool = False, stream: IO[str] | None = None) -> logging.Handler:
+    """From Settings: level YOKEBOT_LOG_LEVEL (WARNING when quiet), format YOKEBOT_LOG_FORMAT, its secrets."""
+    level = logging.WARNING if quiet else getattr(logging, settings.log_level.upper(), logging.INFO)
+    return configure(level, settings.log_format, settings.secret_values(), stream)

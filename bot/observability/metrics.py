@@ -1,0 +1,59 @@
+"""Prometheus metrics of one bot. Each App owns its own CollectorRegistry (tests build several apps;
+the process-global default registry would mix their counts and refuse duplicate names)."""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+TURN_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+CALL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
+
+
+class Metrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.turns = Counter("yokebot_turns", "Finished turns.", ["agent", "trigger", "status"], registry=r)
+        self.turns_in_progress = Gauge("yokebot_turns_in_progress", "Turns running now.", registry=r)
+        self.turn_seconds = Histogram("yokebot_turn_duration_seconds", "Turn latency, request to answer.",
+                                      ["agent"], buckets=TURN_BUCKETS, registry=r)
+        self.model_calls = Counter("yokebot_model_calls", "Model call attempts (each retry counts).",
+                                   ["agent", "model", "outcome"], registry=r)
+        self.model_seconds = Histogram("yokebot_model_call_duration_seconds", "Model call latency.",
+                                       ["model"], buckets=CALL_BUCKETS, registry=r)
+        self.tokens = Counter("yokebot_model_tokens", "Tokens used by model calls.",
+                              ["agent", "model", "kind"], registry=r)
+        self.tool_calls = Counter("yokebot_tool_calls", "Tool calls by outcome.", ["agent", "tool", "status"],
+                                  registry=r)
+        self.tool_seconds = Histogram("yokebot_tool_call_duration_seconds", "Tool call duration.", ["tool"],
+                                      buckets=CALL_BUCKETS, registry=r)
+        self.adapter_events = Counter("yokebot_adapter_events", "Events received by the chat adapters.",
+                                      ["platform", "kind"], registry=r)
+        self.schedule_runs = Counter("yokebot_schedule_runs", "Scheduled agent runs.", ["schedule", "status"],
+                                     registry=r)
+
+    # --- for adapters and the scheduler (they hold `app.metrics`) -------------------------------------
+    def adapter_event(self, platform: str, kind: str) -> None:
+        """Count one inbound platform event, e.g. `("slack", "mention")`, `("discord", "duplicate")`."""
+        self.adapter_events.labels(platform=platform, kind=kind).inc()
+
+    def schedule_run(self, schedule: str, status: str) -> None:
+        """Count one scheduled run, e.g. `("ops/nightly", "ok")`; status ok | error | skipped | missed."""
+        self.schedule_runs.labels(schedule=schedule, status=status).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def value(self, name: str, **labels: str) -> float:
+        """One sample's current value (0 when absent): for tests and `yokebot` diagnostics."""
+        found = self.registry.get_sample_value(name, labels)
+        return found or 0.0

@@ -1,0 +1,64 @@
+"""`yokebot db prune --older-than 30d`: delete sessions with no activity since the cutoff, with their turns,
+messages, model calls and tool calls; and schedule runs and seen-event ids older than the cutoff.
+Long-term memories are kept: they are what the agents learned, not an audit trail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bot.store.models import (
+    LLMCallRow,
+    MessageRow,
+    ProcessedEventRow,
+    ScheduleRunRow,
+    SessionRow,
+    ToolInvocationRow,
+    TurnRow,
+)
+
+S = SessionRow.__table__
+CHILDREN = (LLMCallRow.__table__, ToolInvocationRow.__table__, MessageRow.__table__, TurnRow.__table__)
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    cutoff: datetime
+    deleted: dict[str, int]  # table -> rows (would be) deleted
+    dry_run: bool
+
+    @property
+    def sessions(self) -> int:
+        return self.deleted.get("sessions", 0)
+
+
+def _targets(cutoff: datetime) -> list[tuple[Any, Any]]:
+    """(table, where) in delete order: children before the sessions they belong to."""
+    old = select(S.c.id).where(S.c.updated_at < cutoff).scalar_subquery()
+    runs, events = ScheduleRunRow.__table__, ProcessedEventRow.__table__
+    return [
+        *[(t, t.c.session_id.in_(old)) for t in CHILDREN],
+        (S, S.c.updated_at < cutoff),
+        (runs, runs.c.planned_at < cutoff),
+        (events, events.c.received_at < cutoff),
+    ]
+
+
+async def _count(conn: AsyncConnection, table: Any, where: Any) -> int:
+    return int((await conn.execute(select(func.count()).select_from(table).where(where))).scalar_one())
+
+
+async def prune(engine: AsyncEngine, cutoff: datetime, *, dry_run: bool = False) -> PruneResult:
+    """One transaction: all of it is deleted, or none of it."""
+    deleted: dict[str, int] = {}
+    async with engine.begin() as conn:
+        for table, where in _targets(cutoff):
+            if dry_run:
+                deleted[table.name] = await _count(conn, table, where)
+            else:
+                deleted[table.name] = (await conn.execute(delete(table).where(where))).rowcount or 0
+    return PruneResult(cutoff, deleted, dry_run)

@@ -1,0 +1,202 @@
+"""Read the audit tables: sessions with their activity, one session's turns as traces, usage totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.engine.errors import SessionNotFound, YokebotError
+from bot.observability.timeparse import as_utc
+from bot.store.models import LLMCallRow, SessionRow, ToolInvocationRow, TurnRow
+
+S, T = SessionRow.__table__, TurnRow.__table__
+L, TI = LLMCallRow.__table__, ToolInvocationRow.__table__
+
+
+# --- sessions --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SessionSummary:
+    id: str
+    platform: str
+    channel: str
+    thread: str
+    agent: str
+    turns: int
+    created_at: datetime
+    last_activity: datetime
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def _summary_query() -> Any:
+    turns = select(T.c.session_id, func.count().label("n")).group_by(T.c.session_id).subquery()
+    tokens = (select(L.c.session_id, func.sum(L.c.prompt_tokens).label("p"),
+                     func.sum(L.c.completion_tokens).label("c"))
+              .group_by(L.c.session_id).subquery())
+    return (
+        select(S, func.coalesce(turns.c.n, 0).label("turns"), func.coalesce(tokens.c.p, 0).label("p"),
+               func.coalesce(tokens.c.c, 0).label("c"))
+        .outerjoin(turns, turns.c.session_id == S.c.id)
+        .outerjoin(tokens, tokens.c.session_id == S.c.id)
+    )
+
+
+def _summary(row: Any) -> SessionSummary:
+    return SessionSummary(row.id, row.platform, row.channel, row.thread, row.agent, int(row.turns),
+                          as_utc(row.created_at), as_utc(row.updated_at), int(row.p), int(row.c))
+
+
+async def list_sessions(
+    engine: AsyncEngine, *, platform: str | None = None, channel: str | None = None, agent: str | None = None,
+    since: datetime | None = None, limit: int = 20,
+) -> list[SessionSummary]:
+    """Most recently active first. `channel` matches the channel id or name as stored."""
+    query = _summary_query()
+    if platform:
+        query = query.where(S.c.platform == platform)
+    if channel:
+        query = query.where(S.c.channel == channel)
+    if agent:
+        query = query.where(S.c.agent == agent)
+    if since:
+        query = query.where(S.c.updated_at >= since)
+    query = query.order_by(S.c.updated_at.desc(), S.c.id).limit(limit)
+    async with engine.connect() as conn:
+        return [_summary(r) for r in (await conn.execute(query)).all()]
+
+
+async def find_session(engine: AsyncEngine, ref: str) -> SessionSummary:
+    """By id, or by a unique prefix of it (what fits in a terminal column is enough)."""
+    ref = ref.strip()
+    query = _summary_query().where(or_(S.c.id == ref, S.c.id.startswith(ref, autoescape=True))).limit(3)
+    async with engine.connect() as conn:
+        found = [_summary(r) for r in (await conn.execute(query)).all()]
+    exact = [s for s in found if s.id == ref]
+    if exact:
+        return exact[0]
+    if not found or not ref:
+        raise SessionNotFound(f"There is no session {ref!r}; `yokebot sessions` lists them.")
+    if len(found) > 1:
+        raise YokebotError(f"{ref!r} matches more than one session; give more of the id.")
+    return found[0]
+
+
+# --- traces --------------------------------------------------------------------------------------------
+@dataclass
+class ToolStep:
+    call_id: str
+    tool: str
+    arguments: Any
+    status: str
+    attempts: int
+    duration_ms: float
+    result: str
+    reason: str | None
+
+
+@dataclass
+class ModelStep:
+    model: str
+    attempt: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    finish_reason: str | None
+    error: str | None
+    content: str
+    tools: list[ToolStep] = field(default_factory=lambda: list[ToolStep]())
+
+
+@dataclass
+class TurnTrace:
+    number: int
+    id: str
+    trigger: str
+    user: str | None
+    text: str
+    answer: str | None
+    status: str
+    error: str | None
+    iterations: int
+    hit_limit: bool
+    started_at: datetime
+    finished_at: datetime | None
+    steps: list[ModelStep] = field(default_factory=lambda: list[ModelStep]())
+    unmatched_tools: list[ToolStep] = field(default_factory=lambda: list[ToolStep]())
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(s.prompt_tokens for s in self.steps)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(s.completion_tokens for s in self.steps)
+
+
+@dataclass
+class SessionTrace:
+    session: SessionSummary
+    turns: list[TurnTrace]
+
+
+def _tool_step(r: Any) -> ToolStep:
+    return ToolStep(r.call_id, r.tool, r.arguments, r.status, r.attempts, float(r.duration_ms),
+                    r.result or "", r.reason)
+
+
+def _model_step(r: Any) -> tuple[ModelStep, list[str]]:
+    message = (r.response or {}).get("message") or {}
+    call_ids = [c.get("id", "") for c in message.get("tool_calls") or []]
+    step = ModelStep(r.model, r.attempt, r.prompt_tokens, r.completion_tokens, float(r.latency_ms),
+                     r.finish_reason, r.error, message.get("content") or "")
+    return step, call_ids
+
+
+def _assemble(turn: TurnTrace, llm_rows: list[Any], tool_rows: list[Any]) -> None:
+    """Hang each tool call under the model call whose reply asked for it (matched on the call id)."""
+    tools = {r.call_id: _tool_step(r) for r in tool_rows}
+    for row in llm_rows:
+        step, call_ids = _model_step(row)
+        step.tools = [tools.pop(cid) for cid in call_ids if cid in tools]
+        turn.steps.append(step)
+    turn.unmatched_tools = list(tools.values())
+
+
+def _pick(turns: list[Any], number: int | None) -> list[tuple[int, Any]]:
+    numbered = list(enumerate(turns, start=1))
+    if number is None:
+        return numbered
+    index = number - 1 if number > 0 else len(numbered) + number
+    if not 0 <= index < len(numbered) or number == 0:
+        raise YokebotError(f"The session has {len(numbered)} turn(s); --turn takes 1..{len(numbered)} "
+                           "(or -1 for the last).")
+    return [numbered[index]]
+
+
+async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) -> SessionTrace:
+    session = await find_session(engine, session_ref)
+    async with engine.connect() as conn:
+        turn_rows = (await conn.execute(
+            select(T).where(T.c.session_id == session.id).order_by(T.c.started_at, T.c.id))).all()
+        picked = _pick(list(turn_rows), turn)
+        ids = [r.id for _, r in picked]
+        llm = (await conn.execute(select(L).where(L.c.session_id == session.id, L.c.turn_id.in_(ids))
+                                  .order_by(L.c.id))).all()
+        tools = (await conn.execute(select(TI).where(TI.c.session_id == session.id, TI.c.turn_id.in_(ids))
+                                    .order_by(TI.c.id))).all()
+    out: list[TurnTrace] = []
+    for number, r in picked:
+        finished = as_utc(r.finished_at) if r.finished_at else None
+        t = TurnTrace(number, r.id, r.trigger, r.user, r.text, r.answer, r.status, r.error, r.iterations,
+                      bool(r.hit_limit), as_utc(r.started_at), finished)
+        _assemble(t, [x for x in llm if x.turn_id == r.id], [x for x in tools if x.turn_id == r.id])
+        out.append(t)
+    return SessionTrace(session, out)

@@ -1,0 +1,172 @@
+"""Rich tables and trees for the CLI, and the JSON shape of a trace (for scripts)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from bot.observability.prune import PruneResult
+from bot.observability.queries import ModelStep, SessionSummary, SessionTrace, ToolStep, TurnTrace
+from bot.observability.usage import UsageReport, UsageRow
+
+STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan"}
+PREVIEW = 160
+
+
+def preview(value: Any, limit: int = PREVIEW) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def ago(when: datetime, now: datetime | None = None) -> str:
+    seconds = int(((now or datetime.now(UTC)) - when).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return "just now" if seconds < 5 else f"{seconds}s ago"
+
+
+def stamp(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def where(channel: str, thread: str) -> str:
+    return f"{channel} / {thread}" if thread and thread != channel else channel
+
+
+# --- sessions ------------------------------------------------------------------------------------------
+def sessions_table(items: list[SessionSummary]) -> Table:
+    table = Table("session", "platform", "channel / thread", "agent", "turns", "last activity", "tokens",
+                  title=f"{len(items)} session(s), most recent first", title_justify="left")
+    for s in items:
+        table.add_row(s.id, s.platform, escape(where(s.channel, s.thread)), s.agent, str(s.turns),
+                      f"{s.last_activity.astimezone(UTC):%Y-%m-%d %H:%M} ({ago(s.last_activity)})",
+                      f"{s.tokens:,}")
+    table.columns[0].no_wrap = True
+    return table
+
+
+def sessions_json(items: list[SessionSummary]) -> str:
+    return json.dumps([{**asdict(s), "tokens": s.tokens} for s in items], default=_json_default, indent=2)
+
+
+# --- trace ---------------------------------------------------------------------------------------------
+def _tool_node(parent: Tree, t: ToolStep) -> None:
+    style = STATUS_STYLE.get(t.status, "")
+    label = Text.assemble(("tool ", "bold"), (t.tool, "cyan"), " ", preview(t.arguments, 100), " · ",
+                          (t.status, style), f" · {t.attempts} attempt(s) · {t.duration_ms:.0f} ms")
+    node = parent.add(label)
+    if t.reason:
+        node.add(Text(f"denied: {t.reason}", style="yellow"))
+    node.add(Text(f"→ {preview(t.result)}", style="red" if t.status == "error" else "dim"))
+
+
+def _model_node(parent: Tree, m: ModelStep) -> None:
+    head = Text.assemble(("model ", "bold"), (m.model, "magenta"),
+                         f" · attempt {m.attempt} · {m.prompt_tokens}+{m.completion_tokens} tokens"
+                         f" · {m.latency_ms:.0f} ms")
+    if m.error:
+        parent.add(head + Text(f" · error: {preview(m.error)}", style="red"))
+        return
+    node = parent.add(head + Text(f" · {m.finish_reason or '-'}"))
+    if m.content and m.tools:
+        node.add(Text(f"says: {preview(m.content)}", style="dim"))
+    for t in m.tools:
+        _tool_node(node, t)
+
+
+def turn_tree(t: TurnTrace) -> Tree:
+    style = STATUS_STYLE.get(t.status, "")
+    took = f" · {(t.finished_at - t.started_at).total_seconds():.1f} s" if t.finished_at else ""
+    head = Text.assemble((f"Turn {t.number}", "bold"), f" · {stamp(t.started_at)} · {t.trigger}",
+                         f" by {t.user}" if t.user else "", " · ", (t.status, style),
+                         f" · {len(t.steps)} model call(s)",
+                         f" · {t.prompt_tokens}+{t.completion_tokens} tokens{took}",
+                         (f" · trace {t.id}", "dim"))
+    tree = Tree(head)
+    tree.add(Text.assemble(("user: ", "bold"), preview(t.text, 400)))
+    for step in t.steps:
+        _model_node(tree, step)
+    for orphan in t.unmatched_tools:
+        _tool_node(tree, orphan)
+    if t.error:
+        tree.add(Text(f"error: {t.error}", style="bold red"))
+    if t.answer is not None:
+        tree.add(Text.assemble(("answer: ", "bold green" if t.status == "ok" else "bold"), t.answer))
+    elif t.status == "running":
+        tree.add(Text("still running (or the process stopped mid-turn)", style="cyan"))
+    return tree
+
+
+def trace_header(tr: SessionTrace) -> Text:
+    s = tr.session
+    return Text.assemble(("Session ", "bold"), (s.id, "bold"),
+                         f" · {s.platform} {where(s.channel, s.thread)} · agent {s.agent}"
+                         f" · {s.turns} turn(s) · {s.tokens:,} tokens")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def trace_dict(tr: SessionTrace) -> dict[str, Any]:
+    turns = [{**asdict(t), "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens}
+             for t in tr.turns]
+    return {"session": {**asdict(tr.session), "tokens": tr.session.tokens}, "turns": turns}
+
+
+def trace_json(tr: SessionTrace) -> str:
+    return json.dumps(trace_dict(tr), default=_json_default, ensure_ascii=False, indent=2)
+
+
+# --- usage ---------------------------------------------------------------------------------------------
+def _cost(row: UsageRow) -> str:
+    if row.cost == 0 and row.unpriced_tokens:
+        return "-"
+    text = f"${row.cost:,.4f}"
+    return f"{text} *" if row.unpriced_tokens else text
+
+
+def usage_tables(report: UsageReport) -> list[Table]:
+    since = f" since {stamp(report.since)}" if report.since else ""
+    calls = Table(report.by, "calls", "errors", "prompt tokens", "completion tokens", "est. cost",
+                  title=f"Model calls by {report.by}{since}", title_justify="left",
+                  caption_justify="left")
+    for row in [*report.rows, report.total]:
+        style = "bold" if row is report.total else ""
+        calls.add_row(escape(row.key), str(row.calls), str(row.errors), f"{row.prompt_tokens:,}",
+                      f"{row.completion_tokens:,}", _cost(row), style=style)
+    if report.total.unpriced_tokens:
+        calls.caption = ("* or -: some models have no price in YOKEBOT_MODEL_PRICES; their "
+                         f"{report.total.unpriced_tokens:,} tokens are not in the cost")
+    statuses = sorted({s for t in report.tools for s in t.by_status} | {"ok", "error", "denied"})
+    tools = Table("tool", *statuses, "total", title=f"Tool calls by status{since}", title_justify="left")
+    for t in report.tools:
+        tools.add_row(t.tool, *[str(t.by_status.get(s, 0)) for s in statuses], str(t.total))
+    return [calls, tools]
+
+
+def usage_dict(report: UsageReport) -> dict[str, Any]:
+    def row(r: UsageRow) -> dict[str, Any]:  # cost in USD covers the priced tokens only
+        return {**asdict(r), "cost": round(r.cost, 6)}
+
+    return {"by": report.by, "since": report.since.isoformat() if report.since else None,
+            "rows": [row(r) for r in report.rows], "total": row(report.total),
+            "tools": [{"tool": t.tool, **t.by_status, "total": t.total} for t in report.tools]}
+
+
+# --- prune ---------------------------------------------------------------------------------------------
+def prune_summary(result: PruneResult) -> str:
+    verb = "would delete" if result.dry_run else "deleted"
+    parts = ", ".join(f"{n} {table}" for table, n in result.deleted.items())
+    return f"{verb} (older than {stamp(result.cutoff)}): {parts}"

@@ -8,6 +8,7 @@ channel, and the channel is one session)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import re
 from collections import OrderedDict
@@ -113,6 +114,7 @@ class DiscordAdapter:
         token = self.settings.discord_bot_token
         assert token is not None
         self._runner = asyncio.create_task(self.client.start(token.get_secret_value()), name="discord-gateway")
+        self._runner.add_done_callback(self._gateway_ended)
         ready = asyncio.create_task(self.ready.wait())
         done, _ = await asyncio.wait({self._runner, ready}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if ready not in done:
@@ -122,6 +124,13 @@ class DiscordAdapter:
                 log.error("discord: start failed", exc_info=error)
             await self._close_client()
             raise ConfigError(_start_failure(error, timeout)) from None
+
+    def _gateway_ended(self, task: asyncio.Task[None]) -> None:
+        if self.stopping or task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:  # discord.py gave up (not a reconnect): the bot is deaf until restarted
+            log.error("discord: the gateway connection ended and will not reconnect", exc_info=error)
 
     async def stop(self) -> None:
         """Stop taking messages, let the turns in flight finish (up to the drain time), then disconnect."""
@@ -178,7 +187,8 @@ class DiscordAdapter:
         if self.stopping:
             log.info("discord: stopping, message %s is not taken", message.id)
             return
-        task = asyncio.create_task(self._handle(message), name=f"discord-message-{message.id}")
+        # a copy: discord.py updates cached Messages in place when an edit arrives (edits are ignored)
+        task = asyncio.create_task(self._handle(copy.copy(message)), name=f"discord-message-{message.id}")
         self.tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -234,6 +244,8 @@ class DiscordAdapter:
         """Which trigger this message is, or None when the bot should stay silent."""
         me = self.client.user
         if me is None or message.author.id == me.id or message.type not in ANSWERED_TYPES:
+            return None
+        if message.edited_at is not None:  # an edit reached the cached message before we read it
             return None
         if message.author.bot and not self.settings.discord_answer_bots:
             return None

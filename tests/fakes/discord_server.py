@@ -28,7 +28,8 @@ OTHER = 700_000_000_000_000_012  # a channel routed to another agent in tests
 ONCALL_ROLE = 600_000_000_000_000_050
 DM_CHANNEL = 500_000_000_000_000_001
 ALICE = 400_000_000_000_000_001  # an on-call engineer (has the role)
-BOB = 400_000_000_000_000_002  # a guild member without the role
+BOB = 400_000_000_000_000_002  # a guild member without the role (allowed by user ID in tests)
+CAROL = 400_000_000_000_000_003  # a guild member nobody allowed
 OTHER_BOT = 400_000_000_000_000_099
 
 JSON = "application/json"  # exactly: with "; charset=utf-8" discord.py reads the body as text
@@ -40,7 +41,8 @@ def user(uid: int, name: str, bot: bool = False) -> dict[str, Any]:
             "bot": bot}
 
 
-USERS = {ALICE: user(ALICE, "alice"), BOB: user(BOB, "bob"), OTHER_BOT: user(OTHER_BOT, "otherbot", bot=True)}
+USERS = {ALICE: user(ALICE, "alice"), BOB: user(BOB, "bob"), CAROL: user(CAROL, "carol"),
+         BOT_ID: user(BOT_ID, "yokebot", bot=True), OTHER_BOT: user(OTHER_BOT, "otherbot", bot=True)}
 ROLES = {ALICE: [str(ONCALL_ROLE)]}
 
 
@@ -84,6 +86,7 @@ class FakeDiscord:
         self.rate_limits: list[tuple[str, str, float]] = []  # (method, path suffix, retry_after) to answer 429
         self.events: list[tuple[int, dict[str, Any]]] = []  # (seq, frame) dispatched in this session
         self.session_id = "fake-session-1"
+        self.token: str | None = None  # when set, any other token gets a 401
         self.channels: dict[int, dict[str, Any]] = {
             c: text_channel(c, n) for c, n in ((GENERAL, "general"), (OPS_ALERTS, "ops-alerts"), (OTHER, "other"))
         }
@@ -118,10 +121,8 @@ class FakeDiscord:
     def dispatch(self, event: str, data: dict[str, Any]) -> None:
         self.server.call(self._dispatch(event, data))
 
-    def send_message(self, channel: int, content: str, author: int = ALICE, *, guild: bool = True,
-                     mention_bot: bool = False) -> int:
-        """A user posts a message; returns its id."""
-        mid = self.new_id()
+    def message_data(self, mid: int, channel: int, content: str, author: int = ALICE, *, guild: bool = True,
+                     mention_bot: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
             "id": str(mid), "channel_id": str(channel), "author": USERS[author], "content": content,
             "timestamp": TS, "edited_timestamp": None, "tts": False, "mention_everyone": False,
@@ -132,8 +133,19 @@ class FakeDiscord:
             data["guild_id"] = str(GUILD_ID)
             data["member"] = {"roles": ROLES.get(author, []), "joined_at": TS, "deaf": False, "mute": False,
                               "flags": 0}
-        self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    def send_message(self, channel: int, content: str, author: int = ALICE, *, guild: bool = True,
+                     mention_bot: bool = False) -> int:
+        """A user posts a message; returns its id."""
+        mid = self.new_id()
+        self.dispatch("MESSAGE_CREATE", self.message_data(mid, channel, content, author, guild=guild,
+                                                          mention_bot=mention_bot))
         return mid
+
+    def edit_message(self, mid: int, channel: int, content: str, author: int = ALICE) -> None:
+        data = self.message_data(mid, channel, content, author, mention_bot=f"<@{BOT_ID}>" in content)
+        self.dispatch("MESSAGE_UPDATE", {**data, "edited_timestamp": TS})
 
     def mention(self, content: str, channel: int = GENERAL, author: int = ALICE) -> int:
         return self.send_message(channel, f"<@{BOT_ID}> {content}", author, mention_bot=True)
@@ -237,6 +249,8 @@ class FakeDiscord:
         path = "/" + request.match_info["path"]
         body, files = await self._body(request)
         self.requests.append((request.method, path, body))
+        if self.token is not None and request.headers.get("Authorization") != f"Bot {self.token}":
+            return respond({"message": "401: Unauthorized", "code": 0}, 401)
         after = self._take_rate_limit(request.method, path)
         if after is not None:
             return respond({"message": "You are being rate limited.", "retry_after": after, "global": False},
@@ -263,6 +277,8 @@ class FakeDiscord:
                 self.typing.append(int(cid))
                 return web.Response(status=204)
             case ("POST", ["channels", cid, "messages"]):
+                if not self._known(int(cid)):
+                    return respond({"message": "Unknown Channel", "code": 10003}, 404)
                 return respond(self._create_message(int(cid), body or {}, files))
             case ("PATCH", ["channels", cid, "messages", mid]):
                 return respond(self._message(int(cid), int(mid), (body or {}).get("content", "")))
@@ -279,6 +295,9 @@ class FakeDiscord:
             return respond({"message": "Unknown Member", "code": 10007}, 404)
         return respond({"user": USERS[uid], "roles": ROLES.get(uid, []), "joined_at": TS, "deaf": False,
                         "mute": False, "flags": 0})
+
+    def _known(self, cid: int) -> bool:
+        return cid in self.channels or cid in self.threads or cid == DM_CHANNEL
 
     def _get_channel(self, cid: int) -> web.Response:
         found = self.channels.get(cid) or self.threads.get(cid)

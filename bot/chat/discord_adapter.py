@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import discord
+import discord.gateway
+import discord.http
 import yarl
 from discord.abc import Messageable
 
@@ -85,45 +87,59 @@ class _Client(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         self.adapter.received(message)
+
     # no on_message_edit: edits are ignored on purpose
 
 
 class DiscordAdapter:
     platform = "discord"
 
-    def __init__(self, service: AgentService, settings: Settings, profiles: Mapping[str, AgentProfile]) -> None:
+    def __init__(
+        self, service: AgentService, settings: Settings, profiles: Mapping[str, AgentProfile]
+    ) -> None:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.service, self.settings, self.profiles = service, settings, profiles
-        self.client = _Client(self, intents=intents(), allowed_mentions=NO_PINGS,
-                              guild_ready_timeout=settings.discord_guild_ready_timeout)
+        self.client = _Client(
+            self,
+            intents=intents(),
+            allowed_mentions=NO_PINGS,
+            guild_ready_timeout=settings.discord_guild_ready_timeout,
+        )
         self.ready = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
         self._runner: asyncio.Task[None] | None = None
         self._undo_redirect: Callable[[], None] | None = None
         self._seen: OrderedDict[int, None] = OrderedDict()
-        self._allow = (comma_list(settings.discord_allowed_users), comma_list(settings.discord_allowed_roles),
-                       comma_list(settings.discord_allowed_channels))
+        self._allow = (
+            comma_list(settings.discord_allowed_users),
+            comma_list(settings.discord_allowed_roles),
+            comma_list(settings.discord_allowed_channels),
+        )
 
-    # --- lifecycle --------------------------------------------------------------------------------------------
-    async def start(self, timeout: float = 60.0) -> None:
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    async def start(self, within: float = 60.0) -> None:
         """Log in and connect; returns once the gateway is READY. A bad token or a missing intent is one
         clear ConfigError."""
         self._undo_redirect = redirect(self.settings.discord_api_url, self.settings.discord_gateway_url)
         token = self.settings.discord_bot_token
         assert token is not None
-        self._runner = asyncio.create_task(self.client.start(token.get_secret_value()), name="discord-gateway")
+        self._runner = asyncio.create_task(
+            self.client.start(token.get_secret_value()), name="discord-gateway"
+        )
         self._runner.add_done_callback(self._gateway_ended)
         ready = asyncio.create_task(self.ready.wait())
-        done, _ = await asyncio.wait({self._runner, ready}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {self._runner, ready}, timeout=within, return_when=asyncio.FIRST_COMPLETED
+        )
         if ready not in done:
             ready.cancel()
             error = self._runner.exception() if self._runner in done else None
             if error is not None:
                 log.error("discord: start failed", exc_info=error)
             await self._close_client()
-            raise ConfigError(_start_failure(error, timeout)) from None
+            raise ConfigError(_start_failure(error, within)) from None
 
     def _gateway_ended(self, task: asyncio.Task[None]) -> None:
         if self.stopping or task.cancelled():
@@ -139,8 +155,10 @@ class DiscordAdapter:
             log.info("discord: waiting for %d turn(s) in flight", len(self.tasks))
             _, pending = await asyncio.wait(set(self.tasks), timeout=self.settings.discord_drain_seconds)
             for task in pending:
-                log.warning("discord: a turn did not finish within %.0f s and is cancelled",
-                            self.settings.discord_drain_seconds)
+                log.warning(
+                    "discord: a turn did not finish within %.0f s and is cancelled",
+                    self.settings.discord_drain_seconds,
+                )
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5)
@@ -154,14 +172,16 @@ class DiscordAdapter:
             self._undo_redirect()
             self._undo_redirect = None
 
-    # --- outbound (notify, schedules) -------------------------------------------------------------------------
+    # --- outbound (notify, schedules) -----------------------------------------------------------------------
     async def post(self, channel: str, text: str) -> str:
         """Post to `CHANNEL_ID` or `#name`; returns `discord:CHANNEL/MESSAGE` of the first message."""
         dest = self._channel_for_post(channel)
         try:
             sent = await deliver(dest, text, attach_over=self.settings.discord_attach_over_chars)
         except discord.HTTPException as exc:
-            raise ToolFailed(f"cannot post to discord:{channel}: Discord answered {exc.status} {exc.text}") from None
+            raise ToolFailed(
+                f"cannot post to discord:{channel}: Discord answered {exc.status} {exc.text}"
+            ) from None
         return f"discord:{sent[0].channel.id}/{sent[0].id}"
 
     async def send(self, message: OutboundMessage) -> str:
@@ -173,15 +193,18 @@ class DiscordAdapter:
             raise ToolFailed("cannot post to Discord: the bot is not connected to the gateway yet")
         name = channel.strip().removeprefix("#")
         if name.isdigit():
-            return self.client.get_channel(int(name)) or self.client.get_partial_messageable(int(name))
+            found = self.client.get_channel(int(name))
+            return found if isinstance(found, Messageable) else self.client.get_partial_messageable(int(name))
         for guild in self.client.guilds:
             for text_channel in guild.text_channels:
                 if text_channel.name == name:
                     return text_channel
-        raise ToolFailed(f"cannot post to discord:{channel}: no text channel with that name is visible to the bot; "
-                         "use the channel ID (Developer Mode -> right click -> Copy Channel ID)")
+        raise ToolFailed(
+            f"cannot post to discord:{channel}: no text channel with that name is visible to the bot; "
+            "use the channel ID (Developer Mode -> right click -> Copy Channel ID)"
+        )
 
-    # --- inbound ----------------------------------------------------------------------------------------------
+    # --- inbound --------------------------------------------------------------------------------------------
     def received(self, message: discord.Message) -> None:
         """Called on the gateway task: hand the message to a tracked background task and return at once."""
         if self.stopping:
@@ -213,19 +236,31 @@ class DiscordAdapter:
             return
         agent = route(self.profiles, trigger.origin, self.settings.default_agent)
         if trigger.origin.dm and self._roles_matter(agent):
-            trigger = replace(trigger, origin=replace(trigger.origin, roles=await self._guild_roles(message.author.id)))
+            trigger = replace(
+                trigger, origin=replace(trigger.origin, roles=await self._guild_roles(message.author.id))
+            )
         if not self._permits(agent, trigger.origin):
-            log.info("discord: refused user %s in channel %s (agent %s)", trigger.origin.user,
-                     trigger.origin.channel, agent)
+            log.info(
+                "discord: refused user %s in channel %s (agent %s)",
+                trigger.origin.user,
+                trigger.origin.channel,
+                agent,
+            )
             await deliver(channel, REFUSAL, attach_over=10_000, reference=message)
             return
         if not trigger.text:
             await deliver(channel, EMPTY, attach_over=10_000, reference=message)
             return
         dest, thread, reference = await self._destination(message, channel, trigger)
-        inbound = InboundMessage(platform="discord", channel=trigger.origin.channel, thread=thread,
-                                 text=trigger.text, user=trigger.origin.user, trigger=trigger.kind,
-                                 message_id=str(message.id))
+        inbound = InboundMessage(
+            platform="discord",
+            channel=trigger.origin.channel,
+            thread=thread,
+            text=trigger.text,
+            user=trigger.origin.user,
+            trigger=trigger.kind,
+            message_id=str(message.id),
+        )
         ok = await self._turn(inbound, agent, dest, reference)
         await react(message, DONE if ok else FAILED)
 
@@ -258,7 +293,9 @@ class DiscordAdapter:
             if channel.owner_id != me.id and not mentioned:
                 return None
             parent = channel.parent
-            origin = Origin(str(channel.parent_id), parent.name if parent else None, str(message.author.id), roles)
+            origin = Origin(
+                str(channel.parent_id), parent.name if parent else None, str(message.author.id), roles
+            )
             return Trigger("thread", origin, text)
         if not mentioned:
             return None
@@ -299,12 +336,15 @@ class DiscordAdapter:
         try:
             thread = await message.create_thread(name=_thread_name(trigger.text), auto_archive_duration=1440)
         except discord.HTTPException as exc:
-            log.warning("discord: cannot create a thread in %s (%s); answering inline", trigger.origin.channel, exc)
+            log.warning(
+                "discord: cannot create a thread in %s (%s); answering inline", trigger.origin.channel, exc
+            )
             return channel, str(message.id), message
         return thread, str(thread.id), None
 
-    async def _turn(self, inbound: InboundMessage, agent: str, dest: Messageable,
-                    reference: discord.Message | None) -> bool:
+    async def _turn(
+        self, inbound: InboundMessage, agent: str, dest: Messageable, reference: discord.Message | None
+    ) -> bool:
         ok = False
         async with typing(dest):
             try:
@@ -316,7 +356,9 @@ class DiscordAdapter:
                 log.exception("discord: turn for message %s failed", inbound.message_id)
                 answer = CRASH
         try:
-            await deliver(dest, answer, attach_over=self.settings.discord_attach_over_chars, reference=reference)
+            await deliver(
+                dest, answer, attach_over=self.settings.discord_attach_over_chars, reference=reference
+            )
         except discord.HTTPException as exc:
             log.error("discord: could not deliver the answer to message %s: %s", inbound.message_id, exc)
             return False
@@ -326,8 +368,9 @@ class DiscordAdapter:
 def _roles(author: discord.User | discord.Member) -> frozenset[str]:
     if not isinstance(author, discord.Member):
         return frozenset()
-    return frozenset({str(r.id) for r in author.roles} | {r.name for r in author.roles}
-                     | {str(r) for r in author._roles})  # noqa: SLF001 - role IDs even when the role is not cached
+    return frozenset(
+        {str(r.id) for r in author.roles} | {r.name for r in author.roles} | {str(r) for r in author._roles}
+    )
 
 
 def _thread_name(text: str) -> str:
@@ -339,8 +382,10 @@ def _start_failure(error: BaseException | None, timeout: float) -> str:
     if isinstance(error, discord.LoginFailure):
         return "Discord rejected DISCORD_BOT_TOKEN (check the token in the Developer Portal, Bot tab)."
     if isinstance(error, discord.PrivilegedIntentsRequired):
-        return ("Discord refused the Message Content intent: enable it in the Developer Portal "
-                "(Bot tab -> Privileged Gateway Intents -> Message Content Intent).")
+        return (
+            "Discord refused the Message Content intent: enable it in the Developer Portal "
+            "(Bot tab -> Privileged Gateway Intents -> Message Content Intent)."
+        )
     if error is not None:
         return f"Discord could not connect: {type(error).__name__}: {error}"
     return f"Discord did not become ready within {timeout:.0f} s (check DISCORD_GATEWAY_URL and the network)."

@@ -43,8 +43,9 @@ async def deliver(
     return sent
 
 
-async def _send(dest: Messageable, content: str, reference: discord.Message | None,
-                file: discord.File | None = None) -> discord.Message:
+async def _send(
+    dest: Messageable, content: str, reference: discord.Message | None, file: discord.File | None = None
+) -> discord.Message:
     extra: dict[str, Any] = {}
     if reference is not None:
         extra.update(reference=reference, mention_author=False)

@@ -16,7 +16,6 @@ from bot.engine.errors import ConfigError, ToolFailed
 from bot.engine.tooling import ToolContext, tool
 from tests.conftest import make_settings, rows
 from tests.fakes.discord_server import (
-    ALICE,
     BOB,
     BOT_ID,
     CAROL,
@@ -83,29 +82,40 @@ def discord_agents(agents_dir: Path, log_dir: Path) -> Path:
     return agents_dir
 
 
-async def start_bot(sqlite_url: str, llm: FakeOpenAI, agents: Path, fake: FakeDiscord,
-                    **overrides: Any) -> tuple[App, DiscordAdapter]:
-    settings = make_settings(sqlite_url, llm, agents, default_agent="ops", discord_bot_token=TOKEN,
-                             discord_api_url=fake.api_url, discord_gateway_url=fake.gateway_url,
-                             discord_guild_ready_timeout=0.05, **overrides)
+async def start_bot(
+    sqlite_url: str, llm: FakeOpenAI, agents: Path, fake: FakeDiscord, **overrides: Any
+) -> tuple[App, DiscordAdapter]:
+    settings = make_settings(
+        sqlite_url,
+        llm,
+        agents,
+        default_agent="ops",
+        discord_bot_token=TOKEN,
+        discord_api_url=fake.api_url,
+        discord_gateway_url=fake.gateway_url,
+        discord_guild_ready_timeout=0.05,
+        **overrides,
+    )
     app = await build_app(settings, registry={**registry(), "notify": notify})
     adapter = DiscordAdapter(app.service, settings, app.profiles)
-    await adapter.start(timeout=10)
+    await adapter.start(within=10)
     app.notifier.register(adapter)
     return app, adapter
 
 
 @pytest.fixture
-async def discord_bot(sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path,
-                      fake_discord: FakeDiscord) -> AsyncIterator[tuple[App, DiscordAdapter]]:
+async def discord_bot(
+    sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
+) -> AsyncIterator[tuple[App, DiscordAdapter]]:
     app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord)
     yield app, adapter
     await adapter.stop()
     await app.close()
 
 
-async def test_dm_is_answered_in_the_dm_channel(discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord,
-                                                fake_llm: FakeOpenAI):
+async def test_dm_is_answered_in_the_dm_channel(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
     fake_llm.reply("Hello from ops.")
     mid = fake_discord.dm("hello there")
     await eventually(lambda: fake_discord.reactions)
@@ -133,11 +143,14 @@ async def test_ops_scenario_mention_thread_tools_notify_answer(
     assert list(fake_discord.threads) == [mid]
     assert fake_discord.threads[mid]["name"].startswith("check the recent nginx error logs")
     assert [p.content for p in fake_discord.posted_in(mid)] == [
-        "**Degraded**: 3 upstream timeouts (502) since 10:00. I alerted #ops-alerts."]
+        "**Degraded**: 3 upstream timeouts (502) since 10:00. I alerted #ops-alerts."
+    ]
     assert fake_discord.posted_in(GENERAL) == []  # nothing in the channel itself
     assert mid in fake_discord.typing  # "typing…" in the thread while the agent worked
     # the alert reached the team channel through the adapter
-    assert [p.content for p in fake_discord.posted_in(OPS_ALERTS)] == ["nginx: 502s since 10:00 (upstream timed out)"]
+    assert [p.content for p in fake_discord.posted_in(OPS_ALERTS)] == [
+        "nginx: 502s since 10:00 (upstream timed out)"
+    ]
     assert fake_discord.reactions == [(GENERAL, mid, "✅")]
     # the model saw the mention without the bot's <@id>, and the log lines from the tool
     assert fake_llm.requests[0]["messages"][-1]["content"].startswith("check the recent nginx")
@@ -146,7 +159,8 @@ async def test_ops_scenario_mention_thread_tools_notify_answer(
 
     sessions = await rows(app, "SELECT id, platform, channel, thread, agent FROM sessions")
     assert [(s.platform, s.channel, s.thread, s.agent) for s in sessions] == [
-        ("discord", str(GENERAL), str(mid), "ops")]
+        ("discord", str(GENERAL), str(mid), "ops")
+    ]
     assert len(await rows(app, "SELECT id FROM llm_calls")) == 3
     tools = await rows(app, "SELECT tool, status FROM tool_invocations ORDER BY id")
     assert [(t.tool, t.status) for t in tools] == [("read_file", "ok"), ("notify", "ok")]
@@ -162,11 +176,17 @@ async def test_thread_follow_up_continues_the_session_without_a_mention(
     second = fake_discord.send_message(first, "and yesterday?")  # inside the bot's thread, no mention
     await eventually(lambda: answered(fake_discord, second))
 
-    assert [p.content for p in fake_discord.posted_in(first)] == ["The error rate is 2%.", "It was 0.1% yesterday."]
+    assert [p.content for p in fake_discord.posted_in(first)] == [
+        "The error rate is 2%.",
+        "It was 0.1% yesterday.",
+    ]
     assert list(fake_discord.threads) == [first]  # no second thread
     sent = [(m["role"], m["content"]) for m in fake_llm.requests[1]["messages"][1:]]
-    assert sent == [("user", "what is the error rate?"), ("assistant", "The error rate is 2%."),
-                    ("user", "and yesterday?")]
+    assert sent == [
+        ("user", "what is the error rate?"),
+        ("assistant", "The error rate is 2%."),
+        ("user", "and yesterday?"),
+    ]
     assert len(await rows(app, "SELECT id FROM sessions")) == 1
 
 
@@ -192,8 +212,12 @@ async def test_a_5000_character_answer_is_split_on_lines_and_fences(
     discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
 ):
     code = "\n".join(f"line {i:03d}: upstream timed out while reading response header" for i in range(60))
-    answer = "Here is the log:\n```nginx\n" + code + "\n```\n" + "\n".join(
-        f"- finding {i}: worker {i} restarted" for i in range(40))
+    answer = (
+        "Here is the log:\n```nginx\n"
+        + code
+        + "\n```\n"
+        + "\n".join(f"- finding {i}: worker {i} restarted" for i in range(40))
+    )
     assert 4500 < len(answer) < 6000
     fake_llm.reply(answer)
     mid = fake_discord.dm("show me the log")
@@ -278,8 +302,10 @@ async def test_access_by_role_and_by_user_id_in_channels_and_dms(
     await eventually(lambda: len(fake_discord.posted_in(DM_CHANNEL)) == 2)
     assert [p.content for p in fake_discord.posted_in(by_role)] == ["ok: as alice (on-call role)"]
     assert [p.content for p in fake_discord.posted_in(by_user)] == ["ok: as bob (listed by ID)"]
-    dms = {p.body["message_reference"]["message_id"] if "message_reference" in p.body else None: p.content
-           for p in fake_discord.posted_in(DM_CHANNEL)}
+    dms = {
+        p.body["message_reference"]["message_id"] if "message_reference" in p.body else None: p.content
+        for p in fake_discord.posted_in(DM_CHANNEL)
+    }
     assert dms[None] == "ok: alice in a DM: role looked up in the guild"
     assert "not allowed" in dms[dm_carol]
     assert len(fake_llm.requests) == 3
@@ -299,7 +325,9 @@ async def test_model_output_cannot_ping_everyone(
 async def test_channels_route_to_their_agent_and_reply_inline_option(
     sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
 ):
-    app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord, discord_reply_inline=True)
+    app, adapter = await start_bot(
+        sqlite_url, fake_llm, discord_agents, fake_discord, discord_reply_inline=True
+    )
     try:
         fake_llm.reply("from the other agent").reply("from ops")
         routed = fake_discord.mention("who answers here?", channel=OTHER)
@@ -311,10 +339,14 @@ async def test_channels_route_to_their_agent_and_reply_inline_option(
     sessions = await rows(app, "SELECT channel, thread, agent FROM sessions ORDER BY created_at")
     await app.close()
     assert [(s.channel, s.thread, s.agent) for s in sessions] == [
-        (str(OTHER), str(OTHER), "other"), (str(GENERAL), str(GENERAL), "ops")]
+        (str(OTHER), str(OTHER), "other"),
+        (str(GENERAL), str(GENERAL), "ops"),
+    ]
     assert fake_discord.threads == {}  # inline: answers go in the channel, as replies
     [inline] = fake_discord.posted_in(OTHER)
-    assert inline.content == "from the other agent" and inline.body["message_reference"]["message_id"] == routed
+    assert (
+        inline.content == "from the other agent" and inline.body["message_reference"]["message_id"] == routed
+    )
     assert "You are a test agent." in fake_llm.requests[0]["messages"][0]["content"]
 
 

@@ -37,28 +37,61 @@ TS = "2025-01-01T00:00:00.000000+00:00"
 
 
 def user(uid: int, name: str, bot: bool = False) -> dict[str, Any]:
-    return {"id": str(uid), "username": name, "discriminator": "0", "global_name": name, "avatar": None,
-            "bot": bot}
+    return {
+        "id": str(uid),
+        "username": name,
+        "discriminator": "0",
+        "global_name": name,
+        "avatar": None,
+        "bot": bot,
+    }
 
 
-USERS = {ALICE: user(ALICE, "alice"), BOB: user(BOB, "bob"), CAROL: user(CAROL, "carol"),
-         BOT_ID: user(BOT_ID, "yokebot", bot=True), OTHER_BOT: user(OTHER_BOT, "otherbot", bot=True)}
+USERS = {
+    ALICE: user(ALICE, "alice"),
+    BOB: user(BOB, "bob"),
+    CAROL: user(CAROL, "carol"),
+    BOT_ID: user(BOT_ID, "yokebot", bot=True),
+    OTHER_BOT: user(OTHER_BOT, "otherbot", bot=True),
+}
 ROLES = {ALICE: [str(ONCALL_ROLE)]}
 
 
 def text_channel(cid: int, name: str) -> dict[str, Any]:
-    return {"id": str(cid), "type": 0, "guild_id": str(GUILD_ID), "name": name, "position": 0,
-            "permission_overwrites": [], "nsfw": False, "parent_id": None, "topic": None,
-            "rate_limit_per_user": 0, "last_message_id": None, "flags": 0}
+    return {
+        "id": str(cid),
+        "type": 0,
+        "guild_id": str(GUILD_ID),
+        "name": name,
+        "position": 0,
+        "permission_overwrites": [],
+        "nsfw": False,
+        "parent_id": None,
+        "topic": None,
+        "rate_limit_per_user": 0,
+        "last_message_id": None,
+        "flags": 0,
+    }
 
 
 def role(rid: int, name: str) -> dict[str, Any]:
-    return {"id": str(rid), "name": name, "permissions": "0", "position": 0, "color": 0, "hoist": False,
-            "managed": False, "mentionable": False, "flags": 0}
+    return {
+        "id": str(rid),
+        "name": name,
+        "permissions": "0",
+        "position": 0,
+        "color": 0,
+        "hoist": False,
+        "managed": False,
+        "mentionable": False,
+        "flags": 0,
+    }
 
 
 def respond(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=json.dumps(data).encode(), status=status, headers={"Content-Type": JSON, **(headers or {})})
+    return web.Response(
+        body=json.dumps(data).encode(), status=status, headers={"Content-Type": JSON, **(headers or {})}
+    )
 
 
 @dataclass
@@ -83,12 +116,15 @@ class FakeDiscord:
         self.threads: dict[int, dict[str, Any]] = {}
         self.ops: list[int] = []  # gateway opcodes the bot sent, in order (1 heartbeat, 2 identify, 6 resume)
         self.resumes: list[dict[str, Any]] = []
-        self.rate_limits: list[tuple[str, str, float]] = []  # (method, path suffix, retry_after) to answer 429
+        self.rate_limits: list[
+            tuple[str, str, float]
+        ] = []  # (method, path suffix, retry_after) to answer 429
         self.events: list[tuple[int, dict[str, Any]]] = []  # (seq, frame) dispatched in this session
         self.session_id = "fake-session-1"
         self.token: str | None = None  # when set, any other token gets a 401
         self.channels: dict[int, dict[str, Any]] = {
-            c: text_channel(c, n) for c, n in ((GENERAL, "general"), (OPS_ALERTS, "ops-alerts"), (OTHER, "other"))
+            c: text_channel(c, n)
+            for c, n in ((GENERAL, "general"), (OPS_ALERTS, "ops-alerts"), (OTHER, "other"))
         }
         self._seq = 0
         self._ws: web.WebSocketResponse | None = None
@@ -103,7 +139,12 @@ class FakeDiscord:
         return self
 
     def stop(self) -> None:
+        self.server.call(self._close_ws())
         self.server.stop()
+
+    async def _close_ws(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
 
     @property
     def api_url(self) -> str:
@@ -117,30 +158,63 @@ class FakeDiscord:
         with self._lock:
             return next(self._ids)
 
-    # --- driving it from a test ------------------------------------------------------------------------------
+    # --- driving it from a test -----------------------------------------------------------------------------
     def dispatch(self, event: str, data: dict[str, Any]) -> None:
         self.server.call(self._dispatch(event, data))
 
-    def message_data(self, mid: int, channel: int, content: str, author: int = ALICE, *, guild: bool = True,
-                     mention_bot: bool = False) -> dict[str, Any]:
+    def message_data(
+        self,
+        mid: int,
+        channel: int,
+        content: str,
+        author: int = ALICE,
+        *,
+        guild: bool = True,
+        mention_bot: bool = False,
+    ) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "id": str(mid), "channel_id": str(channel), "author": USERS[author], "content": content,
-            "timestamp": TS, "edited_timestamp": None, "tts": False, "mention_everyone": False,
-            "mentions": [user(BOT_ID, "yokebot", bot=True)] if mention_bot else [], "mention_roles": [],
-            "attachments": [], "embeds": [], "pinned": False, "type": 0, "flags": 0,
+            "id": str(mid),
+            "channel_id": str(channel),
+            "author": USERS[author],
+            "content": content,
+            "timestamp": TS,
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [user(BOT_ID, "yokebot", bot=True)] if mention_bot else [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            "flags": 0,
         }
         if guild:
             data["guild_id"] = str(GUILD_ID)
-            data["member"] = {"roles": ROLES.get(author, []), "joined_at": TS, "deaf": False, "mute": False,
-                              "flags": 0}
+            data["member"] = {
+                "roles": ROLES.get(author, []),
+                "joined_at": TS,
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+            }
         return data
 
-    def send_message(self, channel: int, content: str, author: int = ALICE, *, guild: bool = True,
-                     mention_bot: bool = False) -> int:
+    def send_message(
+        self,
+        channel: int,
+        content: str,
+        author: int = ALICE,
+        *,
+        guild: bool = True,
+        mention_bot: bool = False,
+    ) -> int:
         """A user posts a message; returns its id."""
         mid = self.new_id()
-        self.dispatch("MESSAGE_CREATE", self.message_data(mid, channel, content, author, guild=guild,
-                                                          mention_bot=mention_bot))
+        self.dispatch(
+            "MESSAGE_CREATE",
+            self.message_data(mid, channel, content, author, guild=guild, mention_bot=mention_bot),
+        )
         return mid
 
     def edit_message(self, mid: int, channel: int, content: str, author: int = ALICE) -> None:
@@ -164,7 +238,7 @@ class FakeDiscord:
     def posted_in(self, channel: int) -> list[Posted]:
         return [p for p in self.posted if p.channel == channel]
 
-    # --- gateway ----------------------------------------------------------------------------------------------
+    # --- gateway --------------------------------------------------------------------------------------------
     async def _send_raw(self, frame: dict[str, Any]) -> None:
         if self._ws is not None and not self._ws.closed:
             await self._ws.send_str(json.dumps(frame))
@@ -176,21 +250,58 @@ class FakeDiscord:
         await self._send_raw(frame)  # while disconnected it is only buffered, and replayed on RESUME
 
     def _ready(self) -> dict[str, Any]:
-        return {"v": 10, "user": user(BOT_ID, "yokebot", bot=True), "guilds": [{"id": str(GUILD_ID),
-                "unavailable": True}], "session_id": self.session_id, "resume_gateway_url": self.gateway_url,
-                "application": {"id": str(APP_ID), "flags": 0}, "private_channels": [], "relationships": []}
+        return {
+            "v": 10,
+            "user": user(BOT_ID, "yokebot", bot=True),
+            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+            "session_id": self.session_id,
+            "resume_gateway_url": self.gateway_url,
+            "application": {"id": str(APP_ID), "flags": 0},
+            "private_channels": [],
+            "relationships": [],
+        }
 
     def _guild(self) -> dict[str, Any]:
-        members = [{"user": USERS[uid], "roles": ROLES.get(uid, []), "joined_at": TS, "deaf": False,
-                    "mute": False, "flags": 0} for uid in (ALICE, BOB)]
-        return {"id": str(GUILD_ID), "name": "Test Guild", "unavailable": False, "member_count": 3,
-                "owner_id": str(ALICE), "roles": [role(GUILD_ID, "@everyone"), role(ONCALL_ROLE, "oncall")],
-                "channels": list(self.channels.values()), "threads": list(self.threads.values()),
-                "members": members, "emojis": [], "stickers": [], "features": [], "large": False,
-                "voice_states": [], "presences": [], "stage_instances": [], "guild_scheduled_events": [],
-                "premium_tier": 0, "verification_level": 0, "default_message_notifications": 0,
-                "explicit_content_filter": 0, "mfa_level": 0, "nsfw_level": 0, "afk_timeout": 300,
-                "preferred_locale": "en-US", "joined_at": TS, "system_channel_flags": 0}
+        members = [
+            {
+                "user": USERS[uid],
+                "roles": ROLES.get(uid, []),
+                "joined_at": TS,
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+            }
+            for uid in (ALICE, BOB)
+        ]
+        return {
+            "id": str(GUILD_ID),
+            "name": "Test Guild",
+            "unavailable": False,
+            "member_count": 3,
+            "owner_id": str(ALICE),
+            "roles": [role(GUILD_ID, "@everyone"), role(ONCALL_ROLE, "oncall")],
+            "channels": list(self.channels.values()),
+            "threads": list(self.threads.values()),
+            "members": members,
+            "emojis": [],
+            "stickers": [],
+            "features": [],
+            "large": False,
+            "voice_states": [],
+            "presences": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "premium_tier": 0,
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "mfa_level": 0,
+            "nsfw_level": 0,
+            "afk_timeout": 300,
+            "preferred_locale": "en-US",
+            "joined_at": TS,
+            "system_channel_flags": 0,
+        }
 
     async def _on_op(self, op: int, data: Any) -> None:
         self.ops.append(op)
@@ -221,7 +332,7 @@ class FakeDiscord:
             self._ws = None
         return ws
 
-    # --- REST -------------------------------------------------------------------------------------------------
+    # --- REST -----------------------------------------------------------------------------------------------
     async def _body(self, request: web.Request) -> tuple[Any, dict[str, bytes]]:
         if not request.can_read_body:
             return None, {}
@@ -253,8 +364,11 @@ class FakeDiscord:
             return respond({"message": "401: Unauthorized", "code": 0}, 401)
         after = self._take_rate_limit(request.method, path)
         if after is not None:
-            return respond({"message": "You are being rate limited.", "retry_after": after, "global": False},
-                           429, {"Via": "1.1 google", "X-RateLimit-Scope": "user"})
+            return respond(
+                {"message": "You are being rate limited.", "retry_after": after, "global": False},
+                429,
+                {"Via": "1.1 google", "X-RateLimit-Scope": "user"},
+            )
         parts = path.strip("/").split("/")
         return await self._route(request.method, parts, body, files)
 
@@ -263,12 +377,32 @@ class FakeDiscord:
             case ("GET", ["users", "@me"]):
                 return respond(user(BOT_ID, "yokebot", bot=True))
             case ("GET", ["oauth2", "applications", "@me"]):
-                return respond({"id": str(APP_ID), "name": "yokebot", "icon": None, "description": "",
-                                "bot_public": True, "bot_require_code_grant": False, "verify_key": "0" * 64,
-                                "owner": user(ALICE, "alice"), "flags": 0})
+                return respond(
+                    {
+                        "id": str(APP_ID),
+                        "name": "yokebot",
+                        "icon": None,
+                        "description": "",
+                        "bot_public": True,
+                        "bot_require_code_grant": False,
+                        "verify_key": "0" * 64,
+                        "owner": user(ALICE, "alice"),
+                        "flags": 0,
+                    }
+                )
             case ("GET", ["gateway"]) | ("GET", ["gateway", "bot"]):
-                return respond({"url": self.gateway_url, "shards": 1, "session_start_limit": {
-                    "total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}})
+                return respond(
+                    {
+                        "url": self.gateway_url,
+                        "shards": 1,
+                        "session_start_limit": {
+                            "total": 1000,
+                            "remaining": 1000,
+                            "reset_after": 0,
+                            "max_concurrency": 1,
+                        },
+                    }
+                )
             case ("GET", ["guilds", gid, "members", uid]):
                 return self._member(int(gid), int(uid))
             case ("GET", ["channels", cid]):
@@ -293,8 +427,16 @@ class FakeDiscord:
     def _member(self, gid: int, uid: int) -> web.Response:
         if gid != GUILD_ID or uid not in USERS:
             return respond({"message": "Unknown Member", "code": 10007}, 404)
-        return respond({"user": USERS[uid], "roles": ROLES.get(uid, []), "joined_at": TS, "deaf": False,
-                        "mute": False, "flags": 0})
+        return respond(
+            {
+                "user": USERS[uid],
+                "roles": ROLES.get(uid, []),
+                "joined_at": TS,
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+            }
+        )
 
     def _known(self, cid: int) -> bool:
         return cid in self.channels or cid in self.threads or cid == DM_CHANNEL
@@ -307,10 +449,22 @@ class FakeDiscord:
 
     def _message(self, cid: int, mid: int, content: str) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "id": str(mid), "channel_id": str(cid), "author": user(BOT_ID, "yokebot", bot=True),
-            "content": content, "timestamp": TS, "edited_timestamp": None, "tts": False,
-            "mention_everyone": False, "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
-            "pinned": False, "type": 0, "flags": 0}
+            "id": str(mid),
+            "channel_id": str(cid),
+            "author": user(BOT_ID, "yokebot", bot=True),
+            "content": content,
+            "timestamp": TS,
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            "flags": 0,
+        }
         if cid in self.channels or cid in self.threads:
             data["guild_id"] = str(GUILD_ID)
         return data
@@ -321,11 +475,25 @@ class FakeDiscord:
         return self._message(cid, mid, body.get("content") or "")
 
     async def _create_thread(self, cid: int, mid: int, body: dict[str, Any]) -> dict[str, Any]:
-        thread = {"id": str(mid), "type": 11, "guild_id": str(GUILD_ID), "parent_id": str(cid),
-                  "owner_id": str(BOT_ID), "name": body.get("name", "thread"), "last_message_id": None,
-                  "rate_limit_per_user": 0, "message_count": 0, "member_count": 1, "flags": 0,
-                  "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
-                                      "archive_timestamp": TS, "locked": False}}
+        thread = {
+            "id": str(mid),
+            "type": 11,
+            "guild_id": str(GUILD_ID),
+            "parent_id": str(cid),
+            "owner_id": str(BOT_ID),
+            "name": body.get("name", "thread"),
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 1,
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": TS,
+                "locked": False,
+            },
+        }
         self.threads[mid] = thread
         await self._dispatch("THREAD_CREATE", {**thread, "newly_created": True})
         return thread

@@ -40,6 +40,22 @@ ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 SEEN_MAX = 2048
 
 
+# what the bot needs in a channel: see it, read history, answer, open and write in threads, react, attach
+PERMISSIONS = discord.Permissions(
+    view_channel=True,
+    read_message_history=True,
+    send_messages=True,
+    create_public_threads=True,
+    send_messages_in_threads=True,
+    add_reactions=True,
+    attach_files=True,
+)
+
+
+def invite_url(application_id: int) -> str:
+    return discord.utils.oauth_url(application_id, permissions=PERMISSIONS, scopes=["bot"])
+
+
 def intents() -> discord.Intents:
     """Guilds (channel and thread cache), guild messages, DMs, and message content (privileged)."""
     wanted = discord.Intents.none()
@@ -80,6 +96,8 @@ class _Client(discord.Client):
 
     async def on_ready(self) -> None:
         log.info("discord: connected as %s (%s guilds)", self.user, len(self.guilds))
+        if self.application_id is not None:
+            log.info("discord: invite the bot with %s", invite_url(self.application_id))
         self.adapter.ready.set()
 
     async def on_resumed(self) -> None:

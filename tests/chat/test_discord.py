@@ -397,3 +397,27 @@ async def test_a_bad_token_is_one_clear_error(
     fake_discord.token = "the-real-token-000000"
     with pytest.raises(ConfigError, match="Discord rejected DISCORD_BOT_TOKEN"):
         await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord)
+
+
+async def test_without_thread_permission_the_answer_comes_inline(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_discord.forbid("POST", "/threads")
+    fake_llm.reply("answered inline")
+    mid = fake_discord.mention("status?")
+    await eventually(lambda: answered(fake_discord, mid))
+    [posted] = fake_discord.posted_in(GENERAL)
+    assert posted.content == "answered inline" and posted.body["message_reference"]["message_id"] == mid
+
+
+async def test_a_message_delivered_twice_is_answered_once(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_llm.reply("once")
+    mid = fake_discord.new_id()
+    data = fake_discord.message_data(mid, DM_CHANNEL, "hello", guild=False)
+    fake_discord.dispatch("MESSAGE_CREATE", data)
+    fake_discord.dispatch("MESSAGE_CREATE", data)
+    await eventually(lambda: answered(fake_discord, mid))
+    await asyncio.sleep(0.1)
+    assert [p.content for p in fake_discord.posted] == ["once"] and len(fake_llm.requests) == 1

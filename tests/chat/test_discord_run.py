@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.chat.discord_adapter import invite_url
 from bot.chat.discord_output import LIMIT
 from bot.chat.discord_routing import Origin, comma_list, entries, permitted, route
 from bot.chat.formatting import split_message
@@ -104,3 +105,10 @@ def test_access_lists_combine_channels_with_users_or_roles():
     assert permitted(
         frozenset(), frozenset(), frozenset(), Origin("5", None, "1", dm=True)
     )  # nothing set: all
+
+
+def test_the_documented_invite_url_grants_what_the_adapter_needs():
+    url = invite_url(123)
+    permissions = url.split("permissions=")[1].split("&")[0]
+    docs = (Path(__file__).parents[2] / "docs" / "discord.md").read_text()
+    assert f"scope=bot&permissions={permissions}" in docs

@@ -116,9 +116,8 @@ class FakeDiscord:
         self.threads: dict[int, dict[str, Any]] = {}
         self.ops: list[int] = []  # gateway opcodes the bot sent, in order (1 heartbeat, 2 identify, 6 resume)
         self.resumes: list[dict[str, Any]] = []
-        self.rate_limits: list[
-            tuple[str, str, float]
-        ] = []  # (method, path suffix, retry_after) to answer 429
+        # (method, path suffix, status, retry_after): the next matching request gets this error
+        self.faults: list[tuple[str, str, int, float]] = []
         self.events: list[tuple[int, dict[str, Any]]] = []  # (seq, frame) dispatched in this session
         self.session_id = "fake-session-1"
         self.token: str | None = None  # when set, any other token gets a 401
@@ -233,7 +232,11 @@ class FakeDiscord:
 
     def rate_limit(self, method: str, suffix: str, retry_after: float = 0.3) -> None:
         """Answer the next `method` request whose path ends with `suffix` with a 429."""
-        self.rate_limits.append((method, suffix, retry_after))
+        self.faults.append((method, suffix, 429, retry_after))
+
+    def forbid(self, method: str, suffix: str) -> None:
+        """Answer the next `method` request whose path ends with `suffix` with a 403 (missing permission)."""
+        self.faults.append((method, suffix, 403, 0.0))
 
     def posted_in(self, channel: int) -> list[Posted]:
         return [p for p in self.posted if p.channel == channel]
@@ -349,11 +352,14 @@ class FakeDiscord:
         raw = await request.read()
         return (json.loads(raw) if raw else None), {}
 
-    def _take_rate_limit(self, method: str, path: str) -> float | None:
-        for i, (m, suffix, after) in enumerate(self.rate_limits):
+    def _fault(self, method: str, path: str) -> web.Response | None:
+        for i, (m, suffix, status, after) in enumerate(self.faults):
             if m == method and path.endswith(suffix):
-                del self.rate_limits[i]
-                return after
+                del self.faults[i]
+                if status == 429:
+                    body = {"message": "You are being rate limited.", "retry_after": after, "global": False}
+                    return respond(body, 429, {"Via": "1.1 google", "X-RateLimit-Scope": "user"})
+                return respond({"message": "Missing Permissions", "code": 50013}, status)
         return None
 
     async def _rest(self, request: web.Request) -> web.Response:
@@ -362,13 +368,9 @@ class FakeDiscord:
         self.requests.append((request.method, path, body))
         if self.token is not None and request.headers.get("Authorization") != f"Bot {self.token}":
             return respond({"message": "401: Unauthorized", "code": 0}, 401)
-        after = self._take_rate_limit(request.method, path)
-        if after is not None:
-            return respond(
-                {"message": "You are being rate limited.", "retry_after": after, "global": False},
-                429,
-                {"Via": "1.1 google", "X-RateLimit-Scope": "user"},
-            )
+        fault = self._fault(request.method, path)
+        if fault is not None:
+            return fault
         parts = path.strip("/").split("/")
         return await self._route(request.method, parts, body, files)
 

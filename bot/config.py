@@ -56,6 +56,15 @@ class Settings(BaseSettings):
     discord_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
     discord_api_url: str | None = Field(default=None, validation_alias=_env("DISCORD_API_URL"))
     discord_gateway_url: str | None = Field(default=None, validation_alias=_env("DISCORD_GATEWAY_URL"))
+    # Discord behaviour (YOKEBOT_DISCORD_*); allow-lists are comma-separated IDs (roles: IDs or names), empty = all
+    discord_reply_inline: bool = False
+    discord_answer_bots: bool = False
+    discord_allowed_users: str = ""
+    discord_allowed_roles: str = ""
+    discord_allowed_channels: str = ""
+    discord_attach_over_chars: int = 6000
+    discord_guild_ready_timeout: float = 2.0
+    discord_drain_seconds: float = 30.0
 
     def require_model_endpoint(self) -> None:
         if self.openai_api_key is None and not self.openai_base_url:

@@ -5,18 +5,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.app import build_app
+from bot.app import App, build_app
 from bot.config import Settings
 from bot.observability.http import add_observability_routes
+
+if TYPE_CHECKING:
+    from bot.chat.discord_adapter import DiscordAdapter
 
 log = logging.getLogger(__name__)
 
 
 async def healthz(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
+
+
+async def start_discord(bot: App) -> DiscordAdapter | None:
+    """Connect to Discord when DISCORD_BOT_TOKEN is set, and let `notify` post through it."""
+    if bot.settings.discord_bot_token is None:
+        return None
+    from bot.chat.discord_adapter import DiscordAdapter
+
+    adapter = DiscordAdapter(bot.service, bot.settings, bot.profiles)
+    await adapter.start()
+    bot.notifier.register(adapter)
+    return adapter
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -33,9 +49,13 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info("yokebot is running: http on :%s, agents %s", settings.http_port, ", ".join(bot.profiles))
+    discord_adapter: DiscordAdapter | None = None
     try:
+        discord_adapter = await start_discord(bot)
         await stop.wait()
     finally:
         log.info("stopping")
+        if discord_adapter is not None:
+            await discord_adapter.stop()
         await runner.cleanup()
         await bot.close()

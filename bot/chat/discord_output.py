@@ -1,0 +1,82 @@
+"""Putting text on Discord: the 2,000-character limit, a file for very long answers, no pings, typing."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import discord
+from discord.abc import Messageable
+
+from bot.chat.formatting import split_message
+
+log = logging.getLogger(__name__)
+
+LIMIT = 2000
+NO_PINGS = discord.AllowedMentions.none()  # the model must never ping @everyone, a role or a user
+TYPING_EVERY = 8.0  # Discord shows "typing…" for 10 s after each trigger
+ATTACHMENT_NAME = "answer.md"
+
+
+def attachment_preview(text: str, name: str = ATTACHMENT_NAME) -> str:
+    head = split_message(text, LIMIT - 200)[0]
+    return f"{head}\n\n*The full answer ({len(text):,} characters) is attached as `{name}`.*"
+
+
+async def deliver(
+    dest: Messageable, text: str, *, attach_over: int, reference: discord.Message | None = None
+) -> list[discord.Message]:
+    """Send `text` as messages of at most 2,000 characters (split on line / code-fence boundaries), or as a
+    preview plus a Markdown file when it is longer than `attach_over`. The first message replies to
+    `reference` when one is given (without pinging its author)."""
+    text = text.strip() or "(no answer)"
+    if len(text) > attach_over:
+        file = discord.File(io.BytesIO(text.encode("utf-8")), filename=ATTACHMENT_NAME)
+        return [await _send(dest, attachment_preview(text), reference, file)]
+    sent: list[discord.Message] = []
+    for i, chunk in enumerate(split_message(text, LIMIT)):
+        sent.append(await _send(dest, chunk, reference if i == 0 else None))
+    return sent
+
+
+async def _send(
+    dest: Messageable, content: str, reference: discord.Message | None, file: discord.File | None = None
+) -> discord.Message:
+    extra: dict[str, Any] = {}
+    if reference is not None:
+        extra.update(reference=reference, mention_author=False)
+    if file is not None:
+        extra["file"] = file
+    return await dest.send(content, allowed_mentions=NO_PINGS, **extra)
+
+
+@asynccontextmanager
+async def typing(dest: Messageable) -> AsyncIterator[None]:
+    """Show "typing…" until the block ends. A failed trigger only costs the indicator, never the answer."""
+
+    async def keep_typing() -> None:
+        while True:
+            try:
+                await dest.typing()
+            except discord.HTTPException as exc:
+                log.debug("typing indicator failed: %s", exc)
+            await asyncio.sleep(TYPING_EVERY)
+
+    task = asyncio.create_task(keep_typing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+
+
+async def react(message: discord.Message, emoji: str) -> None:
+    try:
+        await message.add_reaction(emoji)
+    except discord.HTTPException as exc:
+        log.warning("could not react %s on message %s: %s", emoji, message.id, exc)

@@ -1,0 +1,423 @@
+"""Discord end to end: real discord.py over real sockets to the fake Discord, the real openai SDK to the fake
+model, turns audited in SQLite. What a user would see is read from what the fake recorded."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import App, build_app
+from bot.chat.discord_adapter import DiscordAdapter
+from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.tooling import ToolContext, tool
+from tests.conftest import make_settings, rows
+from tests.fakes.discord_server import (
+    BOB,
+    BOT_ID,
+    CAROL,
+    DM_CHANNEL,
+    GENERAL,
+    ONCALL_ROLE,
+    OPS_ALERTS,
+    OTHER,
+    OTHER_BOT,
+    FakeDiscord,
+)
+from tests.fakes.openai_server import FakeOpenAI, Step, call
+from tests.helpers import registry, write_agent
+
+TOKEN = "discord-test-token-0123456789"
+
+
+@tool("notify", "Post a short alert to the team channel. Test-only stand-in until the tools branch lands.")
+async def notify(ctx: ToolContext, text: str, target: str = f"discord:{OPS_ALERTS}") -> str:
+    assert ctx.notifier is not None
+    return f"posted as {await ctx.notifier.notify(target, text)}"
+
+
+def ops_profile(log_dir: Path) -> str:
+    return f"""
+description: ops test agent
+tools:
+  read_file:
+    roots: [{log_dir}]
+  notify: {{}}
+access:
+  roles: ["{ONCALL_ROLE}"]
+  users: ["discord:{BOB}"]
+"""
+
+
+async def eventually(predicate: Callable[[], Any], timeout: float = 8.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def fake_discord() -> Iterator[FakeDiscord]:
+    server = FakeDiscord().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "error.log").write_text("2025/01/01 10:00:01 [error] upstream timed out (502) while reading\n" * 3)
+    return d
+
+
+@pytest.fixture
+def discord_agents(agents_dir: Path, log_dir: Path) -> Path:
+    write_agent(agents_dir, "ops", ops_profile(log_dir))
+    write_agent(agents_dir, "other", f"description: routed by channel\nchannels: ['discord:{OTHER}']")
+    return agents_dir
+
+
+async def start_bot(
+    sqlite_url: str, llm: FakeOpenAI, agents: Path, fake: FakeDiscord, **overrides: Any
+) -> tuple[App, DiscordAdapter]:
+    settings = make_settings(
+        sqlite_url,
+        llm,
+        agents,
+        default_agent="ops",
+        discord_bot_token=TOKEN,
+        discord_api_url=fake.api_url,
+        discord_gateway_url=fake.gateway_url,
+        discord_guild_ready_timeout=0.05,
+        **overrides,
+    )
+    app = await build_app(settings, registry={**registry(), "notify": notify})
+    adapter = DiscordAdapter(app.service, settings, app.profiles)
+    await adapter.start(within=10)
+    app.notifier.register(adapter)
+    return app, adapter
+
+
+@pytest.fixture
+async def discord_bot(
+    sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
+) -> AsyncIterator[tuple[App, DiscordAdapter]]:
+    app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord)
+    yield app, adapter
+    await adapter.stop()
+    await app.close()
+
+
+async def test_dm_is_answered_in_the_dm_channel(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_llm.reply("Hello from ops.")
+    mid = fake_discord.dm("hello there")
+    await eventually(lambda: fake_discord.reactions)
+    assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["Hello from ops."]
+    assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")]
+    assert fake_llm.requests[0]["messages"][-1] == {"role": "user", "content": "hello there"}
+
+
+def answered(fake: FakeDiscord, message_id: int) -> bool:
+    return any(m == message_id for _, m, _ in fake.reactions)
+
+
+async def test_ops_scenario_mention_thread_tools_notify_answer(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI, log_dir: Path
+):
+    app, _ = discord_bot
+    fake_llm.calls(call("read_file", {"path": str(log_dir / "error.log")}))
+    fake_llm.calls(call("notify", {"text": "nginx: 502s since 10:00 (upstream timed out)"}))
+    fake_llm.reply("**Degraded**: 3 upstream timeouts (502) since 10:00. I alerted #ops-alerts.")
+
+    mid = fake_discord.mention("check the recent nginx error logs; if something's wrong, alert the team")
+    await eventually(lambda: answered(fake_discord, mid))
+
+    # a thread on the triggering message, named after the question, and the answer inside it
+    assert list(fake_discord.threads) == [mid]
+    assert fake_discord.threads[mid]["name"].startswith("check the recent nginx error logs")
+    assert [p.content for p in fake_discord.posted_in(mid)] == [
+        "**Degraded**: 3 upstream timeouts (502) since 10:00. I alerted #ops-alerts."
+    ]
+    assert fake_discord.posted_in(GENERAL) == []  # nothing in the channel itself
+    assert mid in fake_discord.typing  # "typing…" in the thread while the agent worked
+    # the alert reached the team channel through the adapter
+    assert [p.content for p in fake_discord.posted_in(OPS_ALERTS)] == [
+        "nginx: 502s since 10:00 (upstream timed out)"
+    ]
+    assert fake_discord.reactions == [(GENERAL, mid, "✅")]
+    # the model saw the mention without the bot's <@id>, and the log lines from the tool
+    assert fake_llm.requests[0]["messages"][-1]["content"].startswith("check the recent nginx")
+    assert "upstream timed out" in fake_llm.requests[1]["messages"][-1]["content"]
+    assert fake_llm.requests[2]["messages"][-1]["content"].startswith(f"posted as discord:{OPS_ALERTS}/")
+
+    sessions = await rows(app, "SELECT id, platform, channel, thread, agent FROM sessions")
+    assert [(s.platform, s.channel, s.thread, s.agent) for s in sessions] == [
+        ("discord", str(GENERAL), str(mid), "ops")
+    ]
+    assert len(await rows(app, "SELECT id FROM llm_calls")) == 3
+    tools = await rows(app, "SELECT tool, status FROM tool_invocations ORDER BY id")
+    assert [(t.tool, t.status) for t in tools] == [("read_file", "ok"), ("notify", "ok")]
+
+
+async def test_thread_follow_up_continues_the_session_without_a_mention(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    app, _ = discord_bot
+    fake_llm.reply("The error rate is 2%.").reply("It was 0.1% yesterday.")
+    first = fake_discord.mention("what is the error rate?")
+    await eventually(lambda: answered(fake_discord, first))
+    second = fake_discord.send_message(first, "and yesterday?")  # inside the bot's thread, no mention
+    await eventually(lambda: answered(fake_discord, second))
+
+    assert [p.content for p in fake_discord.posted_in(first)] == [
+        "The error rate is 2%.",
+        "It was 0.1% yesterday.",
+    ]
+    assert list(fake_discord.threads) == [first]  # no second thread
+    sent = [(m["role"], m["content"]) for m in fake_llm.requests[1]["messages"][1:]]
+    assert sent == [
+        ("user", "what is the error rate?"),
+        ("assistant", "The error rate is 2%."),
+        ("user", "and yesterday?"),
+    ]
+    assert len(await rows(app, "SELECT id FROM sessions")) == 1
+
+
+async def test_the_bot_stays_silent_where_it_was_not_asked(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_discord.send_message(GENERAL, "just chatting, no mention")
+    fake_discord.send_message(GENERAL, f"<@{BOT_ID}> talking to myself", author=BOT_ID, mention_bot=True)
+    fake_discord.send_message(GENERAL, f"<@{BOT_ID}> beep", author=OTHER_BOT, mention_bot=True)
+    fake_discord.dm("a bot in my DMs", author=OTHER_BOT)
+    edited = fake_discord.send_message(GENERAL, "typo")
+    fake_discord.edit_message(edited, GENERAL, f"<@{BOT_ID}> fixed")  # edits are ignored
+    fake_llm.reply("only this one")
+    last = fake_discord.dm("ping")  # handled after the others, so by now they were all seen
+    await eventually(lambda: answered(fake_discord, last))
+    await asyncio.sleep(0.1)
+    assert [r["messages"][-1]["content"] for r in fake_llm.requests] == ["ping"]
+    assert [p.content for p in fake_discord.posted] == ["only this one"]
+    assert fake_discord.threads == {}
+
+
+async def test_a_5000_character_answer_is_split_on_lines_and_fences(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    code = "\n".join(f"line {i:03d}: upstream timed out while reading response header" for i in range(60))
+    answer = (
+        "Here is the log:\n```nginx\n"
+        + code
+        + "\n```\n"
+        + "\n".join(f"- finding {i}: worker {i} restarted" for i in range(40))
+    )
+    assert 4500 < len(answer) < 6000
+    fake_llm.reply(answer)
+    mid = fake_discord.dm("show me the log")
+    await eventually(lambda: answered(fake_discord, mid))
+
+    parts = [p.content for p in fake_discord.posted_in(DM_CHANNEL)]
+    assert len(parts) == 3 and all(len(p) <= 2000 for p in parts)
+    for p in parts:
+        assert p.count("```") % 2 == 0  # every message renders its code block on its own
+    assert parts[1].startswith("```nginx\n")  # the fence is reopened with its language
+    body = [ln for p in parts for ln in p.split("\n") if not ln.startswith("```")]
+    assert body == [ln for ln in answer.split("\n") if not ln.startswith("```")]  # nothing lost or doubled
+
+
+async def test_a_very_long_answer_comes_as_a_file(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    answer = "\n".join(f"{i:05d} GET /api/items 502" for i in range(600))
+    assert len(answer) > 6000
+    fake_llm.reply(answer)
+    mid = fake_discord.dm("dump the 502s")
+    await eventually(lambda: answered(fake_discord, mid))
+    [posted] = fake_discord.posted_in(DM_CHANNEL)
+    assert posted.files == {"answer.md": answer.encode()}
+    assert len(posted.content) <= 2000 and "attached as `answer.md`" in posted.content
+    assert posted.content.startswith("00000 GET /api/items 502")
+
+
+async def test_a_429_on_send_is_waited_out_and_the_answer_posted_once(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_discord.rate_limit("POST", f"/channels/{DM_CHANNEL}/messages", retry_after=0.3)
+    fake_llm.reply("after the rate limit")
+    mid = fake_discord.dm("hello")
+    await eventually(lambda: answered(fake_discord, mid))
+    assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["after the rate limit"]
+    sends = [r for r in fake_discord.requests if r[:2] == ("POST", f"/channels/{DM_CHANNEL}/messages")]
+    assert len(sends) == 2  # the 429, then discord.py's own retry after retry_after
+    assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")]
+
+
+async def test_a_gateway_reconnect_mid_conversation_resumes_and_loses_nothing(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    app, _ = discord_bot
+    fake_llm.reply("first answer", delay=0.5).reply("second answer")
+    first = fake_discord.dm("first question")
+    await eventually(lambda: fake_llm.requests)  # the turn is in flight
+    fake_discord.reconnect()
+    second = fake_discord.dm("second question")  # sent while the bot reconnects: delivered or replayed
+    await eventually(lambda: answered(fake_discord, first) and answered(fake_discord, second))
+
+    assert fake_discord.ops.count(2) == 1 and fake_discord.ops.count(6) == 1  # one IDENTIFY, then RESUME
+    assert fake_discord.resumes[0]["session_id"] == "fake-session-1"
+    assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["first answer", "second answer"]
+    assert len(fake_llm.requests) == 2  # the second message was answered exactly once
+    assert len(await rows(app, "SELECT id FROM sessions")) == 1
+
+
+async def test_an_unauthorised_user_gets_a_polite_refusal_and_no_model_call(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    app, _ = discord_bot
+    mid = fake_discord.mention("restart nginx", author=CAROL)
+    await eventually(lambda: fake_discord.posted)
+    [refusal] = fake_discord.posted
+    assert refusal.channel == GENERAL and "not allowed" in refusal.content
+    assert refusal.body["message_reference"]["message_id"] == mid
+    assert fake_llm.requests == [] and fake_discord.threads == {}
+    assert await rows(app, "SELECT id FROM turns") == []
+
+
+async def test_access_by_role_and_by_user_id_in_channels_and_dms(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_llm.handler = lambda body: Step("reply", content="ok: " + body["messages"][-1]["content"])
+    by_role = fake_discord.mention("as alice (on-call role)")
+    by_user = fake_discord.mention("as bob (listed by ID)", author=BOB)
+    dm_role = fake_discord.dm("alice in a DM: role looked up in the guild")
+    dm_carol = fake_discord.dm("carol in a DM", author=CAROL)
+    await eventually(lambda: all(answered(fake_discord, m) for m in (by_role, by_user, dm_role)))
+    await eventually(lambda: len(fake_discord.posted_in(DM_CHANNEL)) == 2)
+    assert [p.content for p in fake_discord.posted_in(by_role)] == ["ok: as alice (on-call role)"]
+    assert [p.content for p in fake_discord.posted_in(by_user)] == ["ok: as bob (listed by ID)"]
+    dms = {
+        p.body["message_reference"]["message_id"] if "message_reference" in p.body else None: p.content
+        for p in fake_discord.posted_in(DM_CHANNEL)
+    }
+    assert dms[None] == "ok: alice in a DM: role looked up in the guild"
+    assert "not allowed" in dms[dm_carol]
+    assert len(fake_llm.requests) == 3
+
+
+async def test_model_output_cannot_ping_everyone(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_llm.reply(f"@everyone the site is down! <@&{ONCALL_ROLE}> <@{BOB}>")
+    mid = fake_discord.mention("is the site up?")
+    await eventually(lambda: answered(fake_discord, mid))
+    [posted] = fake_discord.posted_in(mid)
+    assert posted.content.startswith("@everyone the site is down!")  # the text is kept as written…
+    assert posted.body["allowed_mentions"] == {"parse": []}  # …but Discord is told to ping nobody
+
+
+async def test_channels_route_to_their_agent_and_reply_inline_option(
+    sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
+):
+    app, adapter = await start_bot(
+        sqlite_url, fake_llm, discord_agents, fake_discord, discord_reply_inline=True
+    )
+    try:
+        fake_llm.reply("from the other agent").reply("from ops")
+        routed = fake_discord.mention("who answers here?", channel=OTHER)
+        await eventually(lambda: answered(fake_discord, routed))
+        default = fake_discord.mention("and here?", channel=GENERAL)
+        await eventually(lambda: answered(fake_discord, default))
+    finally:
+        await adapter.stop()
+    sessions = await rows(app, "SELECT channel, thread, agent FROM sessions ORDER BY created_at")
+    await app.close()
+    assert [(s.channel, s.thread, s.agent) for s in sessions] == [
+        (str(OTHER), str(OTHER), "other"),
+        (str(GENERAL), str(GENERAL), "ops"),
+    ]
+    assert fake_discord.threads == {}  # inline: answers go in the channel, as replies
+    [inline] = fake_discord.posted_in(OTHER)
+    assert (
+        inline.content == "from the other agent" and inline.body["message_reference"]["message_id"] == routed
+    )
+    assert "You are a test agent." in fake_llm.requests[0]["messages"][0]["content"]
+
+
+async def test_notify_posts_by_channel_id_or_name_and_explains_what_it_cannot(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord
+):
+    app, _ = discord_bot
+    ref = await app.notifier.notify(f"discord:{OPS_ALERTS}", "disk 91% on web-1 @here")
+    by_name = await app.notifier.notify("discord:#ops-alerts", "second alert")
+    posted = fake_discord.posted_in(OPS_ALERTS)
+    assert [p.content for p in posted] == ["disk 91% on web-1 @here", "second alert"]
+    assert ref == f"discord:{OPS_ALERTS}/{posted[0].id}" and by_name == f"discord:{OPS_ALERTS}/{posted[1].id}"
+    assert all(p.body["allowed_mentions"] == {"parse": []} for p in posted)
+    with pytest.raises(ToolFailed, match="no text channel with that name"):
+        await app.notifier.notify("discord:#no-such-channel", "x")
+    with pytest.raises(ToolFailed, match="Discord answered 404"):
+        await app.notifier.notify("discord:123456789", "x")
+
+
+async def test_stop_lets_the_turn_in_flight_finish(
+    sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
+):
+    app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord)
+    fake_llm.reply("answered before shutdown", delay=0.5)
+    mid = fake_discord.dm("slow question")
+    await eventually(lambda: fake_llm.requests)
+    await adapter.stop()
+    await app.close()
+    assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["answered before shutdown"]
+    assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")]
+
+
+async def test_a_failed_turn_is_marked_and_explained(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    for _ in range(3):
+        fake_llm.fail(500)
+    mid = fake_discord.dm("hello")
+    await eventually(lambda: answered(fake_discord, mid))
+    [posted] = fake_discord.posted_in(DM_CHANNEL)
+    assert posted.content.startswith("Sorry, I could not finish this")
+    assert fake_discord.reactions == [(DM_CHANNEL, mid, "❌")]
+
+
+async def test_a_bad_token_is_one_clear_error(
+    sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
+):
+    fake_discord.token = "the-real-token-000000"
+    with pytest.raises(ConfigError, match="Discord rejected DISCORD_BOT_TOKEN"):
+        await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord)
+
+
+async def test_without_thread_permission_the_answer_comes_inline(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_discord.forbid("POST", "/threads")
+    fake_llm.reply("answered inline")
+    mid = fake_discord.mention("status?")
+    await eventually(lambda: answered(fake_discord, mid))
+    [posted] = fake_discord.posted_in(GENERAL)
+    assert posted.content == "answered inline" and posted.body["message_reference"]["message_id"] == mid
+
+
+async def test_a_message_delivered_twice_is_answered_once(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    fake_llm.reply("once")
+    mid = fake_discord.new_id()
+    data = fake_discord.message_data(mid, DM_CHANNEL, "hello", guild=False)
+    fake_discord.dispatch("MESSAGE_CREATE", data)
+    fake_discord.dispatch("MESSAGE_CREATE", data)
+    await eventually(lambda: answered(fake_discord, mid))
+    await asyncio.sleep(0.1)
+    assert [p.content for p in fake_discord.posted] == ["once"] and len(fake_llm.requests) == 1

@@ -19,6 +19,7 @@ from bot.engine.tooling import Tool
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
+from bot.tools.redact import SecretRedactor
 
 
 @dataclass
@@ -76,6 +77,7 @@ async def build_app(
     executor = ToolExecutor(
         registry, store,
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
+        redact=SecretRedactor(settings.secret_values()),
     )
     notifier = AdapterNotifier()
     loop = ReActLoop(model, executor, PromptBuilder(memory=store), settings.model)

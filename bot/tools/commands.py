@@ -7,8 +7,10 @@ must resolve under the allowed roots (the resolved path is what the program rece
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import stat
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -112,11 +114,11 @@ def shell_syntax(command: str) -> str | None:
     quote: str | None = None
     escaped = False
     for ch in command:
+        if ch == "`":
+            return "backticks (command substitution)"
         if quote == "'":
             quote = None if ch == "'" else quote
             continue
-        if ch == "`":
-            return "backticks (command substitution)"
         if ch == "$":
             return "'$' (variable expansion or command substitution)"
         if quote == '"':
@@ -143,6 +145,19 @@ def check_text(value: str, what: str, allowed: str) -> str:
     return value
 
 
+def check_path_arg(real: str, allowed: str) -> str:
+    """The program opens the path itself, so what `open_allowed` checks for file tools is checked here."""
+    try:
+        st = os.stat(real)
+    except OSError:
+        return real  # a missing file: the program says so
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise ToolDenied(f"{real} is not a regular file or a directory", allowed)
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise ToolDenied(f"{real} has several hard links, so where it really lives cannot be checked", allowed)
+    return real
+
+
 def check_value(kind: FlagKind, value: str, what: str, roots: Sequence[str], allowed: str) -> str:
     if isinstance(kind, list):
         if value not in kind:
@@ -153,7 +168,7 @@ def check_value(kind: FlagKind, value: str, what: str, roots: Sequence[str], all
             raise ToolDenied(f"{what} must be a whole number, not {value!r}", allowed)
         return value
     if kind == "path":
-        return str(resolve_allowed(value, roots))
+        return check_path_arg(str(resolve_allowed(value, roots)), allowed)
     return check_text(value, what, allowed)
 
 
@@ -260,7 +275,7 @@ def split_command(command: str, allowed: str) -> list[str]:
 
 def check_command(command: str, rules: Sequence[CommandRule], roots: Sequence[str]) -> list[str]:
     """Return the argv to run (executable resolved, paths resolved) or raise ToolDenied / ToolFailed."""
-    allowed = allowed_list(rules)
+    allowed = allowed_list(rules) + (f" (paths under {', '.join(roots)})" if roots and rules else "")
     if not rules:
         raise ToolDenied("this agent may not run any command", allowed)
     words = split_command(command, allowed)

@@ -18,6 +18,7 @@ from bot.tools.logfiles import (
     clean_line,
     compile_pattern,
     forward_lines,
+    line_filter,
     line_time,
     open_log,
     parse_since,
@@ -41,14 +42,25 @@ def grep_file(real: Path, roots: tuple[str, ...], q: GrepQuery, limits: Limits) 
     kept: deque[str] = deque(maxlen=q.max_matches)
     total, stamp = 0, None
     start = 0 if gz else max(0, size - limits.max_scan_bytes)
+    filt = line_filter(None, q.pattern)
+
+    def skipped(block: bytes) -> None:
+        # continuation lines inherit the time of the last stamped line, also across a skipped block
+        nonlocal stamp
+        if q.since is not None:
+            for raw in reversed(block[-8 * limits.max_line_bytes:].split(b"\n")):
+                if found := line_time(clean_line(raw, 200), q.tz, q.now):
+                    stamp = found
+                    return
+
     with fh:
-        for raw, cut in forward_lines(fh, limits, start):
+        for raw, cut in forward_lines(fh, limits, start, filt.block_test(), skipped):
             text = clean_line(raw, limits.max_line_bytes, cut)
             if q.since is not None:
-                stamp = line_time(text, q.tz, q.now) or stamp  # continuation lines inherit the time
+                stamp = line_time(text, q.tz, q.now) or stamp
                 if stamp is None or stamp < q.since:
                     continue
-            if q.pattern.search(text):
+            if filt.line(text):
                 total += 1
                 kept.append(text)
     out = FileLines(real, list(kept))

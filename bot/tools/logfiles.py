@@ -26,7 +26,35 @@ BLOCK = 64 * 1024
 # C0 controls and DEL (escape sequences, NULs, bells) would garble the chat or the model's view of the line.
 _CONTROL = {c: "\ufffd" for c in [*range(0, 9), *range(10, 32), 127]}
 
-Match = Callable[[str], bool]
+@dataclass(frozen=True, slots=True)
+class LineFilter:
+    """Which lines to keep: `line(text)` decides; `block(raw)` may say early that no line of a whole block
+    can match (a plain substring or regex searched over the block), so big files are scanned fast."""
+
+    line: Callable[[str], bool]
+    block: BlockTestStr | None = None
+
+    def block_test(self) -> Callable[[bytes], bool] | None:
+        test = self.block
+        if test is None:
+            return None
+        return lambda raw: test(raw.decode("utf-8", errors="replace"))
+
+
+BlockTestStr = Callable[[str], bool]
+EVERYTHING = LineFilter(lambda _line: True)
+
+
+def line_filter(contains: str | None, pattern: re.Pattern[str] | None = None) -> LineFilter:
+    if pattern is not None:
+        block = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+        # \A and \Z mean line start/end for a line, but block start/end for a block: no block test then
+        anchored = "\\A" in pattern.pattern or "\\Z" in pattern.pattern
+        return LineFilter(lambda t: pattern.search(t) is not None,
+                          None if anchored else (lambda t: block.search(t) is not None))
+    if contains:
+        return LineFilter(lambda t: contains in t, lambda t: contains in t)
+    return EVERYTHING
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +77,14 @@ def clean_line(raw: bytes, limit: int, cut: bool = False) -> str:
     return text
 
 
-def reverse_lines(fh: BinaryIO, size: int, limits: Limits) -> Iterator[tuple[bytes, bool]]:
+BlockTest = Callable[[bytes], bool]
+
+
+def reverse_lines(fh: BinaryIO, size: int, limits: Limits,
+                  may_match: BlockTest | None = None) -> Iterator[tuple[bytes, bool]]:
     """Yield (line, was_cut) from the end of the file backwards. Reads at most `max_scan_bytes`. Memory:
-    one block plus one line prefix of `max_line_bytes` (only the start of an over-long line is kept)."""
+    one block plus one line prefix of `max_line_bytes` (only the start of an over-long line is kept).
+    `may_match(block)` False means no complete line in that block can match: it is not split at all."""
     pos, scanned, pending, cut = size, 0, b"", False
     first = True
     while pos > 0 and scanned < limits.max_scan_bytes:
@@ -59,40 +92,63 @@ def reverse_lines(fh: BinaryIO, size: int, limits: Limits) -> Iterator[tuple[byt
         pos -= step
         scanned += step
         fh.seek(pos)
-        pieces = (fh.read(step) + pending).split(b"\n")
-        if first and pieces[-1] == b"":
-            pieces.pop()  # the file ends with a newline: no empty last line
+        data = fh.read(step) + pending
+        if first and data.endswith(b"\n"):
+            data = data[:-1]  # the file ends with a newline: no empty last line
         first = False
-        pending = pieces[0]
-        for line in reversed(pieces[1:]):
-            yield line[: limits.max_line_bytes], cut or len(line) > limits.max_line_bytes
-            cut = False
+        nl = data.find(b"\n")
+        if nl >= 0 and may_match is not None and not may_match(data[nl + 1:]):
+            pending, cut = data[:nl], False
+        else:
+            pieces = data.split(b"\n")
+            pending = pieces[0]
+            for line in reversed(pieces[1:]):
+                yield line[: limits.max_line_bytes], cut or len(line) > limits.max_line_bytes
+                cut = False
         if len(pending) > limits.max_line_bytes:
             pending, cut = pending[: limits.max_line_bytes], True
     if pos == 0 and (pending or not first):
         yield pending, cut
 
 
-def forward_lines(fh: BinaryIO, limits: Limits, start: int = 0) -> Iterator[tuple[bytes, bool]]:
-    """Yield (line, was_cut) from `start` on; a line longer than `max_line_bytes` is cut, the rest skipped."""
+def forward_lines(fh: BinaryIO, limits: Limits, start: int = 0, may_match: BlockTest | None = None,
+                  skipped: Callable[[bytes], None] | None = None) -> Iterator[tuple[bytes, bool]]:
+    """Yield (line, was_cut) from `start` on (from the next line start when `start` is inside a line). A line
+    longer than `max_line_bytes` is cut. Blocks whose lines cannot match go to `skipped` unsplit."""
     fh.seek(start)
-    if start:
-        fh.readline()  # we landed inside a line: skip its tail
-    read = 0
+    pending, cut, read, skip_partial = b"", False, 0, start > 0
     while read < limits.max_scan_bytes:
-        line = fh.readline(limits.max_line_bytes + 1)
-        if not line:
-            return
-        read += len(line)
+        chunk = fh.read(BLOCK)
+        if not chunk:
+            break
+        read += len(chunk)
+        data = pending + chunk
+        last = data.rfind(b"\n")
+        if last < 0:
+            pending, cut = data[: limits.max_line_bytes], cut or len(data) > limits.max_line_bytes
+            continue
+        complete, pending = data[:last], data[last + 1:]
+        if skip_partial:
+            skip_partial, cut = False, False
+            nl = complete.find(b"\n")
+            if nl < 0:
+                pending = pending[: limits.max_line_bytes]
+                continue
+            complete = complete[nl + 1:]
+        if may_match is not None and not may_match(complete):
+            if skipped is not None:
+                skipped(complete)
+        else:
+            for line in complete.split(b"\n"):
+                yield line[: limits.max_line_bytes], cut or len(line) > limits.max_line_bytes
+                cut = False
         cut = False
-        if not line.endswith(b"\n") and len(line) > limits.max_line_bytes:
-            cut = True
-            while True:
-                rest = fh.readline(BLOCK)
-                read += len(rest)
-                if not rest or rest.endswith(b"\n"):
-                    break
-        yield line.rstrip(b"\n")[: limits.max_line_bytes], cut
+        if len(pending) > limits.max_line_bytes:
+            pending, cut = pending[: limits.max_line_bytes], True
+    else:
+        return
+    if pending and not skip_partial:
+        yield pending, cut
 
 
 _NUMBERED = re.compile(r"^\.(\d{1,3})(\.gz)?$")
@@ -135,16 +191,16 @@ def open_log(real: Path, roots: Sequence[str]) -> tuple[BinaryIO, int, bool]:
     return fh, size, False
 
 
-def tail_file(real: Path, roots: Sequence[str], want: int, match: Match, limits: Limits) -> FileLines:
+def tail_file(real: Path, roots: Sequence[str], want: int, match: LineFilter, limits: Limits) -> FileLines:
     """The last `want` lines of one file that satisfy `match`, oldest first."""
     fh, size, gz = open_log(real, roots)
     out = FileLines(real)
     with fh:
         if gz:
             return _tail_gz(fh, out, want, match, limits)
-        for raw, cut in reverse_lines(fh, size, limits):
+        for raw, cut in reverse_lines(fh, size, limits, match.block_test()):
             text = clean_line(raw, limits.max_line_bytes, cut)
-            if match(text):
+            if match.line(text):
                 out.lines.append(text)
                 if len(out.lines) >= want:
                     break
@@ -155,12 +211,12 @@ def tail_file(real: Path, roots: Sequence[str], want: int, match: Match, limits:
     return out
 
 
-def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: Match, limits: Limits) -> FileLines:
+def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: LineFilter, limits: Limits) -> FileLines:
     kept: deque[str] = deque(maxlen=want)
     try:
-        for raw, cut in forward_lines(fh, limits):
+        for raw, cut in forward_lines(fh, limits, 0, match.block_test()):
             text = clean_line(raw, limits.max_line_bytes, cut)
-            if match(text):
+            if match.line(text):
                 kept.append(text)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         out.note = f"the compressed file is damaged ({exc}); showing what could be read"
@@ -168,7 +224,7 @@ def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: Match, limits: Limi
     return out
 
 
-def tail_logs(real: Path, roots: Sequence[str], want: int, match: Match, limits: Limits,
+def tail_logs(real: Path, roots: Sequence[str], want: int, match: LineFilter, limits: Limits,
               rotated: int) -> list[FileLines]:
     """Tail a log and, while lines are still missing, its rotated predecessors. Oldest file first."""
     parts = [tail_file(real, roots, want, match, limits)]

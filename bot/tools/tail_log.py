@@ -1,22 +1,12 @@
 from __future__ import annotations
 
 import asyncio
-import re
 
 from pydantic import Field
 
 from bot.engine.tooling import ToolContext, require, tool
-from bot.tools.logfiles import LogToolSettings, Match, compile_pattern, render, tail_logs
+from bot.tools.logfiles import LogToolSettings, compile_pattern, line_filter, render, tail_logs
 from bot.tools.sandbox import resolve_allowed
-
-
-def matcher(contains: str | None, regex: bool) -> Match:
-    if not contains:
-        return lambda _line: True
-    if regex:
-        pattern: re.Pattern[str] = compile_pattern(contains)
-        return lambda line: pattern.search(line) is not None
-    return lambda line: contains in line
 
 
 @tool(
@@ -39,7 +29,7 @@ async def tail_log(
     assert isinstance(settings, LogToolSettings)
     real = resolve_allowed(path, settings.roots)
     require(lines <= settings.max_lines, f"lines may be at most {settings.max_lines} for this agent")
-    match = matcher(contains, regex)
+    match = line_filter(contains, compile_pattern(contains) if contains and regex else None)
     parts = await asyncio.to_thread(tail_logs, real, settings.roots, lines, match, settings.limits(),
                                     settings.rotated)
     what = f"lines containing {contains!r}" if contains else "lines"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import stat
 import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,13 +28,15 @@ _INT = re.compile(r"^[+-]?\d{1,9}$")
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
-FlagKind = str | list[str] | None  # None: takes no value; "int" | "text" | "path"; or a list of literal values
+FlagKind = (
+    str | list[str] | None
+)  # None: takes no value; "int" | "text" | "path"; or a list of literal values
 
 
 class CommandRule(BaseModel):
     """One allowed command. `command` is the fixed start (`df -h`, `journalctl -u nginx`); `flags` maps each
-    extra flag to the value it takes; `args` lists positional kinds (`int`, `text`, `path`), where the last may
-    end in `...` (one or more), `*` (zero or more) or any may end in `?` (optional)."""
+    extra flag to the value it takes; `args` lists positional kinds (`int`, `text`, `path`), where the last
+    may end in `...` (one or more), `*` (zero or more) or any may end in `?` (optional)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -96,15 +98,28 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 
 def allowed_list(rules: Sequence[CommandRule]) -> str:
-    return "; ".join(r.describe() for r in rules) if rules else "no commands (this agent's profile allows none)"
+    return (
+        "; ".join(r.describe() for r in rules) if rules else "no commands (this agent's profile allows none)"
+    )
 
 
 _OPERATORS = {
-    ";": "';' (command chaining)", "&": "'&' or '&&' (chaining or background jobs)", "|": "'|' (pipes)",
-    "<": "'<' (redirects)", ">": "'>' (redirects)", "(": "'(' (subshells)", ")": "')' (subshells)",
-    "*": "'*' (globbing)", "?": "'?' (globbing)", "[": "'[' (globbing)", "{": "'{' (brace expansion)",
-    "}": "'}' (brace expansion)", "~": "'~' (home directory expansion)", "#": "'#' (comments)",
-    "!": "'!' (history expansion)", "\\": "backslash escapes",
+    ";": "';' (command chaining)",
+    "&": "'&' or '&&' (chaining or background jobs)",
+    "|": "'|' (pipes)",
+    "<": "'<' (redirects)",
+    ">": "'>' (redirects)",
+    "(": "'(' (subshells)",
+    ")": "')' (subshells)",
+    "*": "'*' (globbing)",
+    "?": "'?' (globbing)",
+    "[": "'[' (globbing)",
+    "{": "'{' (brace expansion)",
+    "}": "'}' (brace expansion)",
+    "~": "'~' (home directory expansion)",
+    "#": "'#' (comments)",
+    "!": "'!' (history expansion)",
+    "\\": "backslash escapes",
 }
 
 
@@ -140,8 +155,9 @@ def check_text(value: str, what: str, allowed: str) -> str:
     if len(value) > MAX_TEXT_CHARS:
         raise ToolDenied(f"{what} is longer than {MAX_TEXT_CHARS} characters", allowed)
     if value.startswith(("-", "/", "~", "@")) or value == ".." or "../" in value or "/.." in value:
-        raise ToolDenied(f"{what} {value!r} looks like a flag or a path; give paths only where a path is expected",
-                         allowed)
+        raise ToolDenied(
+            f"{what} {value!r} looks like a flag or a path; give paths only where a path is expected", allowed
+        )
     return value
 
 
@@ -154,7 +170,9 @@ def check_path_arg(real: str, allowed: str) -> str:
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
         raise ToolDenied(f"{real} is not a regular file or a directory", allowed)
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        raise ToolDenied(f"{real} has several hard links, so where it really lives cannot be checked", allowed)
+        raise ToolDenied(
+            f"{real} has several hard links, so where it really lives cannot be checked", allowed
+        )
     return real
 
 
@@ -219,11 +237,14 @@ class _Parser:
             out.append(check_value(kind, rest.pop(0), "the argument", self.roots, self.allowed))
         if repeat:
             if last_mod == "..." and not rest:
-                raise ToolDenied(f"{self.rule.command!r} needs at least one {last_kind} argument", self.allowed)
+                raise ToolDenied(
+                    f"{self.rule.command!r} needs at least one {last_kind} argument", self.allowed
+                )
             out.extend(check_value(last_kind, v, "the argument", self.roots, self.allowed) for v in rest)
         elif rest:
-            raise ToolDenied(f"too many arguments for {self.rule.command!r} ({rest[0]!r} is not expected)",
-                             self.allowed)
+            raise ToolDenied(
+                f"too many arguments for {self.rule.command!r} ({rest[0]!r} is not expected)", self.allowed
+            )
         return out
 
     def parse(self, words: list[str]) -> list[str]:
@@ -262,8 +283,9 @@ def split_command(command: str, allowed: str) -> list[str]:
         raise ToolDenied(f"the command contains {bad}", allowed)
     syntax = shell_syntax(command)
     if syntax:
-        raise ToolDenied(f"shell syntax is not available: {syntax}; this runs one program, without a shell",
-                         allowed)
+        raise ToolDenied(
+            f"shell syntax is not available: {syntax}; this runs one program, without a shell", allowed
+        )
     try:
         words = shlex.split(command, posix=True)
     except ValueError as exc:
@@ -283,7 +305,7 @@ def check_command(command: str, rules: Sequence[CommandRule], roots: Sequence[st
     if not matches:
         raise ToolDenied(f"{' '.join(words[:3])!r} is not an allowed command", allowed)
     rule = max(matches, key=lambda r: len(r.words))
-    args = _Parser(rule, roots, allowed).parse(words[len(rule.words):])
+    args = _Parser(rule, roots, allowed).parse(words[len(rule.words) :])
     exe = rule.executable or shutil.which(rule.words[0], path=SAFE_PATH)
     if exe is None:
         raise ToolFailed(f"{rule.words[0]} is not installed on this host (looked in {SAFE_PATH})")

@@ -48,7 +48,7 @@ def grep_file(real: Path, roots: tuple[str, ...], q: GrepQuery, limits: Limits) 
         # continuation lines inherit the time of the last stamped line, also across a skipped block
         nonlocal stamp
         if q.since is not None:
-            for raw in reversed(block[-8 * limits.max_line_bytes:].split(b"\n")):
+            for raw in reversed(block[-8 * limits.max_line_bytes :].split(b"\n")):
                 if found := line_time(clean_line(raw, 200), q.tz, q.now):
                     stamp = found
                     return
@@ -73,8 +73,8 @@ def grep_file(real: Path, roots: tuple[str, ...], q: GrepQuery, limits: Limits) 
     "grep_log",
     "Find the lines of a log file that match a regular expression, optionally only those logged since a time "
     "('15m', '2h', '1d' or '2024-05-01 12:00'). Use it to count or collect specific errors over a period "
-    "(e.g. pattern ' 502 ' or 'upstream timed out'); for just the latest lines use tail_log. Returns the most "
-    "recent `max_matches` matches and the total count.",
+    "(e.g. pattern ' 502 ' or 'upstream timed out'); for just the latest lines use tail_log. Returns the "
+    "most recent `max_matches` matches and the total count.",
     settings=LogToolSettings,
     timeout=120.0,
 )
@@ -89,11 +89,18 @@ async def grep_log(
     settings = ctx.settings
     assert isinstance(settings, LogToolSettings)
     real = resolve_allowed(path, settings.roots)
-    require(max_matches <= settings.max_lines, f"max_matches may be at most {settings.max_lines} for this agent")
+    require(
+        max_matches <= settings.max_lines, f"max_matches may be at most {settings.max_lines} for this agent"
+    )
     tz = ZoneInfo(ctx.timezone)
     now = datetime.now(UTC)
-    q = GrepQuery(compile_pattern(pattern, ignore_case), parse_since(since, now, tz) if since else None,
-                  max_matches, tz, now)
+    q = GrepQuery(
+        compile_pattern(pattern, ignore_case),
+        parse_since(since, now, tz) if since else None,
+        max_matches,
+        tz,
+        now,
+    )
     part, total = await asyncio.to_thread(grep_file, real, settings.roots, q, settings.limits())
     when = f" since {q.since:%Y-%m-%d %H:%M:%S %Z}" if q.since else ""
     if total == 0:

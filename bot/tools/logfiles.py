@@ -8,9 +8,9 @@ from __future__ import annotations
 import gzip
 import os
 import re
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from collections import deque
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import BinaryIO
@@ -25,6 +25,7 @@ from bot.tools.sandbox import in_roots, open_allowed
 BLOCK = 64 * 1024
 # C0 controls and DEL (escape sequences, NULs, bells) would garble the chat or the model's view of the line.
 _CONTROL = {c: "\ufffd" for c in [*range(0, 9), *range(10, 32), 127]}
+
 
 @dataclass(frozen=True, slots=True)
 class LineFilter:
@@ -50,8 +51,10 @@ def line_filter(contains: str | None, pattern: re.Pattern[str] | None = None) ->
         block = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
         # \A and \Z mean line start/end for a line, but block start/end for a block: no block test then
         anchored = "\\A" in pattern.pattern or "\\Z" in pattern.pattern
-        return LineFilter(lambda t: pattern.search(t) is not None,
-                          None if anchored else (lambda t: block.search(t) is not None))
+        return LineFilter(
+            lambda t: pattern.search(t) is not None,
+            None if anchored else (lambda t: block.search(t) is not None),
+        )
     if contains:
         return LineFilter(lambda t: contains in t, lambda t: contains in t)
     return EVERYTHING
@@ -80,8 +83,9 @@ def clean_line(raw: bytes, limit: int, cut: bool = False) -> str:
 BlockTest = Callable[[bytes], bool]
 
 
-def reverse_lines(fh: BinaryIO, size: int, limits: Limits,
-                  may_match: BlockTest | None = None) -> Iterator[tuple[bytes, bool]]:
+def reverse_lines(
+    fh: BinaryIO, size: int, limits: Limits, may_match: BlockTest | None = None
+) -> Iterator[tuple[bytes, bool]]:
     """Yield (line, was_cut) from the end of the file backwards. Reads at most `max_scan_bytes`. Memory:
     one block plus one line prefix of `max_line_bytes` (only the start of an over-long line is kept).
     `may_match(block)` False means no complete line in that block can match: it is not split at all."""
@@ -97,7 +101,7 @@ def reverse_lines(fh: BinaryIO, size: int, limits: Limits,
             data = data[:-1]  # the file ends with a newline: no empty last line
         first = False
         nl = data.find(b"\n")
-        if nl >= 0 and may_match is not None and not may_match(data[nl + 1:]):
+        if nl >= 0 and may_match is not None and not may_match(data[nl + 1 :]):
             pending, cut = data[:nl], False
         else:
             pieces = data.split(b"\n")
@@ -111,8 +115,13 @@ def reverse_lines(fh: BinaryIO, size: int, limits: Limits,
         yield pending, cut
 
 
-def forward_lines(fh: BinaryIO, limits: Limits, start: int = 0, may_match: BlockTest | None = None,
-                  skipped: Callable[[bytes], None] | None = None) -> Iterator[tuple[bytes, bool]]:
+def forward_lines(
+    fh: BinaryIO,
+    limits: Limits,
+    start: int = 0,
+    may_match: BlockTest | None = None,
+    skipped: Callable[[bytes], None] | None = None,
+) -> Iterator[tuple[bytes, bool]]:
     """Yield (line, was_cut) from `start` on (from the next line start when `start` is inside a line). A line
     longer than `max_line_bytes` is cut. Blocks whose lines cannot match go to `skipped` unsplit."""
     fh.seek(start)
@@ -127,14 +136,14 @@ def forward_lines(fh: BinaryIO, limits: Limits, start: int = 0, may_match: Block
         if last < 0:
             pending, cut = data[: limits.max_line_bytes], cut or len(data) > limits.max_line_bytes
             continue
-        complete, pending = data[:last], data[last + 1:]
+        complete, pending = data[:last], data[last + 1 :]
         if skip_partial:
             skip_partial, cut = False, False
             nl = complete.find(b"\n")
             if nl < 0:
                 pending = pending[: limits.max_line_bytes]
                 continue
-            complete = complete[nl + 1:]
+            complete = complete[nl + 1 :]
         if may_match is not None and not may_match(complete):
             if skipped is not None:
                 skipped(complete)
@@ -167,7 +176,7 @@ def rotated_siblings(real: Path, roots: Sequence[str], keep: int) -> list[Path]:
     for name in names:
         if not name.startswith(real.name) or name == real.name:
             continue
-        suffix = name[len(real.name):]
+        suffix = name[len(real.name) :]
         if m := _NUMBERED.match(suffix):
             numbered.append((int(m.group(1)), name))
         elif _DATED.match(suffix):
@@ -224,8 +233,9 @@ def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: LineFilter, limits:
     return out
 
 
-def tail_logs(real: Path, roots: Sequence[str], want: int, match: LineFilter, limits: Limits,
-              rotated: int) -> list[FileLines]:
+def tail_logs(
+    real: Path, roots: Sequence[str], want: int, match: LineFilter, limits: Limits, rotated: int
+) -> list[FileLines]:
     """Tail a log and, while lines are still missing, its rotated predecessors. Oldest file first."""
     parts = [tail_file(real, roots, want, match, limits)]
     missing = want - len(parts[0].lines)
@@ -242,9 +252,9 @@ def tail_logs(real: Path, roots: Sequence[str], want: int, match: LineFilter, li
     return parts
 
 
-# --- regular expressions the model writes --------------------------------------------------------------------
+# --- regular expressions the model writes -----------------------------------------------------------------
 MAX_PATTERN_CHARS = 300
-# A group that contains a quantifier and is itself quantified, like (a+)+ or (\w*)*: catastrophic backtracking.
+# A quantified group holding a quantifier, like (a+)+ or (\w*)*: catastrophic backtracking.
 _NESTED = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]")
 
 
@@ -254,21 +264,24 @@ def compile_pattern(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ToolFailed(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
     if _NESTED.search(pattern):
-        raise ToolFailed("nested quantifiers like (a+)+ are not accepted (they can take forever); simplify the "
-                         "pattern")
+        raise ToolFailed(
+            "nested quantifiers like (a+)+ are not accepted (they can take forever); simplify the pattern"
+        )
     try:
         return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     except re.error as exc:
         raise ToolFailed(f"the pattern is not a valid regular expression: {exc}") from None
 
 
-# --- timestamps ----------------------------------------------------------------------------------------------
+# --- timestamps -------------------------------------------------------------------------------------------
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
 _NGINX = re.compile(r"(\d{4})/(\d{2})/(\d{2}) (\d{2}):(\d{2}):(\d{2})")
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,]\d+)?(Z|[+-]\d{2}:?\d{2})?")
 _CLF = re.compile(r"\[(\d{2})/([A-Z][a-z]{2})/(\d{4}):(\d{2}):(\d{2}):(\d{2}) ([+-]\d{4})\]")
 _SYSLOG = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})")
-_DURATION = re.compile(r"^(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)(\s+ago)?$")
+_DURATION = re.compile(
+    r"^(\d+)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)(\s+ago)?$"
+)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -292,10 +305,19 @@ def line_time(line: str, tz: ZoneInfo, now: datetime) -> datetime | None:
             return datetime(y, mo, d, h, mi, s, tzinfo=tz)
         if m := _CLF.search(head):
             d, mon, y, h, mi, s, zone = m.groups()
-            return datetime(int(y), _MONTHS[mon], int(d), int(h), int(mi), int(s), tzinfo=timezone(_offset(zone)))
+            return datetime(
+                int(y), _MONTHS[mon], int(d), int(h), int(mi), int(s), tzinfo=timezone(_offset(zone))
+            )
         if (m := _SYSLOG.match(head)) and m.group(1) in _MONTHS:
-            stamp = datetime(now.year, _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)), int(m.group(4)),
-                             int(m.group(5)), tzinfo=tz)
+            stamp = datetime(
+                now.year,
+                _MONTHS[m.group(1)],
+                int(m.group(2)),
+                int(m.group(3)),
+                int(m.group(4)),
+                int(m.group(5)),
+                tzinfo=tz,
+            )
             return stamp.replace(year=now.year - 1) if stamp - now > timedelta(days=1) else stamp
     except (ValueError, KeyError):
         return None
@@ -310,13 +332,14 @@ def parse_since(text: str, now: datetime, tz: ZoneInfo) -> datetime:
     try:
         stamp = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ToolFailed(f"since={text!r} is neither a duration like '15m', '2h', '1d' nor a date/time like "
-                         "'2024-05-01 12:00'") from None
+        raise ToolFailed(
+            f"since={text!r} is neither a duration like '15m', '2h', '1d' nor a date/time like "
+            "'2024-05-01 12:00'"
+        ) from None
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=tz)
 
 
-
-# --- settings and output shared by tail_log and grep_log ------------------------------------------------------
+# --- settings and output shared by tail_log and grep_log --------------------------------------------------
 class LogToolSettings(ToolSettings):
     roots: tuple[str, ...] = ()
     max_lines: int = Field(default=1000, ge=1, le=20_000)

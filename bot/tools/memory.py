@@ -38,14 +38,18 @@ async def remember(ctx: ToolContext, fact: str) -> str:
     memory = _store(ctx)
     text = " ".join(fact.split())
     require(bool(text), "the fact is empty")
-    require(len(text) <= settings.max_chars,
-            f"the fact is {len(text)} characters long; keep it under {settings.max_chars}")
+    require(
+        len(text) <= settings.max_chars,
+        f"the fact is {len(text)} characters long; keep it under {settings.max_chars}",
+    )
     items = await channel_items(ctx, memory, settings.max_items * 4)
     same = next((i for i in items if i.content == text), None)
     if same is not None:
         return f"Already remembered as [{same.id}]."
-    require(len(items) < settings.max_items,
-            f"memory for this channel is full ({settings.max_items} facts); forget an outdated one first")
+    require(
+        len(items) < settings.max_items,
+        f"memory for this channel is full ({settings.max_items} facts); forget an outdated one first",
+    )
     new_id = await memory.remember(ctx.agent, ctx.scope.channel, text, ctx.session_id)
     return f"Remembered as [{new_id}]."
 

@@ -1,5 +1,5 @@
-"""notify: post an alert to the team channel the profile names, through the engine's Notifier port (the same
-chat adapters the bot answers with). Repeated identical alerts within the profile's window are not re-posted."""
+"""notify: post an alert to the team channel the profile names, through the engine's Notifier port (the
+same chat adapters the bot answers with). Identical alerts within the profile's window are not re-posted."""
 
 from __future__ import annotations
 
@@ -97,8 +97,10 @@ def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:
         assert isinstance(settings, NotifySettings)
         target = resolve_target(channel, ctx.notify_policy)
         if ctx.notifier is None:
-            raise ToolFailed("no chat platform is configured in this process, so nothing can be posted "
-                             "(run `yokebot run` with SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN set)")
+            raise ToolFailed(
+                "no chat platform is configured in this process, so nothing can be posted "
+                "(run `yokebot run` with SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN set)"
+            )
         text = clean_message(message, settings.max_chars)
         window = ctx.notify_policy.dedup_window_seconds if ctx.notify_policy else 0.0
         key = (ctx.agent, target, " ".join(text.split()))
@@ -108,8 +110,10 @@ def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:
                 alerts.record(key, "(being posted)")
         if hit is not None:
             ago, ref = hit
-            return (f"Not posted again: the same alert went to {target} {ago:.0f} s ago (ref {ref}); identical "
-                    f"alerts within {window:g} s are suppressed.")
+            return (
+                f"Not posted again: the same alert went to {target} {ago:.0f} s ago (ref {ref}); identical "
+                f"alerts within {window:g} s are suppressed."
+            )
         try:
             ref = await ctx.notifier.notify(target, text)
         except BaseException:

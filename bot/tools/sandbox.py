@@ -102,7 +102,9 @@ def open_allowed(real: Path, roots: Sequence[str]) -> int:
         if not stat.S_ISREG(st.st_mode):
             raise ToolDenied(f"{real} is not a regular file", allowed)
         if st.st_nlink > 1:
-            raise ToolDenied(f"{real} has several hard links, so where it really lives cannot be checked", allowed)
+            raise ToolDenied(
+                f"{real} has several hard links, so where it really lives cannot be checked", allowed
+            )
         actual = _fd_path(fd)
         if actual is not None and not in_roots(actual, roots):
             raise ToolDenied(f"{real} changed while it was being opened and now points outside", allowed)

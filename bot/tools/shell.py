@@ -13,8 +13,15 @@ from bot.tools.commands import SAFE_PATH, CommandRule, check_command
 
 # A clean environment: nothing of ours (tokens, keys) leaks into a child, and no pager or colour waits on us.
 CLEAN_ENV = {
-    "PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "dumb", "PAGER": "cat",
-    "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0", "NO_COLOR": "1", "HOME": "/nonexistent",
+    "PATH": SAFE_PATH,
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "SYSTEMD_PAGER": "",
+    "SYSTEMD_COLORS": "0",
+    "NO_COLOR": "1",
+    "HOME": "/nonexistent",
 }
 _CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
 
@@ -41,19 +48,25 @@ def kill_group(pid: int) -> None:
         pass
 
 
-async def run_command(argv: list[str], timeout: float, max_bytes: int, cwd: str) -> Outcome:
+async def run_command(argv: list[str], limit_seconds: float, max_bytes: int, cwd: str) -> Outcome:
     """Run argv in its own session (process group), no stdin, clean env; stdout+stderr capped at max_bytes.
     On timeout, on a flood, on cancellation and after a normal exit, the whole group is killed: children
     that outlive the command never keep running."""
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        env=CLEAN_ENV, cwd=cwd, start_new_session=True, close_fds=True,
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=CLEAN_ENV,
+        cwd=cwd,
+        start_new_session=True,
+        close_fds=True,
     )
     assert proc.stdout is not None
     buf = bytearray()
     out = Outcome(b"", None)
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(limit_seconds):
             while chunk := await proc.stdout.read(65536):
                 room = max_bytes - len(buf)
                 buf += chunk[:room]
@@ -107,5 +120,7 @@ async def shell(ctx: ToolContext, command: str) -> str:
     settings = ctx.settings
     assert isinstance(settings, ShellSettings)
     argv = check_command(command, settings.commands, settings.roots)
-    out = await run_command(argv, settings.command_timeout, settings.max_output_bytes, workdir(settings.roots))
+    out = await run_command(
+        argv, settings.command_timeout, settings.max_output_bytes, workdir(settings.roots)
+    )
     return describe(argv, out, settings.command_timeout, settings.max_output_bytes)

@@ -11,10 +11,10 @@ from bot.tools.sandbox import resolve_allowed
 
 @tool(
     "tail_log",
-    "Show the last lines of a log file (newest at the bottom), optionally only lines containing some text. Use "
-    "it FIRST when asked what is happening now or recently (errors, 502s, crashes). It reads big files from "
-    "the end without loading them and continues into rotated files (x.log.1, x.log.2.gz) when the current "
-    "one is short. `contains` is plain text unless `regex` is true.",
+    "Show the last lines of a log file (newest at the bottom), optionally only lines containing some text. "
+    "Use it FIRST when asked what is happening now or recently (errors, 502s, crashes). It reads big files "
+    "from the end without loading them and continues into rotated files (x.log.1, x.log.2.gz) when the "
+    "current one is short. `contains` is plain text unless `regex` is true.",
     settings=LogToolSettings,
     timeout=60.0,
 )
@@ -30,7 +30,8 @@ async def tail_log(
     real = resolve_allowed(path, settings.roots)
     require(lines <= settings.max_lines, f"lines may be at most {settings.max_lines} for this agent")
     match = line_filter(contains, compile_pattern(contains) if contains and regex else None)
-    parts = await asyncio.to_thread(tail_logs, real, settings.roots, lines, match, settings.limits(),
-                                    settings.rotated)
+    parts = await asyncio.to_thread(
+        tail_logs, real, settings.roots, lines, match, settings.limits(), settings.rotated
+    )
     what = f"lines containing {contains!r}" if contains else "lines"
     return render(parts, settings.max_output_chars, f"No {what} in {real}.")

@@ -135,9 +135,13 @@ class Sandbox:
     def run_context(self) -> RunContext:
         notifier = AdapterNotifier()
         notifier.register(self.chat)  # type: ignore[arg-type]
-        return RunContext("s1", "t1", self.profile, Scope("slack", self.channel, "th1", "U1"), notifier, self.memory)
+        return RunContext(
+            "s1", "t1", self.profile, Scope("slack", self.channel, "th1", "U1"), notifier, self.memory
+        )
 
-    async def call(self, tool: str, args: dict[str, Any] | str, executor: ToolExecutor | None = None) -> ToolResult:
+    async def call(
+        self, tool: str, args: dict[str, Any] | str, executor: ToolExecutor | None = None
+    ) -> ToolResult:
         raw = args if isinstance(args, str) else json.dumps(args)
         ex = executor or self._executor
         return await ex.execute(ToolCall(f"call_{next(_ids)}", tool, raw), self.run_context())
@@ -157,7 +161,8 @@ def sandbox(tmp_path: Path) -> Sandbox:
     canary.write_text(f"{CANARY}\nroot:x:0:0:root:/root:/bin/bash\n")
     (root / "error.log").write_text(
         "2024/05/01 10:00:00 [error] 11#11: *1 upstream prematurely closed connection, HTTP/1.1 502\n"
-        "2024/05/01 10:00:05 [error] 11#11: *2 connect() failed (111: Connection refused), HTTP/1.1 502\n")
+        "2024/05/01 10:00:05 [error] 11#11: *2 connect() failed (111: Connection refused), HTTP/1.1 502\n"
+    )
     (root / "access.log").write_text('10.0.0.1 - - [01/May/2024:10:00:00 +0000] "GET / HTTP/1.1" 502 0\n')
     (root / "evil").symlink_to(canary)
     (root / "evil_dir").symlink_to(outside, target_is_directory=True)

@@ -11,7 +11,7 @@ import pytest
 from tests.tools.conftest import CANARY, Sandbox, snapshot
 
 R = "{root}"
-O = "{out}"
+O = "{out}"  # noqa: E741
 
 ATTEMPTS: list[tuple[str, str, dict[str, Any]]] = [
     # --- file tools: where the path leads ---------------------------------------------------------------
@@ -146,8 +146,9 @@ def _fill(value: Any, sbx: Sandbox) -> Any:
 
 
 @pytest.mark.parametrize(("name", "tool", "args"), ATTEMPTS, ids=[f"{t}:{n}" for n, t, _ in ATTEMPTS])
-async def test_escape_attempt_is_denied_and_leaves_no_trace(sandbox: Sandbox, name: str, tool: str,
-                                                            args: dict[str, Any]):
+async def test_escape_attempt_is_denied_and_leaves_no_trace(
+    sandbox: Sandbox, name: str, tool: str, args: dict[str, Any]
+):
     before = snapshot(sandbox.tmp)
     filled = {k: _fill(v, sandbox) for k, v in args.items()}
 

@@ -12,8 +12,10 @@ from tests.tools.conftest import CANARY, Sandbox
 
 
 def make_big_log(path: Path, size_mb: int) -> int:
-    block = b"".join(b"2024/05/01 09:%02d:%02d [info] 7#7: *%d request ok, upstream: app1\n" % (i // 60 % 60, i % 60, i)
-                     for i in range(2000))
+    block = b"".join(
+        b"2024/05/01 09:%02d:%02d [info] 7#7: *%d request ok, upstream: app1\n" % (i // 60 % 60, i % 60, i)
+        for i in range(2000)
+    )
     reps = size_mb * 1024 * 1024 // len(block) + 1
     with path.open("wb") as fh:
         fh.write(b"2024/05/01 08:00:00 [error] THE-FIRST-LINE, HTTP 503\n")
@@ -55,7 +57,8 @@ async def test_filtered_tail_of_a_200_mb_log_stays_bounded(sandbox: Sandbox):
     assert result.status == "ok"
     assert result.content.splitlines()[1:] == [  # found only by reading the whole file, backwards
         "2024/05/01 08:00:00 [error] THE-FIRST-LINE, HTTP 503",
-        "2024/05/01 10:00:00 [error] 7#7: *9 upstream timed out, HTTP 502 THE-LAST-LINE"]
+        "2024/05/01 10:00:00 [error] 7#7: *9 upstream timed out, HTTP 502 THE-LAST-LINE",
+    ]
     assert elapsed < 8.0
     assert peak < 5 * 1024 * 1024
 
@@ -73,9 +76,15 @@ async def test_a_short_current_log_continues_into_rotated_ones(sandbox: Sandbox)
 
     assert result.status == "ok"
     assert result.content.splitlines() == [
-        f"==> {root}/app.log.2.gz <==", "old-99", "old-100",
-        f"==> {root}/app.log.1 <==", "mid-1", "mid-2",
-        f"==> {root}/app.log <==", "new-1", "new-2",
+        f"==> {root}/app.log.2.gz <==",
+        "old-99",
+        "old-100",
+        f"==> {root}/app.log.1 <==",
+        "mid-1",
+        "mid-2",
+        f"==> {root}/app.log <==",
+        "new-1",
+        "new-2",
     ]
     everything = await sandbox.call("tail_log", {"path": str(root / "app.log"), "lines": 1000})
     assert CANARY not in everything.content and "not a rotation" not in everything.content
@@ -84,8 +93,11 @@ async def test_a_short_current_log_continues_into_rotated_ones(sandbox: Sandbox)
 
 async def test_binary_garbage_and_invalid_utf8_come_out_readable(sandbox: Sandbox):
     log = sandbox.root / "garbage.log"
-    log.write_bytes(b"ok line\n\x00\x01\x1b[31mred\x1b[0m \xff\xfe caf\xc3\xa9 \xe9t\xe9\n" + os.urandom(3000)
-                    + b"\nlast line\n")
+    log.write_bytes(
+        b"ok line\n\x00\x01\x1b[31mred\x1b[0m \xff\xfe caf\xc3\xa9 \xe9t\xe9\n"
+        + os.urandom(3000)
+        + b"\nlast line\n"
+    )
     result = await sandbox.call("tail_log", {"path": str(log), "lines": 100})
     assert result.status == "ok"
     assert "\x00" not in result.content and "\x1b" not in result.content
@@ -116,19 +128,28 @@ async def test_tail_keeps_the_newest_lines_when_the_output_is_too_long(sandbox: 
 
 async def test_grep_log_counts_and_filters_by_time(sandbox: Sandbox):
     log = sandbox.root / "error.log"
-    log.write_text("".join([
-        "2024/05/01 09:00:00 [error] upstream timed out, HTTP 502\n",
-        "2024/05/01 10:00:01 [error] upstream timed out, HTTP 502\n",
-        "  continuation of the 10:00:01 entry HTTP 502\n",
-        "2024/05/01 10:00:02 [warn] slow HTTP 200\n",
-        "2024/05/01 10:00:03 [error] no live upstreams, HTTP 502\n",
-    ]))
-    result = await sandbox.call("grep_log", {"path": str(log), "pattern": r"HTTP 50[24]",
-                                             "since": "2024-05-01 10:00"})
+    log.write_text(
+        "".join(
+            [
+                "2024/05/01 09:00:00 [error] upstream timed out, HTTP 502\n",
+                "2024/05/01 10:00:01 [error] upstream timed out, HTTP 502\n",
+                "  continuation of the 10:00:01 entry HTTP 502\n",
+                "2024/05/01 10:00:02 [warn] slow HTTP 200\n",
+                "2024/05/01 10:00:03 [error] no live upstreams, HTTP 502\n",
+            ]
+        )
+    )
+    result = await sandbox.call(
+        "grep_log", {"path": str(log), "pattern": r"HTTP 50[24]", "since": "2024-05-01 10:00"}
+    )
     assert result.status == "ok"
     lines = result.content.splitlines()
     assert lines[0].startswith("3 lines match 'HTTP 50[24]' since 2024-05-01 10:00:00")
-    assert [ln[:19] for ln in lines[2:]] == ["2024/05/01 10:00:01", "  continuation of t", "2024/05/01 10:00:03"]
+    assert [ln[:19] for ln in lines[2:]] == [
+        "2024/05/01 10:00:01",
+        "  continuation of t",
+        "2024/05/01 10:00:03",
+    ]
 
     capped = await sandbox.call("grep_log", {"path": str(log), "pattern": "502", "max_matches": 1})
     assert capped.content.startswith("4 lines match '502'; the last 1 are shown")
@@ -151,9 +172,12 @@ async def test_grep_log_rejects_bad_and_catastrophic_patterns(sandbox: Sandbox):
 async def test_access_log_timestamps_with_offsets(sandbox: Sandbox):
     log = sandbox.root / "access.log"
     log.write_text(
-        '10.0.0.1 - - [01/May/2024:11:59:59 +0200] "GET /a HTTP/1.1" 502 0\n'   # 09:59:59 UTC
-        '10.0.0.1 - - [01/May/2024:12:00:01 +0200] "GET /b HTTP/1.1" 502 0\n')  # 10:00:01 UTC
-    result = await sandbox.call("grep_log", {"path": str(log), "pattern": " 502 ", "since": "2024-05-01T10:00:00Z"})
+        '10.0.0.1 - - [01/May/2024:11:59:59 +0200] "GET /a HTTP/1.1" 502 0\n'  # 09:59:59 UTC
+        '10.0.0.1 - - [01/May/2024:12:00:01 +0200] "GET /b HTTP/1.1" 502 0\n'
+    )  # 10:00:01 UTC
+    result = await sandbox.call(
+        "grep_log", {"path": str(log), "pattern": " 502 ", "since": "2024-05-01T10:00:00Z"}
+    )
     assert result.content.startswith("1 lines match") and "GET /b" in result.content
 
 
@@ -175,7 +199,9 @@ async def test_grep_over_a_200_mb_log_is_fast_and_bounded(sandbox: Sandbox):
     make_big_log(log, 200)
     tracemalloc.start()
     started = time.perf_counter()
-    result = await sandbox.call("grep_log", {"path": str(log), "pattern": r"HTTP 50\d", "since": "2024-05-01 09:30"})
+    result = await sandbox.call(
+        "grep_log", {"path": str(log), "pattern": r"HTTP 50\d", "since": "2024-05-01 09:30"}
+    )
     elapsed = time.perf_counter() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

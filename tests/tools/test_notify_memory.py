@@ -35,13 +35,19 @@ async def test_identical_alerts_within_the_window_are_not_reposted(sandbox: Sand
     now[0] += 30
     again = await sandbox.call("notify", {"message": "disk  full on web1 "})
     other = await sandbox.call("notify", {"message": "disk full on web2"})
+    assert other.content.startswith("Posted")
     assert first.status == again.status == "ok"
-    assert again.content.startswith("Not posted again: the same alert went to slack:#ops-alerts 30 s ago "
-                                    "(ref slack-msg-1)")
+    assert again.content.startswith(
+        "Not posted again: the same alert went to slack:#ops-alerts 30 s ago (ref slack-msg-1)"
+    )
     now[0] += 600
     later = await sandbox.call("notify", {"message": "disk full on web1"})
     assert later.content.startswith("Posted")
-    assert [t for _, t in sandbox.chat.posts] == ["disk full on web1", "disk full on web2", "disk full on web1"]
+    assert [t for _, t in sandbox.chat.posts] == [
+        "disk full on web1",
+        "disk full on web2",
+        "disk full on web1",
+    ]
 
 
 async def test_without_a_platform_notify_fails_with_a_clear_message(sandbox: Sandbox):
@@ -89,8 +95,9 @@ async def test_remember_and_forget_are_scoped_and_bounded(sandbox: Sandbox, sqli
         sandbox.memory = SqlStore(engine)
         r = await sandbox.call("remember", {"fact": "  web3 is   flaky on Mondays "})
         assert r.content == "Remembered as [1]."
-        assert (await sandbox.call("remember", {"fact": "web3 is flaky on Mondays"})).content == \
-            "Already remembered as [1]."
+        assert (
+            await sandbox.call("remember", {"fact": "web3 is flaky on Mondays"})
+        ).content == "Already remembered as [1]."
         items = await sandbox.memory.recall("sbx", "C-ops", 10)
         assert [(i.content, i.channel) for i in items] == [("web3 is flaky on Mondays", "C-ops")]
 

@@ -15,7 +15,9 @@ from tests.tools.conftest import Sandbox, policy
 def with_commands(sandbox: Sandbox, commands: str) -> Sandbox:
     """The sandbox with extra shell rules (pinned test commands an admin might allow)."""
     agents = sandbox.tmp / "agents"
-    write_agent(agents, "sbx2", policy(sandbox.root, commands).replace("command_timeout: 5", "command_timeout: 1"))
+    write_agent(
+        agents, "sbx2", policy(sandbox.root, commands).replace("command_timeout: 5", "command_timeout: 1")
+    )
     sandbox.profile = ProfileLoader(agents, builtin_tools()).load("sbx2")
     return sandbox
 
@@ -33,8 +35,10 @@ async def test_an_allowed_command_runs_and_reports_its_exit_code(sandbox: Sandbo
     result = await sandbox.call("shell", {"command": f"tail -n 1 {log}"})
     assert result.status == "ok"
     assert result.content.splitlines() == [
-        f"$ tail -n 1 {log}", "[exit code 0]",
-        "2024/05/01 10:00:05 [error] 11#11: *2 connect() failed (111: Connection refused), HTTP/1.1 502"]
+        f"$ tail -n 1 {log}",
+        "[exit code 0]",
+        "2024/05/01 10:00:05 [error] 11#11: *2 connect() failed (111: Connection refused), HTTP/1.1 502",
+    ]
     result = await sandbox.call("shell", {"command": f"grep -c 'HTTP/1.1 50[234]' {log}"})
     assert result.content.splitlines()[1:] == ["[exit code 0]", "2"]
     result = await sandbox.call("shell", {"command": f"grep -c nomatch {log}"})
@@ -88,7 +92,7 @@ async def test_a_child_left_behind_by_a_finished_command_is_killed(sandbox: Sand
 
 
 async def test_a_flood_of_output_is_cut_and_stopped(sandbox: Sandbox):
-    with_commands(sandbox, "      - command: \"yes\"\n        args: [text]\n")
+    with_commands(sandbox, '      - command: "yes"\n        args: [text]\n')
     started = time.perf_counter()
     result = await sandbox.call("shell", {"command": "yes flood"})
     assert time.perf_counter() - started < 2
@@ -104,11 +108,24 @@ async def test_the_child_gets_a_clean_environment_and_no_stdin(sandbox: Sandbox,
     result = await sandbox.call("shell", {"command": "env"})
     env = dict(line.split("=", 1) for line in result.content.splitlines()[2:])
     assert "YOKEBOT_TEST_SECRET" not in env and env["PATH"].startswith("/usr/local/sbin")
-    assert set(env) <= {"PATH", "LANG", "LC_ALL", "TERM", "PAGER", "SYSTEMD_PAGER", "SYSTEMD_COLORS", "NO_COLOR",
-                        "HOME", "PWD"}
+    assert set(env) <= {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "TERM",
+        "PAGER",
+        "SYSTEMD_PAGER",
+        "SYSTEMD_COLORS",
+        "NO_COLOR",
+        "HOME",
+        "PWD",
+    }
     started = time.perf_counter()
     result = await sandbox.call("shell", {"command": "cat"})  # would wait forever on a real stdin
-    assert time.perf_counter() - started < 1 and result.content.splitlines()[1:] == ["[exit code 0]", "(no output)"]
+    assert time.perf_counter() - started < 1 and result.content.splitlines()[1:] == [
+        "[exit code 0]",
+        "(no output)",
+    ]
 
 
 async def test_a_program_that_is_not_installed_is_a_clear_error(sandbox: Sandbox):
@@ -119,8 +136,10 @@ async def test_a_program_that_is_not_installed_is_a_clear_error(sandbox: Sandbox
 
 async def test_secrets_in_command_output_are_redacted_before_model_and_audit(sandbox: Sandbox):
     secret_file = sandbox.root / "app.conf"
-    secret_file.write_text("db_password = hunter2hunter2\nAuthorization: Bearer abc.def.ghi\n"
-                           "slack xoxb-123456789012-abcdefghijkl\nkey sk-configured-secret-value\n")
+    secret_file.write_text(
+        "db_password = hunter2hunter2\nAuthorization: Bearer abc.def.ghi\n"
+        "slack xoxb-123456789012-abcdefghijkl\nkey sk-configured-secret-value\n"
+    )
     result = await sandbox.call("shell", {"command": f"tail {secret_file}"})
     for leak in ("hunter2hunter2", "abc.def.ghi", "xoxb-123456789012", "sk-configured-secret-value"):
         assert leak not in result.content

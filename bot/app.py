@@ -23,6 +23,7 @@ from bot.observability.store import ObservedStore
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
+from bot.tools.redact import SecretRedactor
 
 
 @dataclass
@@ -87,6 +88,7 @@ async def build_app(
     executor = ToolExecutor(
         registry, observed,
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
+        redact=SecretRedactor(settings.secret_values()),
     )
     notifier = AdapterNotifier()
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)

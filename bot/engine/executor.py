@@ -104,6 +104,7 @@ class ToolExecutor:
         ctx = ToolContext(
             session_id=run.session_id, turn_id=run.turn_id, agent=run.profile.name, scope=run.scope,
             settings=settings, timezone=run.profile.timezone, notifier=run.notifier, memory=run.memory,
+            notify_policy=run.profile.notify,
         )
         try:
             if tool.guard is not None:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from bot.engine.errors import ToolFailed
 from bot.engine.ports import MemoryStore, Notifier
+
+if TYPE_CHECKING:
+    from bot.engine.profiles import NotifySpec
 
 
 class ToolSettings(BaseModel):
@@ -50,6 +53,7 @@ class ToolContext:
     notifier: Notifier | None = None
     memory: MemoryStore | None = None
     extras: dict[str, Any] = field(default_factory=lambda: {})
+    notify_policy: NotifySpec | None = None  # the profile's `notify:` (default target, allowed, dedup window)
 
 
 ToolFn = Callable[..., Awaitable[str]]

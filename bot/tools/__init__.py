@@ -1,4 +1,5 @@
-"""Built-in tools, one module each. `builtin_tools()` is the registry profiles are checked against."""
+"""Built-in tools, one module each. `builtin_tools()` is the registry profiles are checked against; it builds
+fresh tool objects where a tool keeps state across runs (notify's recent alerts), so apps do not share it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from bot.engine.tooling import Tool
 
 def builtin_tools() -> dict[str, Tool]:
     from bot.tools.current_time import current_time
+    from bot.tools.grep_log import grep_log
+    from bot.tools.memory import forget, remember
+    from bot.tools.notify import make_notify_tool
     from bot.tools.read_file import read_file
+    from bot.tools.shell import shell
+    from bot.tools.tail_log import tail_log
 
-    tools = [current_time, read_file]
+    tools = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget]
     return {t.name: t for t in tools}

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import Field
 
-from bot.engine.tooling import ToolContext, ToolSettings, require, tool
-from bot.tools.sandbox import resolve_allowed
+from bot.engine.tooling import ToolContext, ToolSettings, tool
+from bot.tools.sandbox import open_allowed, resolve_allowed
+
+_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
 
 
 class ReadFileSettings(ToolSettings):
@@ -14,11 +18,15 @@ class ReadFileSettings(ToolSettings):
     max_bytes: int = Field(default=65_536, ge=1, le=10_000_000)
 
 
-def _read(path: Path, limit: int) -> tuple[bytes, int]:
-    with path.open("rb") as fh:
-        data = fh.read(limit + 1)
-        size = path.stat().st_size
-    return data, size
+def _read(path: Path, roots: Sequence[str], limit: int) -> tuple[bytes, int]:
+    fd = open_allowed(path, roots)
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        return fh.read(limit), size
+
+
+def looks_binary(data: bytes) -> bool:
+    return b"\x00" in data[:8192]
 
 
 @tool(
@@ -27,14 +35,15 @@ def _read(path: Path, limit: int) -> tuple[bytes, int]:
     "Use it when you need a file's content; for the end of a big log use tail_log instead.",
     settings=ReadFileSettings,
 )
-async def read_file(ctx: ToolContext, path: str, max_bytes: int | None = None) -> str:
+async def read_file(ctx: ToolContext, path: str, max_bytes: int | None = Field(default=None, ge=1)) -> str:
     settings = ctx.settings
     assert isinstance(settings, ReadFileSettings)
     real = resolve_allowed(path, settings.roots)
-    require(real.is_file(), f"{path} is not a regular file (or does not exist)")
     limit = min(max_bytes or settings.max_bytes, settings.max_bytes)
-    data, size = await asyncio.to_thread(_read, real, limit)
-    text = data[:limit].decode("utf-8", errors="replace")
+    data, size = await asyncio.to_thread(_read, real, settings.roots, limit)
+    text = data.decode("utf-8", errors="replace").translate(_CONTROL)
+    if looks_binary(data):
+        text = f"[{real} looks like a binary file; undecodable bytes are shown as \ufffd]\n{text}"
     if size > limit:
         text += f"\n[cut: showed the first {limit} of {size} bytes]"
     return text

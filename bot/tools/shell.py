@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import signal
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from bot.engine.tooling import ToolContext, ToolSettings, tool
+from bot.tools.commands import SAFE_PATH, CommandRule, check_command
+
+# A clean environment: nothing of ours (tokens, keys) leaks into a child, and no pager or colour waits on us.
+CLEAN_ENV = {
+    "PATH": SAFE_PATH,
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "SYSTEMD_PAGER": "",
+    "SYSTEMD_COLORS": "0",
+    "NO_COLOR": "1",
+    "HOME": "/nonexistent",
+}
+_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+
+
+class ShellSettings(ToolSettings):
+    roots: tuple[str, ...] = ()
+    commands: tuple[CommandRule, ...] = ()
+    command_timeout: float = Field(default=20.0, gt=0, le=600)
+    max_output_bytes: int = Field(default=32_768, ge=256, le=10_000_000)
+
+
+@dataclass
+class Outcome:
+    output: bytes
+    returncode: int | None
+    cut: bool = False
+    timed_out: bool = False
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def run_command(argv: list[str], limit_seconds: float, max_bytes: int, cwd: str) -> Outcome:
+    """Run argv in its own session (process group), no stdin, clean env; stdout+stderr capped at max_bytes.
+    On timeout, on a flood, on cancellation and after a normal exit, the whole group is killed: children
+    that outlive the command never keep running."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=CLEAN_ENV,
+        cwd=cwd,
+        start_new_session=True,
+        close_fds=True,
+    )
+    assert proc.stdout is not None
+    buf = bytearray()
+    out = Outcome(b"", None)
+    try:
+        async with asyncio.timeout(limit_seconds):
+            while chunk := await proc.stdout.read(65536):
+                room = max_bytes - len(buf)
+                buf += chunk[:room]
+                if len(chunk) > room:
+                    out.cut = True
+                    kill_group(proc.pid)
+                    break
+            await proc.wait()
+    except TimeoutError:
+        out.timed_out = True
+    finally:
+        kill_group(proc.pid)
+    if proc.returncode is None:
+        await proc.wait()
+    out.output, out.returncode = bytes(buf), proc.returncode
+    return out
+
+
+def describe(argv: list[str], out: Outcome, timeout: float, max_bytes: int) -> str:
+    text = out.output.decode("utf-8", errors="replace").translate(_CONTROL).rstrip("\n")
+    lines = [f"$ {shlex.join([os.path.basename(argv[0]), *argv[1:]])}"]
+    if out.timed_out:
+        lines.append(f"[timed out after {timeout:g} s: the command and its child processes were killed]")
+    elif out.cut:
+        lines.append(f"[output cut after {max_bytes} bytes: the command was stopped; narrow it down]")
+    else:
+        lines.append(f"[exit code {out.returncode}]")
+    lines.append(text if text else "(no output)")
+    if out.cut:
+        lines.append(f"[output cut after {max_bytes} bytes]")
+    return "\n".join(lines)
+
+
+def workdir(roots: tuple[str, ...]) -> str:
+    for root in roots:
+        if os.path.isdir(root):
+            return os.path.realpath(root)
+    return "/"
+
+
+@tool(
+    "shell",
+    "Run ONE allow-listed diagnostic command (like `df -h`, `uptime`, `systemctl status nginx`, `tail -n 50 "
+    "<log>`) and read its output. Use it when no dedicated tool fits. It is not a shell: no pipes, "
+    "redirects, ;, &&, $VAR, globs or backticks; paths must be absolute and inside the allowed folders. A "
+    "denied call says which commands are allowed.",
+    settings=ShellSettings,
+    timeout=660.0,
+)
+async def shell(ctx: ToolContext, command: str) -> str:
+    settings = ctx.settings
+    assert isinstance(settings, ShellSettings)
+    argv = check_command(command, settings.commands, settings.roots)
+    out = await run_command(
+        argv, settings.command_timeout, settings.max_output_bytes, workdir(settings.roots)
+    )
+    return describe(argv, out, settings.command_timeout, settings.max_output_bytes)

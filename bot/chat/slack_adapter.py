@@ -76,10 +76,17 @@ class SlackAdapter:
         # Bolt gets a client without a token: `authorize` supplies it, so no auth.test per request.
         bolt_client = AsyncWebClient(base_url=settings.slack_api_url, retry_handlers=list(retry))
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
-        self.bolt = AsyncApp(client=bolt_client, authorize=self._authorize, signing_secret=secret,
+        # Bolt passes arguments by parameter name, so it gets plain closures rather than bound methods.
+        async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+            return await self._authorize(enterprise_id, team_id)
+
+        async def on_event(body: dict[str, Any], request: AsyncBoltRequest) -> BoltResponse | None:
+            return await self._on_event(body, request)
+
+        self.bolt = AsyncApp(client=bolt_client, authorize=authorize, signing_secret=secret,
                              process_before_response=True, request_verification_enabled=self.mode == "http",
                              logger=logging.getLogger("slack_bolt.yokebot"))
-        self.bolt.event(re.compile(".*"))(self._on_event)
+        self.bolt.event(re.compile(".*"))(on_event)
         self.poster = SlackPoster(self.web, OutputLimits(settings.slack_message_chars,
                                                          settings.slack_file_threshold_chars))
         self.directory = ChannelDirectory(self.web)

@@ -145,10 +145,10 @@ class FakeSlack:
     async def _link(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
-        self.connections += 1
         await ws.send_str(json.dumps({"type": "hello", "num_connections": 1,
                                       "connection_info": {"app_id": "A0001"}}))
         self._sockets.append(ws)
+        self.connections += 1
         try:
             async for msg in ws:
                 if msg.type == WSMsgType.TEXT:

@@ -1,119 +1,101 @@
+# ruff: noqa: F811 - pytest fixtures imported from the harness are "redefined" as test parameters
 """Slack end to end: real Bolt and slack_sdk against the fake Slack, real openai SDK against the fake model,
 real SQL. Socket Mode unless a test says otherwise."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from bot.engine.errors import ToolFailed
-from tests.chat.slack_harness import SlackBot, start_bot
+from tests.chat.slack_harness import (  # noqa: F401 - fixtures are used by name
+    ALICE,
+    MALLORY,
+    OPS,
+    SlackBot,
+    answered,
+    fake_slack,
+    log_dir,
+    mention,
+    message,
+    slack_agents,
+    start_bot,
+)
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.fakes.slack_server import BOT_ID, BOT_USER, FakeSlack, event_callback, eventually
 from tests.helpers import write_agent
 
-ALICE, MALLORY = "U_ALICE", "U_MALLORY"
-OPS = "C_OPS"
-NGINX_ERRORS = (
-    '2024/05/01 10:00:01 [error] 812#812: *1 upstream prematurely closed connection, upstream: '
-    '"http://10.0.0.7:8080/api", client: 1.2.3.4\n'
-    '1.2.3.4 - - [01/May/2024:10:00:01 +0000] "GET /api HTTP/1.1" 502 157\n' * 3
-)
-
 
 @pytest.fixture
-def fake_slack() -> Iterator[FakeSlack]:
-    server = FakeSlack().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def log_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "logs" / "nginx"
-    d.mkdir(parents=True)
-    (d / "error.log").write_text(NGINX_ERRORS)
-    return d
-
-
-@pytest.fixture
-def slack_agents(agents_dir: Path, log_dir: Path) -> Path:
-    write_agent(agents_dir, "ops", f"""
-description: on-call helper
-channels: ["{OPS}"]
-tools:
-  read_file:
-    roots: ["{log_dir}"]
-  notify: {{}}
-""", body="You are the ops agent.")
-    return agents_dir
-
-
-@pytest.fixture
-async def slack_bot(fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str,
-                    slack_agents: Path) -> AsyncIterator[SlackBot]:
+async def slack_bot(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path
+) -> AsyncIterator[SlackBot]:
     bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents)
     yield bot
     await bot.stop()
 
 
-def mention(text: str, ts: str, channel: str = OPS, user: str = ALICE, thread_ts: str | None = None,
-            event_id: str | None = None) -> dict:
-    event = {"type": "app_mention", "user": user, "text": f"<@{BOT_USER}> {text}", "ts": ts, "channel": channel,
-             "event_ts": ts}
-    if thread_ts:
-        event["thread_ts"] = thread_ts
-    return event_callback(event, event_id)
-
-
-def message(text: str, ts: str, channel: str, user: str = ALICE, **extra: object) -> dict:
-    event = {"type": "message", "user": user, "text": text, "ts": ts, "channel": channel, "event_ts": ts,
-             "channel_type": "im" if channel.startswith("D") else "channel", **extra}
-    return event_callback(event)
-
-
-async def answered(fake: FakeSlack, ts: str, emoji: str = "white_check_mark") -> None:
-    await eventually(lambda: ("reactions.add", emoji) in fake.reactions(ts), what=f":{emoji}: on {ts}")
-
-
-# --- the ops scenario -----------------------------------------------------------------------------------------
+# --- the ops scenario -------------------------------------------------------------------------------------
 async def test_ops_mention_reads_the_log_alerts_the_team_and_answers_in_the_thread(
-        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI, log_dir: Path):
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI, log_dir: Path
+):
     fake_llm.calls(call("read_file", {"path": str(log_dir / "error.log")}, "c_log"))
-    fake_llm.calls(call("notify", {"text": "nginx: 3 × 502 from upstream 10.0.0.7 since 10:00 UTC"}, "c_alert"))
-    fake_llm.reply("**Degraded**: 3 × `502` from upstream 10.0.0.7 since 10:00. I alerted #ops-alerts.\n\n"
-                   "See [the runbook](https://wiki.example/runbook).")
+    fake_llm.calls(
+        call("notify", {"text": "nginx: 3 x 502 from upstream 10.0.0.7 since 10:00 UTC"}, "c_alert")
+    )
+    fake_llm.reply(
+        "**Degraded**: 3 x `502` from upstream 10.0.0.7 since 10:00. I alerted #ops-alerts.\n\n"
+        "See [the runbook](https://wiki.example/runbook)."
+    )
 
-    await slack_bot.deliver(mention("check the recent nginx error logs; if something's wrong, push it to the "
-                                    "team channel", ts="1700.000100"))
+    await slack_bot.deliver(
+        mention(
+            "check the recent nginx error logs; if something's wrong, push it to the team channel",
+            ts="1700.000100",
+        )
+    )
     await answered(fake_slack, "1700.000100")
 
     alert = fake_slack.posts("C_OPS_ALERTS")
-    assert [p["text"] for p in alert] == ["nginx: 3 × 502 from upstream 10.0.0.7 since 10:00 UTC"]
+    assert [p["text"] for p in alert] == ["nginx: 3 x 502 from upstream 10.0.0.7 since 10:00 UTC"]
     reply = fake_slack.posts(OPS, thread_ts="1700.000100")
     assert [p["text"] for p in reply] == [
-        "*Degraded*: 3 × `502` from upstream 10.0.0.7 since 10:00. I alerted #ops-alerts.\n\n"
-        "See <https://wiki.example/runbook|the runbook>."]
+        "*Degraded*: 3 x `502` from upstream 10.0.0.7 since 10:00. I alerted #ops-alerts.\n\n"
+        "See <https://wiki.example/runbook|the runbook>."
+    ]
     # the order a user sees: :eyes: at once, the alert, the answer, then :eyes: replaced by a tick
-    order = [(c.method, c.params.get("name") or c.params.get("channel")) for c in fake_slack.calls
-             if c.method in ("reactions.add", "reactions.remove", "chat.postMessage")]
-    assert order == [("reactions.add", "eyes"), ("chat.postMessage", "C_OPS_ALERTS"), ("chat.postMessage", OPS),
-                     ("reactions.remove", "eyes"), ("reactions.add", "white_check_mark")]
+    order = [
+        (c.method, c.params.get("name") or c.params.get("channel"))
+        for c in fake_slack.calls
+        if c.method in ("reactions.add", "reactions.remove", "chat.postMessage")
+    ]
+    assert order == [
+        ("reactions.add", "eyes"),
+        ("chat.postMessage", "C_OPS_ALERTS"),
+        ("chat.postMessage", OPS),
+        ("reactions.remove", "eyes"),
+        ("reactions.add", "white_check_mark"),
+    ]
     assert all(c["_auth"] == "Bearer xoxb-test-bot-token" for c in fake_slack.calls_to("chat.postMessage"))
     assert len(fake_slack.acks) == 1
     # the model saw the question without the mention, and the log lines as the tool result
     first = fake_llm.requests[0]["messages"]
-    assert first[-1] == {"role": "user", "content": "check the recent nginx error logs; if something's wrong, "
-                                                    "push it to the team channel"}
+    assert first[-1] == {
+        "role": "user",
+        "content": "check the recent nginx error logs; if something's wrong, push it to the team channel",
+    }
     assert "502" in fake_llm.requests[1]["messages"][-1]["content"]
 
     app = slack_bot.app
     sessions = await rows(app, "SELECT id, platform, channel, thread, agent FROM sessions")
-    assert [(s.platform, s.channel, s.thread, s.agent) for s in sessions] == [("slack", OPS, "1700.000100", "ops")]
+    assert [(s.platform, s.channel, s.thread, s.agent) for s in sessions] == [
+        ("slack", OPS, "1700.000100", "ops")
+    ]
     turn = (await rows(app, "SELECT trigger, user, status, iterations FROM turns"))[0]
     assert (turn.trigger, turn.user, turn.status, turn.iterations) == ("mention", ALICE, "ok", 3)
     assert len(await rows(app, "SELECT id FROM llm_calls WHERE session_id = :s", s=sessions[0].id)) == 3
@@ -122,9 +104,10 @@ async def test_ops_mention_reads_the_log_alerts_the_team_and_answers_in_the_thre
     assert tools[1].result.startswith("posted as slack:C_OPS_ALERTS:")
 
 
-# --- sessions: DMs and threads --------------------------------------------------------------------------------
-async def test_dm_conversation_is_one_session_answered_inline(slack_bot: SlackBot, fake_slack: FakeSlack,
-                                                              fake_llm: FakeOpenAI):
+# --- sessions: DMs and threads ----------------------------------------------------------------------------
+async def test_dm_conversation_is_one_session_answered_inline(
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
     fake_llm.reply("Hello Ada.").reply("You are Ada.")
     await slack_bot.deliver(message("I am Ada", "1700.000200", "D_ALICE"))
     await answered(fake_slack, "1700.000200")
@@ -132,7 +115,10 @@ async def test_dm_conversation_is_one_session_answered_inline(slack_bot: SlackBo
     await answered(fake_slack, "1700.000300")
 
     posts = fake_slack.posts("D_ALICE")
-    assert [(p["text"], p.params.get("thread_ts")) for p in posts] == [("Hello Ada.", None), ("You are Ada.", None)]
+    assert [(p["text"], p.params.get("thread_ts")) for p in posts] == [
+        ("Hello Ada.", None),
+        ("You are Ada.", None),
+    ]
     sent = [(m["role"], m["content"]) for m in fake_llm.requests[1]["messages"][1:]]
     assert sent == [("user", "I am Ada"), ("assistant", "Hello Ada."), ("user", "who am I?")]
     turns = await rows(slack_bot.app, "SELECT trigger FROM turns")
@@ -141,7 +127,8 @@ async def test_dm_conversation_is_one_session_answered_inline(slack_bot: SlackBo
 
 
 async def test_thread_follow_up_continues_the_session_without_a_mention(
-        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
     fake_llm.reply("The disk is 91% full.").reply("Yes: /var/log is the biggest.")
     await slack_bot.deliver(mention("how full is the disk?", ts="1700.000400", channel="C_RANDOM"))
     await answered(fake_slack, "1700.000400")
@@ -149,7 +136,9 @@ async def test_thread_follow_up_continues_the_session_without_a_mention(
     await answered(fake_slack, "1700.000500")
 
     assert [p["text"] for p in fake_slack.posts("C_RANDOM", thread_ts="1700.000400")] == [
-        "The disk is 91% full.", "Yes: /var/log is the biggest."]
+        "The disk is 91% full.",
+        "Yes: /var/log is the biggest.",
+    ]
     sent = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "user"]
     assert sent == ["how full is the disk?", "anything to clean?"]
     turns = await rows(slack_bot.app, "SELECT trigger FROM turns ORDER BY started_at")
@@ -158,9 +147,12 @@ async def test_thread_follow_up_continues_the_session_without_a_mention(
     assert [(s.agent, s.thread) for s in sessions] == [("tester", "1700.000400")]  # no channel route: default
 
 
-async def test_thread_the_bot_is_not_part_of_is_left_alone(slack_bot: SlackBot, fake_slack: FakeSlack,
-                                                          fake_llm: FakeOpenAI):
-    fake_slack.add_thread_message("C_RANDOM", "1700.000600", {"user": "U_BOB", "text": "lunch?", "ts": "1700.000600"})
+async def test_thread_the_bot_is_not_part_of_is_left_alone(
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
+    fake_slack.add_thread_message(
+        "C_RANDOM", "1700.000600", {"user": "U_BOB", "text": "lunch?", "ts": "1700.000600"}
+    )
     await slack_bot.deliver(message("pizza", "1700.000700", "C_RANDOM", thread_ts="1700.000600"))
     await slack_bot.deliver(message("not in a thread", "1700.000800", "C_RANDOM"))
     await slack_bot.wait_acked(2)
@@ -170,7 +162,8 @@ async def test_thread_the_bot_is_not_part_of_is_left_alone(slack_bot: SlackBot, 
 
 
 async def test_follow_up_after_a_restart_is_recognised_from_the_thread(
-        fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path):
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path
+):
     first = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents)
     fake_llm.reply("first answer").reply("second answer")
     await first.deliver(mention("hi", ts="1700.000900", channel="C_RANDOM"))
@@ -183,11 +176,15 @@ async def test_follow_up_after_a_restart_is_recognised_from_the_thread(
         await answered(fake_slack, "1700.001000")
     finally:
         await second.stop()
-    assert [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "user"] == ["hi", "and then?"]
+    assert [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "user"] == [
+        "hi",
+        "and then?",
+    ]
 
 
-async def test_follow_ups_can_be_turned_off(fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str,
-                                            slack_agents: Path):
+async def test_follow_ups_can_be_turned_off(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path
+):
     bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents, slack_thread_followups=False)
     try:
         fake_llm.reply("answer")
@@ -200,25 +197,65 @@ async def test_follow_ups_can_be_turned_off(fake_slack: FakeSlack, fake_llm: Fak
     assert len(fake_llm.requests) == 1 and len(fake_slack.posts()) == 1
 
 
-# --- what is ignored -----------------------------------------------------------------------------------------
+# --- what is ignored --------------------------------------------------------------------------------------
 async def test_own_messages_other_bots_edits_deletes_and_joins_are_acked_and_ignored(
-        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
     thread = "1700.001300"
-    fake_slack.add_thread_message("C_RANDOM", thread, {"user": BOT_USER, "text": "earlier answer", "ts": thread})
+    fake_slack.add_thread_message(
+        "C_RANDOM", thread, {"user": BOT_USER, "text": "earlier answer", "ts": thread}
+    )
     events = [
         message("my own answer", "1700.001301", "C_RANDOM", user=BOT_USER, bot_id=BOT_ID, thread_ts=thread),
         message("beep", "1700.001302", "D_ALICE", user="U_OTHERBOT", bot_id="B_OTHER"),
-        event_callback({"type": "message", "subtype": "bot_message", "bot_id": "B_OTHER", "text": "beep",
-                        "ts": "1700.001303", "channel": "C_RANDOM", "thread_ts": thread}),
-        event_callback({"type": "message", "subtype": "message_changed", "channel": "D_ALICE", "ts": "1700.001304",
-                        "message": {"user": ALICE, "text": "edited", "ts": "1700.000001"}}),
-        event_callback({"type": "message", "subtype": "message_deleted", "channel": "D_ALICE", "ts": "1700.001305",
-                        "deleted_ts": "1700.000001"}),
-        event_callback({"type": "message", "subtype": "channel_join", "user": ALICE, "text": "<@U_ALICE> joined",
-                        "channel": "C_RANDOM", "ts": "1700.001306"}),
+        event_callback(
+            {
+                "type": "message",
+                "subtype": "bot_message",
+                "bot_id": "B_OTHER",
+                "text": "beep",
+                "ts": "1700.001303",
+                "channel": "C_RANDOM",
+                "thread_ts": thread,
+            }
+        ),
+        event_callback(
+            {
+                "type": "message",
+                "subtype": "message_changed",
+                "channel": "D_ALICE",
+                "ts": "1700.001304",
+                "message": {"user": ALICE, "text": "edited", "ts": "1700.000001"},
+            }
+        ),
+        event_callback(
+            {
+                "type": "message",
+                "subtype": "message_deleted",
+                "channel": "D_ALICE",
+                "ts": "1700.001305",
+                "deleted_ts": "1700.000001",
+            }
+        ),
+        event_callback(
+            {
+                "type": "message",
+                "subtype": "channel_join",
+                "user": ALICE,
+                "text": "<@U_ALICE> joined",
+                "channel": "C_RANDOM",
+                "ts": "1700.001306",
+            }
+        ),
         event_callback({"type": "member_joined_channel", "user": ALICE, "channel": "C_RANDOM"}),
-        event_callback({"type": "reaction_added", "user": ALICE, "reaction": "+1",
-                        "item": {"type": "message", "channel": "C_RANDOM", "ts": thread}}),
+        event_callback(
+            {
+                "type": "reaction_added",
+                "user": ALICE,
+                "reaction": "+1",
+                "item": {"type": "message", "channel": "C_RANDOM", "ts": thread},
+            }
+        ),
     ]
     for event in events:
         await slack_bot.deliver(event)
@@ -227,10 +264,14 @@ async def test_own_messages_other_bots_edits_deletes_and_joins_are_acked_and_ign
     assert fake_llm.requests == [] and fake_slack.posts() == [] and fake_slack.calls_to("reactions.add") == []
 
 
-# --- access control --------------------------------------------------------------------------------------------
+# --- access control ---------------------------------------------------------------------------------------
 async def test_unauthorised_user_gets_a_polite_refusal_and_no_model_call(
-        fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path,
-        caplog: pytest.LogCaptureFixture):
+    fake_slack: FakeSlack,
+    fake_llm: FakeOpenAI,
+    sqlite_url: str,
+    slack_agents: Path,
+    caplog: pytest.LogCaptureFixture,
+):
     bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents, slack_allowed_users=[ALICE])
     caplog.set_level(logging.WARNING, logger="bot.chat.slack_adapter")
     try:
@@ -245,17 +286,25 @@ async def test_unauthorised_user_gets_a_polite_refusal_and_no_model_call(
     assert len(refusal) == 1 and refusal[0]["text"].startswith("Sorry, you don't have access to me here.")
     assert fake_slack.reactions("1700.001400") == []
     assert len(fake_llm.requests) == 1  # only Alice's
-    assert any("refused Slack message 1700.001400 from U_MALLORY" in r.getMessage()
-               and "YOKEBOT_SLACK_ALLOWED_USERS" in r.getMessage() for r in caplog.records)
+    assert any(
+        "refused Slack message 1700.001400 from U_MALLORY" in r.getMessage()
+        and "YOKEBOT_SLACK_ALLOWED_USERS" in r.getMessage()
+        for r in caplog.records
+    )
 
 
-async def test_profile_access_lists_limit_channels(fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str,
-                                                   agents_dir: Path):
-    write_agent(agents_dir, "tester", """
+async def test_profile_access_lists_limit_channels(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, agents_dir: Path
+):
+    write_agent(
+        agents_dir,
+        "tester",
+        """
 tools: [echo]
 access:
   channels: ["slack:C_ALLOWED"]
-""")
+""",
+    )
     bot = await start_bot(fake_slack, fake_llm, sqlite_url, agents_dir)
     try:
         fake_llm.reply("allowed here")
@@ -269,9 +318,10 @@ access:
     assert len(fake_llm.requests) == 1
 
 
-# --- output -------------------------------------------------------------------------------------------------------
-async def test_rate_limited_post_is_retried_after_retry_after(slack_bot: SlackBot, fake_slack: FakeSlack,
-                                                              fake_llm: FakeOpenAI):
+# --- output -----------------------------------------------------------------------------------------------
+async def test_rate_limited_post_is_retried_after_retry_after(
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
     fake_slack.fail("chat.postMessage", status=429, retry_after=0)
     fake_llm.reply("made it")
     await slack_bot.deliver(mention("hi", ts="1700.001800", channel="C_RANDOM"))
@@ -282,7 +332,8 @@ async def test_rate_limited_post_is_retried_after_retry_after(slack_bot: SlackBo
 
 
 async def test_a_60000_character_answer_is_posted_as_a_file_in_the_thread(
-        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
     answer = "\n".join(f"line {i:05d}: " + "x" * 50 for i in range(960))[:60_000]
     assert len(answer) == 60_000
     fake_llm.reply(answer)
@@ -299,8 +350,9 @@ async def test_a_60000_character_answer_is_posted_as_a_file_in_the_thread(
     assert (done["channel_id"], done["thread_ts"]) == ("C_RANDOM", "1700.001900")
 
 
-async def test_a_long_answer_is_split_on_lines_and_code_fences(slack_bot: SlackBot, fake_slack: FakeSlack,
-                                                               fake_llm: FakeOpenAI):
+async def test_a_long_answer_is_split_on_lines_and_code_fences(
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
     prose = "\n".join(f"- item {i} is **fine**" for i in range(200))
     code = "```python\n" + "\n".join(f"print({i})" for i in range(300)) + "\n```"
     fake_llm.reply(f"{prose}\n\n{code}")
@@ -313,9 +365,10 @@ async def test_a_long_answer_is_split_on_lines_and_code_fences(slack_bot: SlackB
     assert "• item 199 is *fine*" in joined and "print(299)" in joined and "```python" not in joined
 
 
-# --- failures -------------------------------------------------------------------------------------------------------
+# --- failures ---------------------------------------------------------------------------------------------
 async def test_model_failure_gives_the_user_one_clear_sentence_and_a_failed_mark(
-        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
     for _ in range(3):
         fake_llm.fail(500)
     await slack_bot.deliver(mention("hi", ts="1700.002100", channel="C_RANDOM"))
@@ -328,8 +381,9 @@ async def test_model_failure_gives_the_user_one_clear_sentence_and_a_failed_mark
     assert turn.status == "error"
 
 
-async def test_an_unexpected_error_is_one_sentence_too(fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str,
-                                                       slack_agents: Path):
+async def test_an_unexpected_error_is_one_sentence_too(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path
+):
     bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents, default_agent="no-such-agent")
     try:
         await bot.deliver(mention("hi", ts="1700.002200", channel="C_RANDOM"))
@@ -337,25 +391,30 @@ async def test_an_unexpected_error_is_one_sentence_too(fake_slack: FakeSlack, fa
     finally:
         await bot.stop()
     [post] = fake_slack.posts("C_RANDOM")
-    assert post["text"] == ("Sorry, something went wrong on my side and I could not answer this; "
-                            "the details are in my logs.")
+    assert post["text"] == (
+        "Sorry, something went wrong on my side and I could not answer this; the details are in my logs."
+    )
 
 
 async def test_stop_mid_turn_tells_the_user_instead_of_leaving_eyes(
-        fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path):
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path
+):
     bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents, slack_drain_seconds=0.2)
-    fake_llm.hang(3)
+    fake_llm.hang(1.0)  # longer than the drain, short enough to end before the fake stops
     await bot.deliver(mention("slow one", ts="1700.002300", channel="C_RANDOM"))
     await eventually(lambda: fake_llm.requests, what="the model call")
     await bot.stop()
     assert bot.adapter.busy == 0
+    await asyncio.sleep(1.0)
     [post] = fake_slack.posts("C_RANDOM")
     assert post["text"] == "Sorry, I was restarted before I could finish this; please ask again."
     assert fake_slack.reactions("1700.002300")[-1] == ("reactions.add", "x")
 
 
-# --- notify through the adapter -------------------------------------------------------------------------------
-async def test_notify_posts_by_name_or_id_and_fails_in_one_sentence(slack_bot: SlackBot, fake_slack: FakeSlack):
+# --- notify through the adapter ---------------------------------------------------------------------------
+async def test_notify_posts_by_name_or_id_and_fails_in_one_sentence(
+    slack_bot: SlackBot, fake_slack: FakeSlack
+):
     notifier = slack_bot.app.notifier
     ref = await notifier.notify("slack:#ops-alerts", "**disk** full")
     assert ref.startswith("slack:C_OPS_ALERTS:")
@@ -366,12 +425,15 @@ async def test_notify_posts_by_name_or_id_and_fails_in_one_sentence(slack_bot: S
     fake_slack.fail("chat.postMessage", error="not_in_channel")
     with pytest.raises(ToolFailed, match=r"not_in_channel \(invite the bot"):
         await notifier.notify("slack:C_PRIVATE", "x")
-    assert len(fake_slack.calls_to("conversations.list")) == 1  # names are cached (refreshed at most once a minute)
+    assert (
+        len(fake_slack.calls_to("conversations.list")) == 1
+    )  # names are cached (refreshed at most once a minute)
 
 
-# --- load -------------------------------------------------------------------------------------------------------------
+# --- load -------------------------------------------------------------------------------------------------
 async def test_fifty_mentions_at_once_all_get_answered_each_in_its_own_session(
-        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI
+):
     fake_llm.latency = 0.05
 
     def handler(body: dict) -> Step:

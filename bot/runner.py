@@ -23,7 +23,11 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     bot = await build_app(settings)
     http = web.Application()
     http.router.add_get("/healthz", healthz)
-    slack = build_slack(bot)
+    try:
+        slack = build_slack(bot)
+    except BaseException:
+        await bot.close()
+        raise
     if slack is not None:
         slack.mount(http)  # HTTP Events mode: /slack/events; Socket Mode mounts nothing
     runner = web.AppRunner(http)

@@ -46,9 +46,14 @@ class Failure:
 def event_callback(event: dict[str, Any], event_id: str | None = None) -> dict[str, Any]:
     """Wrap an event as Slack's Events API does."""
     return {
-        "token": "legacy-verification-token", "team_id": TEAM, "api_app_id": "A0001", "type": "event_callback",
-        "event": event, "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
-        "event_time": int(time.time()), "event_context": "ctx",
+        "token": "legacy-verification-token",
+        "team_id": TEAM,
+        "api_app_id": "A0001",
+        "type": "event_callback",
+        "event": event,
+        "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
+        "event_time": int(time.time()),
+        "event_context": "ctx",
         "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
     }
 
@@ -57,8 +62,11 @@ def sign(secret: str, body: str, timestamp: int | None = None) -> dict[str, str]
     """Headers Slack sends with an HTTP event: `v0=HMAC_SHA256(secret, "v0:{ts}:{body}")`."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
     digest = hmac.new(secret.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
-    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}",
-            "Content-Type": "application/json"}
+    return {
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": f"v0={digest}",
+        "Content-Type": "application/json",
+    }
 
 
 class FakeSlack:
@@ -97,8 +105,14 @@ class FakeSlack:
         return f"{self.server.url}/api/"
 
     # --- scripting and inspection -----------------------------------------------------------------------
-    def fail(self, method: str, status: int = 200, error: str | None = None, retry_after: int | None = None,
-             times: int = 1) -> None:
+    def fail(
+        self,
+        method: str,
+        status: int = 200,
+        error: str | None = None,
+        retry_after: int | None = None,
+        times: int = 1,
+    ) -> None:
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
         with self._lock:
             queue = self.failures.setdefault(method, deque())
@@ -109,14 +123,20 @@ class FakeSlack:
             return [c for c in self.calls if c.method == method]
 
     def posts(self, channel: str | None = None, thread_ts: str | None = None) -> list[Call]:
-        return [c for c in self.calls_to("chat.postMessage")
-                if (channel is None or c["channel"] == channel)
-                and (thread_ts is None or c.params.get("thread_ts") == thread_ts)]
+        return [
+            c
+            for c in self.calls_to("chat.postMessage")
+            if (channel is None or c["channel"] == channel)
+            and (thread_ts is None or c.params.get("thread_ts") == thread_ts)
+        ]
 
     def reactions(self, ts: str) -> list[tuple[str, str]]:
         """[(method, emoji name)] in order for the message `ts`."""
-        return [(c.method, c["name"]) for c in self.calls if c.method.startswith("reactions.")
-                and c.params.get("timestamp") == ts]
+        return [
+            (c.method, c["name"])
+            for c in self.calls
+            if c.method.startswith("reactions.") and c.params.get("timestamp") == ts
+        ]
 
     def add_thread_message(self, channel: str, thread_ts: str, message: dict[str, Any]) -> None:
         with self._lock:
@@ -130,9 +150,14 @@ class FakeSlack:
     def push(self, payload: dict[str, Any], retry_attempt: int = 0, retry_reason: str = "") -> str:
         """Send an events_api envelope over every open Socket Mode connection; returns its envelope_id."""
         envelope_id = uuid.uuid4().hex
-        envelope = {"envelope_id": envelope_id, "type": "events_api", "payload": payload,
-                    "accepts_response_payload": False, "retry_attempt": retry_attempt,
-                    "retry_reason": retry_reason}
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "events_api",
+            "payload": payload,
+            "accepts_response_payload": False,
+            "retry_attempt": retry_attempt,
+            "retry_reason": retry_reason,
+        }
         self.server.call(self._send_all(json.dumps(envelope)))
         return envelope_id
 
@@ -145,8 +170,9 @@ class FakeSlack:
     async def _link(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
-        await ws.send_str(json.dumps({"type": "hello", "num_connections": 1,
-                                      "connection_info": {"app_id": "A0001"}}))
+        await ws.send_str(
+            json.dumps({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0001"}})
+        )
         self._sockets.append(ws)
         self.connections += 1
         try:
@@ -180,8 +206,9 @@ class FakeSlack:
             failure = queue.popleft() if queue else None
         if failure is not None:
             if failure.status != 200:
-                return web.json_response({"ok": False, "error": "ratelimited"}, status=failure.status,
-                                         headers=failure.headers)
+                return web.json_response(
+                    {"ok": False, "error": "ratelimited"}, status=failure.status, headers=failure.headers
+                )
             return web.json_response({"ok": False, "error": failure.error})
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
@@ -189,8 +216,14 @@ class FakeSlack:
         return web.json_response({"ok": True, **handler(params)})
 
     def _auth_test(self, p: dict[str, Any]) -> dict[str, Any]:
-        return {"url": "https://fake.slack/", "team": "Fake", "user": "yokebot", "team_id": TEAM,
-                "user_id": BOT_USER, "bot_id": BOT_ID}
+        return {
+            "url": "https://fake.slack/",
+            "team": "Fake",
+            "user": "yokebot",
+            "team_id": TEAM,
+            "user_id": BOT_USER,
+            "bot_id": BOT_ID,
+        }
 
     def _apps_connections_open(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"url": f"ws://127.0.0.1:{self.server.port}/link"}
@@ -225,8 +258,10 @@ class FakeSlack:
         return {"messages": msgs, "has_more": False}
 
     def _conversations_list(self, p: dict[str, Any]) -> dict[str, Any]:
-        chans = [{"id": cid, "name": name, "is_channel": True, "is_archived": False}
-                 for cid, name in self.channels.items()]
+        chans = [
+            {"id": cid, "name": name, "is_channel": True, "is_archived": False}
+            for cid, name in self.channels.items()
+        ]
         return {"channels": chans, "response_metadata": {"next_cursor": ""}}
 
     def _files_getUploadURLExternal(self, p: dict[str, Any]) -> dict[str, Any]:

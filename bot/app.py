@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -24,6 +25,9 @@ from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
 from bot.tools.redact import SecretRedactor
+
+if TYPE_CHECKING:
+    from bot.chat.slack_adapter import SlackAdapter
 
 
 @dataclass
@@ -96,3 +100,15 @@ async def build_app(
     app = App(settings, engine, store, registry, profiles, notifier, None, metrics)  # type: ignore[arg-type]
     app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store)
     return app
+
+
+def build_slack(app: App) -> SlackAdapter | None:
+    """The Slack adapter when SLACK_BOT_TOKEN is set (Socket Mode with SLACK_APP_TOKEN, else HTTP Events),
+    registered with the notifier so `notify` can post to `slack:#name` / `slack:C123`."""
+    if app.settings.slack_bot_token is None:
+        return None
+    from bot.chat.slack_adapter import SlackAdapter
+
+    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store)
+    app.notifier.register(adapter)
+    return adapter

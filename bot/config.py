@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.engine.errors import ConfigError
 
@@ -52,6 +53,17 @@ class Settings(BaseSettings):
     slack_app_token: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_APP_TOKEN"))
     slack_signing_secret: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_SIGNING_SECRET"))
     slack_api_url: str = Field(default="https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
+    # Slack behaviour (docs/slack.md). Allow-lists hold immutable IDs (U…, C…/G…), comma-separated; empty = all.
+    slack_allowed_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    slack_allowed_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    slack_allow_dms: bool = True
+    slack_thread_followups: bool = True
+    slack_ignore_bots: bool = True
+    slack_max_concurrent_turns: int = Field(default=8, ge=1)
+    slack_message_chars: int = Field(default=3900, ge=100, le=39_000)
+    slack_file_threshold_chars: int = Field(default=12_000, ge=100)
+    slack_rate_limit_retries: int = Field(default=3, ge=0)
+    slack_drain_seconds: float = Field(default=30.0, ge=0)
 
     discord_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("DISCORD_BOT_TOKEN"))
     discord_api_url: str | None = Field(default=None, validation_alias=_env("DISCORD_API_URL"))
@@ -65,6 +77,13 @@ class Settings(BaseSettings):
     discord_attach_over_chars: int = 6000
     discord_guild_ready_timeout: float = 2.0
     discord_drain_seconds: float = 30.0
+
+    @field_validator("slack_allowed_users", "slack_allowed_channels", mode="before")
+    @classmethod
+    def _id_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]
+        return value
 
     def require_model_endpoint(self) -> None:
         if self.openai_api_key is None and not self.openai_base_url:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.app import App, build_app
+from bot.app import App, build_app, build_slack
 from bot.config import Settings
 from bot.observability.http import add_observability_routes
 
@@ -36,26 +37,31 @@ async def start_discord(bot: App) -> DiscordAdapter | None:
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run until `stop` is set (SIGTERM/SIGINT set it); everything started is stopped in reverse order."""
     stop = stop or asyncio.Event()
-    bot = await build_app(settings)
-    http = web.Application()
-    http.router.add_get("/healthz", healthz)
-    add_observability_routes(http, bot)  # /readyz, /metrics
-    runner = web.AppRunner(http)
-    await runner.setup()
-    site = web.TCPSite(runner, "0.0.0.0", settings.http_port)  # noqa: S104 - a server is meant to listen
-    await site.start()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("yokebot is running: http on :%s, agents %s", settings.http_port, ", ".join(bot.profiles))
-    discord_adapter: DiscordAdapter | None = None
-    try:
+    async with AsyncExitStack() as stack:
+        bot = await build_app(settings)
+        stack.push_async_callback(bot.close)
+        http = web.Application()
+        http.router.add_get("/healthz", healthz)
+        add_observability_routes(http, bot)  # /readyz, /metrics
+        slack = build_slack(bot)
+        if slack is not None:
+            slack.mount(http)  # HTTP Events mode: /slack/events; Socket Mode mounts nothing
+        runner = web.AppRunner(http)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        site = web.TCPSite(runner, "0.0.0.0", settings.http_port)  # noqa: S104 - a server is meant to listen
+        await site.start()
+        if slack is not None:
+            await slack.start()
+            stack.push_async_callback(slack.stop)  # drains turns in flight
         discord_adapter = await start_discord(bot)
-        await stop.wait()
-    finally:
-        log.info("stopping")
         if discord_adapter is not None:
-            await discord_adapter.stop()
-        await runner.cleanup()
-        await bot.close()
+            stack.push_async_callback(discord_adapter.stop)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("yokebot is running: http on :%s, agents %s", settings.http_port, ", ".join(bot.profiles))
+        await stop.wait()
+        log.info("stopping")

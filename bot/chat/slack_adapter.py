@@ -1,0 +1,277 @@
+"""Slack through Bolt (async): mentions, DMs and thread follow-ups, in Socket Mode or HTTP Events mode.
+
+The Bolt listener only decides and claims (exactly once, in the database) before Slack gets its ack; the
+turn runs in a tracked background task. Everything agent-like happens in AgentService."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.chat.base import InboundMessage, OutboundMessage
+from bot.chat.slack_events import (
+    PLATFORM,
+    BotIdentity,
+    EventClaims,
+    EventRules,
+    Ignored,
+    classify,
+    mentions,
+    retry_num,
+)
+from bot.chat.slack_output import FAILED, WORKING, OutputLimits, SlackPoster
+from bot.chat.slack_routing import AccessPolicy, ChannelDirectory, Router
+from bot.config import Settings
+from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.profiles import AgentProfile
+from bot.engine.service import AgentService
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+SORRY = "Sorry, something went wrong on my side and I could not answer this; the details are in my logs."
+STOPPED = "Sorry, I was restarted before I could finish this; please ask again."
+REFUSED = "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
+POST_HINTS = {
+    "not_in_channel": " (invite the bot to the channel first: /invite @yokebot)",
+    "channel_not_found": " (check the channel ID, and that the bot is a member)",
+    "is_archived": " (the channel is archived)",
+}
+
+
+class SlackAdapter:
+    platform = PLATFORM
+
+    def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
+                 claims: EventClaims) -> None:
+        if settings.slack_bot_token is None:
+            raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
+        if settings.slack_app_token is None and settings.slack_signing_secret is None:
+            raise ConfigError("SLACK_BOT_TOKEN is set, but neither SLACK_APP_TOKEN (Socket Mode) nor "
+                              "SLACK_SIGNING_SECRET (HTTP Events mode) is: set one of them.")
+        self.settings, self.service, self.profiles, self.claims = settings, service, profiles, claims
+        self.mode = "socket" if settings.slack_app_token is not None else "http"
+        self._token = settings.slack_bot_token.get_secret_value()
+        retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=settings.slack_rate_limit_retries),
+                 AsyncConnectionErrorRetryHandler()]
+        self.web = AsyncWebClient(token=self._token, base_url=settings.slack_api_url, retry_handlers=retry)
+        # Bolt gets a client without a token: `authorize` supplies it, so no auth.test per request.
+        bolt_client = AsyncWebClient(base_url=settings.slack_api_url, retry_handlers=list(retry))
+        secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
+        # Bolt passes arguments by parameter name, so it gets plain closures rather than bound methods.
+        async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+            return await self._authorize(enterprise_id, team_id)
+
+        async def on_event(body: dict[str, Any], request: AsyncBoltRequest) -> BoltResponse | None:
+            return await self._on_event(body, request)
+
+        self.bolt = AsyncApp(client=bolt_client, authorize=authorize, signing_secret=secret,
+                             process_before_response=True, request_verification_enabled=self.mode == "http",
+                             logger=logging.getLogger("slack_bolt.yokebot"))
+        self.bolt.event(re.compile(".*"))(on_event)
+        self.poster = SlackPoster(self.web, OutputLimits(settings.slack_message_chars,
+                                                         settings.slack_file_threshold_chars))
+        self.directory = ChannelDirectory(self.web)
+        self.router = Router(profiles, settings.default_agent, self.directory)
+        self.access = AccessPolicy(frozenset(settings.slack_allowed_users),
+                                   frozenset(settings.slack_allowed_channels), settings.slack_allow_dms)
+        self.rules = EventRules(settings.slack_ignore_bots, settings.slack_thread_followups)
+        self.identity: BotIdentity | None = None
+        self.socket: AsyncSocketModeHandler | None = None
+        self._slots = asyncio.Semaphore(settings.slack_max_concurrent_turns)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._threads: OrderedDict[tuple[str, str], None] = OrderedDict()  # threads the bot is part of
+        self._closing = False
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self._whoami()
+        if self.mode == "socket":
+            assert self.settings.slack_app_token is not None
+            self.socket = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token.get_secret_value())
+            await self.socket.connect_async()
+        log.info("Slack is on (%s mode) as %s", "Socket" if self.mode == "socket" else "HTTP Events",
+                 self.identity.user_id if self.identity else "?")
+
+    def mount(self, http: web.Application) -> None:
+        """HTTP Events mode: serve `/slack/events` on yokebot's HTTP server."""
+        if self.mode == "http":
+            http.router.add_post(EVENTS_PATH, self.handle_http)
+
+    async def handle_http(self, request: web.Request) -> web.Response:
+        return await to_aiohttp_response(await self.bolt.async_dispatch(await to_bolt_request(request)))
+
+    async def stop(self) -> None:
+        """Stop taking events, let turns in flight finish (up to slack_drain_seconds), cancel the rest."""
+        self._closing = True
+        if self.socket is not None:
+            await self.socket.close_async()
+        tasks = set(self._tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.settings.slack_drain_seconds)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    @property
+    def busy(self) -> int:
+        return len(self._tasks)
+
+    async def _whoami(self) -> BotIdentity:
+        if self.identity is None:
+            try:
+                resp = await self.web.auth_test()
+            except SlackApiError as exc:
+                raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({exc.response.get('error')}).") from None
+            self.identity = BotIdentity(str(resp["user_id"]), resp.get("bot_id"), resp.get("team_id"))
+        return self.identity
+
+    async def _authorize(self, enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+        me = await self._whoami()
+        return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id or me.team_id,
+                               bot_token=self._token, bot_user_id=me.user_id, bot_id=me.bot_id)
+
+    # --- inbound: decide and claim before the ack -------------------------------------------------------
+    async def _on_event(self, body: dict[str, Any], request: AsyncBoltRequest) -> BoltResponse | None:
+        if self._closing:  # not acked: Slack redelivers to an instance that is up
+            return BoltResponse(status=503, body="shutting down")
+        found = classify(body, await self._whoami(), self.rules)
+        if isinstance(found, Ignored):
+            log.debug("ignored Slack event %s: %s", body.get("event_id"), found.reason)
+            return None
+        retries = retry_num(request.headers)
+        message_key = f"{found.channel}:{found.message_id}"
+        if not await self.claims.claim_event(PLATFORM, found.event_id or message_key):
+            log.info("Slack event %s (retry %d) was already taken: acknowledged, not processed again",
+                     found.event_id, retries)
+            return None
+        if not await self.claims.claim_event("slack-message", message_key):
+            log.info("Slack message %s arrived again in event %s: not processed again", message_key,
+                     found.event_id)
+            return None
+        if retries > 0:
+            log.info("Slack event %s came as retry %d but was never taken before: processing it",
+                     found.event_id, retries)
+        self._spawn(found)
+        return None
+
+    def _spawn(self, msg: InboundMessage) -> None:
+        task = asyncio.create_task(self._answer(msg), name=f"slack:{msg.channel}:{msg.message_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- the turn, in the background ----------------------------------------------------------------------
+    async def _answer(self, msg: InboundMessage) -> None:
+        try:
+            if msg.trigger == "thread" and not await self._bot_in_thread(msg.channel, msg.thread):
+                return
+            dm = bool(msg.extra.get("is_dm"))
+            agent = self.settings.default_agent if dm else await self.router.agent_for(msg.channel)
+            reason = self.access.refusal(msg.user, msg.channel, dm, self.profiles.get(agent))
+            if reason is not None:
+                log.warning("refused Slack message %s from %s in %s: %s", msg.message_id, msg.user,
+                            msg.channel, reason)
+                await self.poster.post(msg.channel, REFUSED, msg.extra.get("reply_thread"))
+                return
+            await self._run_turn(msg, agent)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Slack message %s in %s could not be handled", msg.message_id, msg.channel)
+
+    async def _run_turn(self, msg: InboundMessage, agent: str) -> None:
+        channel, ts, thread = msg.channel, str(msg.message_id), msg.extra.get("reply_thread")
+        await self.poster.react(channel, ts, WORKING)
+        ok = False
+        try:
+            async with self._slots:
+                result = await self.service.handle(msg.to_request(agent))
+            text, ok = result.answer or "(no answer)", result.error is None
+        except asyncio.CancelledError:
+            await self._last_word(channel, ts, thread)
+            raise
+        except Exception:
+            log.exception("turn for Slack message %s in %s failed", ts, channel)
+            text = SORRY
+        try:
+            await self.poster.post(channel, text, thread)
+            self._remember_thread(channel, msg.thread)
+        except SlackApiError as exc:
+            log.error("could not post the answer to %s in %s: %s", ts, channel, exc.response.get("error"))
+            ok = False
+        await self.poster.finish(channel, ts, ok)
+
+    async def _last_word(self, channel: str, ts: str, thread: str | None) -> None:
+        """Shutting down mid-turn: tell the user in one sentence rather than leave :eyes: forever."""
+        try:
+            await asyncio.wait_for(self._post_failure(channel, ts, thread), timeout=5)
+        except Exception:
+            log.warning("could not tell Slack that message %s was dropped at shutdown", ts)
+
+    async def _post_failure(self, channel: str, ts: str, thread: str | None) -> None:
+        await self.poster.post(channel, STOPPED, thread)
+        await self.poster.react(channel, ts, WORKING, remove=True)
+        await self.poster.react(channel, ts, FAILED)
+
+    def _remember_thread(self, channel: str, thread: str) -> None:
+        self._threads[(channel, thread)] = None
+        self._threads.move_to_end((channel, thread))
+        while len(self._threads) > 10_000:
+            self._threads.popitem(last=False)
+
+    async def _bot_in_thread(self, channel: str, thread_ts: str) -> bool:
+        """A thread the bot answered in or was mentioned in; survives restarts via conversations.replies."""
+        if (channel, thread_ts) in self._threads:
+            return True
+        me = await self._whoami()
+        try:
+            resp = await self.web.conversations_replies(channel=channel, ts=thread_ts, limit=200)
+        except SlackApiError as exc:
+            log.info("cannot read thread %s in %s: %s", thread_ts, channel, exc.response.get("error"))
+            return False
+        for m in resp.get("messages") or []:
+            if m.get("user") == me.user_id or (me.bot_id and m.get("bot_id") == me.bot_id) \
+                    or mentions(str(m.get("text") or ""), me.user_id):
+                self._remember_thread(channel, thread_ts)
+                return True
+        return False
+
+    # --- outbound: notify, schedules ----------------------------------------------------------------------
+    async def send(self, message: OutboundMessage) -> str:
+        stamps = await self.poster.post(message.channel, message.text, message.thread)
+        return f"slack:{message.channel}:{stamps[0]}"
+
+    async def post(self, channel: str, text: str) -> str:
+        """Post to `#name` (resolved with conversations.list) or a channel ID; returns `slack:<id>:<ts>`."""
+        channel_id = channel
+        try:
+            if channel.startswith("#"):
+                found = await self.directory.id_for(channel)
+                if found is None:
+                    raise ToolFailed(f"there is no Slack channel {channel} that the bot can see "
+                                     "(check the name; for a private channel, invite the bot)")
+                channel_id = found
+            stamps = await self.poster.post(channel_id, text)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error"))
+            hint = POST_HINTS.get(error, "")
+            raise ToolFailed(f"Slack refused the post to {channel}: {error}{hint}") from None
+        return f"slack:{channel_id}:{stamps[0]}"

@@ -1,0 +1,66 @@
+"""Writing to Slack: answers as mrkdwn split under the message limit (or a file when very long), and the
+progress reactions on the message being answered. 429s are retried by the SDK (RateLimitErrorRetryHandler)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.chat.formatting import split_message
+from bot.chat.mrkdwn import to_mrkdwn
+
+log = logging.getLogger(__name__)
+
+WORKING, DONE, FAILED = "eyes", "white_check_mark", "x"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLimits:
+    message_chars: int = 3900
+    file_threshold_chars: int = 12_000
+
+
+class SlackPoster:
+    def __init__(self, client: AsyncWebClient, limits: OutputLimits) -> None:
+        self.client, self.limits = client, limits
+
+    async def post(self, channel: str, markdown: str, thread_ts: str | None = None) -> list[str]:
+        """Post Markdown as mrkdwn; returns the ts of every message posted (the first is the reference)."""
+        if len(markdown) > self.limits.file_threshold_chars:
+            return await self._post_as_file(channel, markdown, thread_ts)
+        stamps: list[str] = []
+        for chunk in split_message(to_mrkdwn(markdown) or " ", self.limits.message_chars):
+            resp = await self.client.chat_postMessage(channel=channel, text=chunk, thread_ts=thread_ts,
+                                                      unfurl_links=False, unfurl_media=False)
+            stamps.append(str(resp["ts"]))
+            channel = str(resp.get("channel") or channel)
+        return stamps
+
+    async def _post_as_file(self, channel: str, markdown: str, thread_ts: str | None) -> list[str]:
+        """A very long answer: its beginning as a message, all of it as `answer.md` in the same place."""
+        head = split_message(to_mrkdwn(markdown), min(self.limits.message_chars, 2900))[0]
+        note = f"{head}\n\n_(the answer is {len(markdown):,} characters long; the full text is in answer.md)_"
+        resp = await self.client.chat_postMessage(channel=channel, text=note, thread_ts=thread_ts,
+                                                  unfurl_links=False, unfurl_media=False)
+        channel_id = str(resp.get("channel") or channel)
+        await self.client.files_upload_v2(channel=channel_id, thread_ts=thread_ts, content=markdown.encode(),
+                                          filename="answer.md", title="Full answer")
+        return [str(resp["ts"])]
+
+    # --- progress ------------------------------------------------------------------------------------
+    async def react(self, channel: str, ts: str, name: str, remove: bool = False) -> None:
+        """Best effort: a reaction that cannot be set must not fail the turn."""
+        try:
+            if remove:
+                await self.client.reactions_remove(channel=channel, timestamp=ts, name=name)
+            else:
+                await self.client.reactions_add(channel=channel, timestamp=ts, name=name)
+        except SlackApiError as exc:
+            log.info("reaction %s on %s/%s: %s", name, channel, ts, exc.response.get("error"))
+
+    async def finish(self, channel: str, ts: str, ok: bool) -> None:
+        await self.react(channel, ts, WORKING, remove=True)
+        await self.react(channel, ts, DONE if ok else FAILED)

@@ -1,0 +1,291 @@
+"""A fake Slack on 127.0.0.1: the Web API methods yokebot uses, the files.uploadV2 upload URL, and a Socket
+Mode websocket that pushes envelopes and records acks. The real slack_sdk / slack_bolt talk to it.
+
+Every Web API call is recorded in `calls` as `Call(method, params)`; `fail(method, ...)` scripts failures
+(a 429 with Retry-After, or `{"ok": false, "error": ...}`)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from tests.fakes.loopback import LoopbackServer
+
+BOT_USER = "UBOT"
+BOT_ID = "BBOT"
+TEAM = "T0001"
+
+
+@dataclass
+class Call:
+    method: str
+    params: dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.params[key]
+
+
+@dataclass
+class Failure:
+    status: int = 200
+    error: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def event_callback(event: dict[str, Any], event_id: str | None = None) -> dict[str, Any]:
+    """Wrap an event as Slack's Events API does."""
+    return {
+        "token": "legacy-verification-token",
+        "team_id": TEAM,
+        "api_app_id": "A0001",
+        "type": "event_callback",
+        "event": event,
+        "event_id": event_id or f"Ev{uuid.uuid4().hex[:10].upper()}",
+        "event_time": int(time.time()),
+        "event_context": "ctx",
+        "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}],
+    }
+
+
+def sign(secret: str, body: str, timestamp: int | None = None) -> dict[str, str]:
+    """Headers Slack sends with an HTTP event: `v0=HMAC_SHA256(secret, "v0:{ts}:{body}")`."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    digest = hmac.new(secret.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256).hexdigest()
+    return {
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": f"v0={digest}",
+        "Content-Type": "application/json",
+    }
+
+
+class FakeSlack:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.failures: dict[str, deque[Failure]] = {}
+        self.channels: dict[str, str] = {"C_OPS_ALERTS": "ops-alerts", "C_GENERAL": "general"}
+        self.messages: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (channel, thread ts) -> messages
+        self.uploads: dict[str, bytes] = {}
+        self.acks: list[str] = []
+        self.connections = 0
+        self._ts = itertools.count(1)
+        self._lock = threading.Lock()
+        self._sockets: list[web.WebSocketResponse] = []
+        app = web.Application(client_max_size=32 * 1024 * 1024)
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/link", self._link)
+        self.server = LoopbackServer(app)
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+    def start(self) -> FakeSlack:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.call(self._close_sockets())
+        self.server.stop()
+
+    async def _close_sockets(self) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.server.url}/api/"
+
+    # --- scripting and inspection -----------------------------------------------------------------------
+    def fail(
+        self,
+        method: str,
+        status: int = 200,
+        error: str | None = None,
+        retry_after: int | None = None,
+        times: int = 1,
+    ) -> None:
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        with self._lock:
+            queue = self.failures.setdefault(method, deque())
+            queue.extend(Failure(status, error, headers) for _ in range(times))
+
+    def calls_to(self, method: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.method == method]
+
+    def posts(self, channel: str | None = None, thread_ts: str | None = None) -> list[Call]:
+        return [
+            c
+            for c in self.calls_to("chat.postMessage")
+            if (channel is None or c["channel"] == channel)
+            and (thread_ts is None or c.params.get("thread_ts") == thread_ts)
+        ]
+
+    def reactions(self, ts: str) -> list[tuple[str, str]]:
+        """[(method, emoji name)] in order for the message `ts`."""
+        return [
+            (c.method, c["name"])
+            for c in self.calls
+            if c.method.startswith("reactions.") and c.params.get("timestamp") == ts
+        ]
+
+    def add_thread_message(self, channel: str, thread_ts: str, message: dict[str, Any]) -> None:
+        with self._lock:
+            self.messages.setdefault((channel, thread_ts), []).append(message)
+
+    def next_ts(self) -> str:
+        n = next(self._ts)
+        return f"{1_700_000_000 + n}.{n:06d}"
+
+    # --- socket mode ------------------------------------------------------------------------------------
+    def push(self, payload: dict[str, Any], retry_attempt: int = 0, retry_reason: str = "") -> str:
+        """Send an events_api envelope over every open Socket Mode connection; returns its envelope_id."""
+        envelope_id = uuid.uuid4().hex
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "events_api",
+            "payload": payload,
+            "accepts_response_payload": False,
+            "retry_attempt": retry_attempt,
+            "retry_reason": retry_reason,
+        }
+        self.server.call(self._send_all(json.dumps(envelope)))
+        return envelope_id
+
+    async def _send_all(self, text: str) -> None:
+        if not self._sockets:
+            raise RuntimeError("no Socket Mode client is connected")
+        for ws in self._sockets:
+            await ws.send_str(text)
+
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        await ws.send_str(
+            json.dumps({"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A0001"}})
+        )
+        self._sockets.append(ws)
+        self.connections += 1
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    data = json.loads(msg.data)
+                    if "envelope_id" in data:
+                        with self._lock:
+                            self.acks.append(data["envelope_id"])
+        finally:
+            self._sockets.remove(ws)
+        return ws
+
+    # --- Web API ------------------------------------------------------------------------------------------
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        params: dict[str, Any] = dict(request.query)
+        if request.can_read_body:
+            if request.content_type == "application/json":
+                params.update(await request.json())
+            else:
+                params.update(dict(await request.post()))
+        return params
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await self._params(request)
+        params["_auth"] = request.headers.get("Authorization", "")
+        with self._lock:
+            self.calls.append(Call(method, params))
+            queue = self.failures.get(method)
+            failure = queue.popleft() if queue else None
+        if failure is not None:
+            if failure.status != 200:
+                return web.json_response(
+                    {"ok": False, "error": "ratelimited"}, status=failure.status, headers=failure.headers
+                )
+            return web.json_response({"ok": False, "error": failure.error})
+        handler = getattr(self, "_" + method.replace(".", "_"), None)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
+        return web.json_response({"ok": True, **handler(params)})
+
+    def _auth_test(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://fake.slack/",
+            "team": "Fake",
+            "user": "yokebot",
+            "team_id": TEAM,
+            "user_id": BOT_USER,
+            "bot_id": BOT_ID,
+        }
+
+    def _apps_connections_open(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"url": f"ws://127.0.0.1:{self.server.port}/link"}
+
+    def _channel_id(self, channel: str) -> str:
+        if channel.startswith("#"):
+            by_name = {name: cid for cid, name in self.channels.items()}
+            return by_name.get(channel[1:], channel)
+        return channel
+
+    def _chat_postMessage(self, p: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = self._channel_id(p["channel"]), self.next_ts()
+        message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "text": p.get("text", ""), "ts": ts}
+        thread = p.get("thread_ts")
+        if thread:
+            message["thread_ts"] = thread
+            self.add_thread_message(channel, thread, message)
+        return {"channel": channel, "ts": ts, "message": message}
+
+    def _chat_update(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"channel": p["channel"], "ts": p["ts"], "text": p.get("text", "")}
+
+    def _reactions_add(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _reactions_remove(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _conversations_replies(self, p: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            msgs = list(self.messages.get((p["channel"], p["ts"]), []))
+        return {"messages": msgs, "has_more": False}
+
+    def _conversations_list(self, p: dict[str, Any]) -> dict[str, Any]:
+        chans = [
+            {"id": cid, "name": name, "is_channel": True, "is_archived": False}
+            for cid, name in self.channels.items()
+        ]
+        return {"channels": chans, "response_metadata": {"next_cursor": ""}}
+
+    def _files_getUploadURLExternal(self, p: dict[str, Any]) -> dict[str, Any]:
+        file_id = f"F{uuid.uuid4().hex[:8].upper()}"
+        return {"upload_url": f"{self.server.url}/upload/{file_id}", "file_id": file_id}
+
+    def _files_completeUploadExternal(self, p: dict[str, Any]) -> dict[str, Any]:
+        files = json.loads(p["files"]) if isinstance(p.get("files"), str) else p.get("files", [])
+        return {"files": [{"id": f["id"], "title": f.get("title")} for f in files]}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        data = await request.read()
+        with self._lock:
+            self.uploads[request.match_info["file_id"]] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+
+async def eventually(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll `predicate()` until it is truthy (the fake runs in another thread)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)

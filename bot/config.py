@@ -48,6 +48,11 @@ class Settings(BaseSettings):
     discord_api_url: str | None = Field(default=None, validation_alias=_env("DISCORD_API_URL"))
     discord_gateway_url: str | None = Field(default=None, validation_alias=_env("DISCORD_GATEWAY_URL"))
 
+    # scheduling (docs/scheduling.md)
+    scheduler_enabled: bool = True
+    schedule_misfire_grace_seconds: float = 900.0
+    schedule_poll_seconds: float = 5.0
+
     def require_model_endpoint(self) -> None:
         if self.openai_api_key is None and not self.openai_base_url:
             raise ConfigError(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from bot.app import build_app
+from bot.app import App, build_app
 from bot.config import Settings
 
 log = logging.getLogger(__name__)
@@ -16,6 +17,22 @@ log = logging.getLogger(__name__)
 
 async def healthz(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
+
+
+async def start_scheduling(bot: App) -> Callable[[], Awaitable[None]]:
+    """Start the scheduler (leader election, profile and runtime schedules); returns its stop function."""
+    if not bot.settings.scheduler_enabled:
+        log.info("scheduler disabled (YOKEBOT_SCHEDULER_ENABLED=false)")
+        return _nothing
+    from bot.scheduling.setup import build_scheduler
+
+    scheduler = await build_scheduler(bot)
+    await scheduler.start()
+    return scheduler.stop
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -30,10 +47,12 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    stop_scheduling = await start_scheduling(bot)
     log.info("yokebot is running: http on :%s, agents %s", settings.http_port, ", ".join(bot.profiles))
     try:
         await stop.wait()
     finally:
         log.info("stopping")
+        await stop_scheduling()
         await runner.cleanup()
         await bot.close()

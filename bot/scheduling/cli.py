@@ -165,14 +165,14 @@ def schedule_run(name: NameArg) -> None:
             await bot.close()
 
     schedule, outcome = cli.run_async(main)
-    cli.out.print(outcome.text, markup=False, highlight=False)
+    cli.out.print(outcome.text, markup=False, highlight=False, soft_wrap=True)
     if outcome.posted_ref == LOG_REF or outcome.posted_ref is None:
         where = "not posted: no post_to" if schedule.post_to is None else (
             f"not posted to {schedule.post_to}: its platform is not configured in this process")
     else:
         where = f"posted to {schedule.post_to} ({outcome.posted_ref})"
     cli.err.print(f"[dim]{schedule.name}: {outcome.status} · {where} · session {outcome.session_id}[/dim]",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     if outcome.status != "ok":
         raise typer.Exit(1)
 

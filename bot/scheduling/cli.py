@@ -11,8 +11,12 @@ import typer
 
 schedule_app = typer.Typer(help="Scheduled agents: list, add, pause, run now, history.", no_args_is_help=True)
 
-NameArg = Annotated[str, typer.Argument(help="Schedule name (agent/name for profile schedules; the short name "
-                                              "works when it is unique).")]
+NameArg = Annotated[
+    str,
+    typer.Argument(
+        help="Schedule name (agent/name for profile schedules; the short name works when it is unique)."
+    ),
+]
 
 
 def _cli() -> Any:
@@ -54,20 +58,29 @@ def schedule_list() -> None:
     from bot.scheduling.model import build_trigger, next_fire, utcnow
 
     async def main() -> tuple[list[Any], dict[str, Any]]:
-        async with _opened() as (store, profiles):
+        async with _opened() as (store, _):
             return await store.all(), await store.last_runs()
 
     schedules, last = _cli().run_async(main)
     if not schedules:
-        _cli().out.print("No schedules. Declare them in a profile (schedules:) or use `yokebot schedule add`.")
+        _cli().out.print(
+            "No schedules. Declare them in a profile (schedules:) or use `yokebot schedule add`."
+        )
         return
     table = Table("schedule", "agent", "when", "post to", "state", "next run", "last run")
     for s in schedules:
         upcoming = next_fire(build_trigger(s), utcnow()) if s.active else None
         run = last.get(s.name)
         last_text = f"{run.status} ({_when_local(run.planned_at, s.timezone)})" if run else "-"
-        table.add_row(s.name, s.agent, s.when, s.post_to or "(log)", s.state, _when_local(upcoming, s.timezone),
-                      last_text)
+        table.add_row(
+            s.name,
+            s.agent,
+            s.when,
+            s.post_to or "(log)",
+            s.state,
+            _when_local(upcoming, s.timezone),
+            last_text,
+        )
     _cli().out.print(table)
 
 
@@ -78,10 +91,18 @@ def schedule_add(
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="What the agent is asked each time.")],
     cron: Annotated[str | None, typer.Option("--cron", help="Crontab: 'min hour day month weekday'.")] = None,
     every: Annotated[str | None, typer.Option("--every", help="An interval: 30s, 15m, 1h30m, 1d.")] = None,
-    timezone: Annotated[str | None, typer.Option("--timezone", help="For cron (default: the agent's).")] = None,
-    post_to: Annotated[str | None, typer.Option("--post-to", help="Where the report goes, like slack:#ops.")] = None,
-    session: Annotated[Literal["per_run", "rolling"], typer.Option(
-        "--session", help="per_run: a fresh session each run; rolling: one session that remembers.")] = "per_run",
+    timezone: Annotated[
+        str | None, typer.Option("--timezone", help="For cron (default: the agent's).")
+    ] = None,
+    post_to: Annotated[
+        str | None, typer.Option("--post-to", help="Where the report goes, like slack:#ops.")
+    ] = None,
+    session: Annotated[
+        Literal["per_run", "rolling"],
+        typer.Option(
+            "--session", help="per_run: a fresh session each run; rolling: one session that remembers."
+        ),
+    ] = "per_run",
 ) -> None:
     """Add a schedule at run time (kept in the database; a running `yokebot run` picks it up)."""
     from pydantic import ValidationError
@@ -90,8 +111,15 @@ def schedule_add(
     from bot.scheduling.model import Schedule, ScheduleError
 
     try:
-        spec = ScheduleSpec(name=name, cron=cron, every=every, timezone=timezone, prompt=prompt, post_to=post_to,
-                            session=session)
+        spec = ScheduleSpec(
+            name=name,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            prompt=prompt,
+            post_to=post_to,
+            session=session,
+        )
     except ValidationError as exc:
         problem = exc.errors()[0]
         _cli().err.print(f"[red]error:[/red] {problem['msg'].removeprefix('Value error, ')}", highlight=False)
@@ -103,10 +131,19 @@ def schedule_add(
             if profile is None:
                 known = ", ".join(sorted(profiles)) or "none"
                 raise ScheduleError(f"There is no agent {agent!r} (known agents: {known}).")
-            return await store.add(Schedule(
-                name=spec.name, agent=agent, source="runtime", prompt=spec.prompt, cron=spec.cron,
-                every=spec.every, timezone=spec.timezone or profile.timezone, post_to=spec.post_to,
-                session=spec.session))
+            return await store.add(
+                Schedule(
+                    name=spec.name,
+                    agent=agent,
+                    source="runtime",
+                    prompt=spec.prompt,
+                    cron=spec.cron,
+                    every=spec.every,
+                    timezone=spec.timezone or profile.timezone,
+                    post_to=spec.post_to,
+                    session=spec.session,
+                )
+            )
 
     added = _cli().run_async(main)
     _cli().out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")
@@ -114,7 +151,7 @@ def schedule_add(
 
 def _simple(action: str, name: str) -> None:
     async def main() -> Any:
-        async with _opened() as (store, profiles):
+        async with _opened() as (store, _profiles):
             if action == "remove":
                 await store.remove(name)
                 return name
@@ -167,12 +204,18 @@ def schedule_run(name: NameArg) -> None:
     schedule, outcome = cli.run_async(main)
     cli.out.print(outcome.text, markup=False, highlight=False, soft_wrap=True)
     if outcome.posted_ref == LOG_REF or outcome.posted_ref is None:
-        where = "not posted: no post_to" if schedule.post_to is None else (
-            f"not posted to {schedule.post_to}: its platform is not configured in this process")
+        where = (
+            "not posted: no post_to"
+            if schedule.post_to is None
+            else (f"not posted to {schedule.post_to}: its platform is not configured in this process")
+        )
     else:
         where = f"posted to {schedule.post_to} ({outcome.posted_ref})"
-    cli.err.print(f"[dim]{schedule.name}: {outcome.status} · {where} · session {outcome.session_id}[/dim]",
-                  highlight=False, soft_wrap=True)
+    cli.err.print(
+        f"[dim]{schedule.name}: {outcome.status} · {where} · session {outcome.session_id}[/dim]",
+        highlight=False,
+        soft_wrap=True,
+    )
     if outcome.status != "ok":
         raise typer.Exit(1)
 
@@ -187,7 +230,7 @@ def schedule_history(
     from rich.table import Table
 
     async def main() -> Any:
-        async with _opened() as (store, profiles):
+        async with _opened() as (store, _profiles):
             schedule = await store.resolve(name)
             return schedule, await store.history(schedule.name, limit)
 
@@ -200,10 +243,21 @@ def schedule_history(
         return
     table = Table("planned", "kind", "status", "took", "posted", "session", "error")
     for r in runs:
-        took = f"{(r.finished_at - r.started_at).total_seconds():.1f}s" if r.finished_at and r.started_at else "-"
+        took = (
+            f"{(r.finished_at - r.started_at).total_seconds():.1f}s"
+            if r.finished_at and r.started_at
+            else "-"
+        )
         error = (r.error or "")[:80]
-        table.add_row(_when_local(r.planned_at, schedule.timezone), r.kind, r.status, took, r.posted_ref or "-",
-                      r.session_id or "-", error)
+        table.add_row(
+            _when_local(r.planned_at, schedule.timezone),
+            r.kind,
+            r.status,
+            took,
+            r.posted_ref or "-",
+            r.session_id or "-",
+            error,
+        )
     _cli().out.print(table)
 
 
@@ -211,6 +265,16 @@ def _run_json(r: Any) -> dict[str, Any]:
     def iso(v: Any) -> str | None:
         return v.isoformat() if v else None
 
-    return {"schedule": r.schedule, "agent": r.agent, "planned_at": iso(r.planned_at), "kind": r.kind,
-            "status": r.status, "started_at": iso(r.started_at), "finished_at": iso(r.finished_at),
-            "session_id": r.session_id, "posted_ref": r.posted_ref, "error": r.error, "runner": r.runner}
+    return {
+        "schedule": r.schedule,
+        "agent": r.agent,
+        "planned_at": iso(r.planned_at),
+        "kind": r.kind,
+        "status": r.status,
+        "started_at": iso(r.started_at),
+        "finished_at": iso(r.finished_at),
+        "session_id": r.session_id,
+        "posted_ref": r.posted_ref,
+        "error": r.error,
+        "runner": r.runner,
+    }

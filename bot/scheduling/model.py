@@ -52,8 +52,16 @@ class Schedule:
     @property
     def spec(self) -> tuple[object, ...]:
         """What the scheduler acts on; a change here re-creates the job."""
-        return (self.agent, self.cron, self.every, self.timezone, self.prompt, self.post_to, self.session,
-                self.enabled)
+        return (
+            self.agent,
+            self.cron,
+            self.every,
+            self.timezone,
+            self.prompt,
+            self.post_to,
+            self.session,
+            self.enabled,
+        )
 
     @property
     def when(self) -> str:
@@ -70,9 +78,18 @@ class Schedule:
 
     @classmethod
     def from_profile(cls, profile: AgentProfile, spec: ScheduleSpec) -> Schedule:
-        return cls(name=f"{profile.name}/{spec.name}", agent=profile.name, source="profile", prompt=spec.prompt,
-                   cron=spec.cron, every=spec.every, timezone=spec.timezone or profile.timezone,
-                   post_to=spec.post_to, session=spec.session, enabled=spec.enabled)
+        return cls(
+            name=f"{profile.name}/{spec.name}",
+            agent=profile.name,
+            source="profile",
+            prompt=spec.prompt,
+            cron=spec.cron,
+            every=spec.every,
+            timezone=spec.timezone or profile.timezone,
+            post_to=spec.post_to,
+            session=spec.session,
+            enabled=spec.enabled,
+        )
 
 
 def build_trigger(schedule: Schedule) -> BaseTrigger:
@@ -91,7 +108,9 @@ def next_fire(trigger: BaseTrigger, after: datetime) -> datetime | None:
     return as_utc(found) if found is not None else None
 
 
-def fire_times(trigger: BaseTrigger, after: datetime, until: datetime, limit: int) -> tuple[list[datetime], bool]:
+def fire_times(
+    trigger: BaseTrigger, after: datetime, until: datetime, limit: int
+) -> tuple[list[datetime], bool]:
     """Planned times in (after, until], at most `limit`; the flag says whether more were left out."""
     times: list[datetime] = []
     at = next_fire(trigger, after)

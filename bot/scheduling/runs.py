@@ -37,13 +37,23 @@ class RunOutcome:
 def failure_notice(schedule: Schedule, error: str) -> str:
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"
     first = first if len(first) <= 200 else first[:199] + "…"
-    return (f"Scheduled report {schedule.name} failed: {first}\n"
-            f"(details: `yokebot schedule history {schedule.name}`)")
+    return (
+        f"Scheduled report {schedule.name} failed: {first}\n"
+        f"(details: `yokebot schedule history {schedule.name}`)"
+    )
 
 
 class ScheduleRunner:
-    def __init__(self, store: ScheduleStore, service: AgentService, sessions: SessionStore,
-                 notifier: AdapterNotifier, *, grace_seconds: float, runner: str | None = None) -> None:
+    def __init__(
+        self,
+        store: ScheduleStore,
+        service: AgentService,
+        sessions: SessionStore,
+        notifier: AdapterNotifier,
+        *,
+        grace_seconds: float,
+        runner: str | None = None,
+    ) -> None:
         self.store, self.service, self.sessions, self.notifier = store, service, sessions, notifier
         self.grace_seconds = grace_seconds
         self.runner = runner or runner_id()
@@ -56,8 +66,10 @@ class ScheduleRunner:
             return None
         late = (utcnow() - as_utc(planned_at)).total_seconds()
         if late > self.grace_seconds:
-            reason = (f"the scheduler reached it {late:.0f}s after its planned time, past the "
-                      f"{self.grace_seconds:.0f}s grace time")
+            reason = (
+                f"the scheduler reached it {late:.0f}s after its planned time, past the "
+                f"{self.grace_seconds:.0f}s grace time"
+            )
             await self.store.record_missed(schedule, planned_at, reason, self.runner)
             log.warning("schedule %s at %s missed: %s", name, planned_at.isoformat(), reason)
             return None
@@ -66,8 +78,11 @@ class ScheduleRunner:
     async def run(self, schedule: Schedule, planned_at: datetime, kind: str) -> RunOutcome | None:
         run_id = await self.store.claim(schedule, planned_at, kind, self.runner)
         if run_id is None:
-            log.info("schedule %s at %s has already run (another process?); skipping", schedule.name,
-                     planned_at.isoformat())
+            log.info(
+                "schedule %s at %s has already run (another process?); skipping",
+                schedule.name,
+                planned_at.isoformat(),
+            )
             return None
         log.info("running schedule %s (%s, planned %s)", schedule.name, kind, planned_at.isoformat())
         thread = "rolling" if schedule.session == "rolling" else as_utc(planned_at).isoformat()
@@ -75,20 +90,35 @@ class ScheduleRunner:
         try:
             session = await self.sessions.session_for("schedule", schedule.name, thread, schedule.agent)
             session_id = session.id
-            result = await self.service.handle(TurnRequest(
-                platform="schedule", channel=schedule.name, thread=thread, text=schedule.prompt,
-                agent=schedule.agent, trigger="schedule", user=f"schedule:{schedule.name}", session_id=session_id))
+            result = await self.service.handle(
+                TurnRequest(
+                    platform="schedule",
+                    channel=schedule.name,
+                    thread=thread,
+                    text=schedule.prompt,
+                    agent=schedule.agent,
+                    trigger="schedule",
+                    user=f"schedule:{schedule.name}",
+                    session_id=session_id,
+                )
+            )
         except asyncio.CancelledError:
-            await self.store.finish(run_id, "failed", session_id=session_id, error="yokebot stopped during this run")
+            await self.store.finish(
+                run_id, "failed", session_id=session_id, error="yokebot stopped during this run"
+            )
             raise
         except Exception as exc:
             log.exception("schedule %s failed", schedule.name)
             return await self._failed(run_id, schedule, session_id, f"{type(exc).__name__}: {exc}")
         if result.error:
             return await self._failed(run_id, schedule, session_id, result.error)
-        return await self._succeeded(run_id, schedule, session_id, result.answer or "(the agent gave no answer)")
+        return await self._succeeded(
+            run_id, schedule, session_id, result.answer or "(the agent gave no answer)"
+        )
 
-    async def _succeeded(self, run_id: int, schedule: Schedule, session_id: str | None, text: str) -> RunOutcome:
+    async def _succeeded(
+        self, run_id: int, schedule: Schedule, session_id: str | None, text: str
+    ) -> RunOutcome:
         try:
             ref = await self.post(schedule, text)
         except Exception as exc:
@@ -99,14 +129,20 @@ class ScheduleRunner:
         await self.store.finish(run_id, "ok", session_id=session_id, posted_ref=ref)
         return RunOutcome(run_id, "ok", text, session_id, ref)
 
-    async def _failed(self, run_id: int, schedule: Schedule, session_id: str | None, error: str) -> RunOutcome:
+    async def _failed(
+        self, run_id: int, schedule: Schedule, session_id: str | None, error: str
+    ) -> RunOutcome:
         notice = failure_notice(schedule, error)
         ref: str | None = None
         try:
             ref = await self.post(schedule, notice)
         except Exception as exc:  # the error row below is what matters; the notice is best effort
-            log.error("schedule %s: could not post the failure notice to %s: %s", schedule.name, schedule.post_to,
-                      exc)
+            log.error(
+                "schedule %s: could not post the failure notice to %s: %s",
+                schedule.name,
+                schedule.post_to,
+                exc,
+            )
         await self.store.finish(run_id, "failed", session_id=session_id, posted_ref=ref, error=error)
         return RunOutcome(run_id, "failed", notice, session_id, ref, error)
 

@@ -57,8 +57,15 @@ class PlannedTimeExecutor(AsyncIOExecutor):
 
 
 class SchedulerService:
-    def __init__(self, store: ScheduleStore, runner: ScheduleRunner, lock: LeaderLock, *,
-                 poll_seconds: float, grace_seconds: float) -> None:
+    def __init__(
+        self,
+        store: ScheduleStore,
+        runner: ScheduleRunner,
+        lock: LeaderLock,
+        *,
+        poll_seconds: float,
+        grace_seconds: float,
+    ) -> None:
         self.store, self.runner, self.lock = store, runner, lock
         self.poll_seconds, self.grace_seconds = poll_seconds, grace_seconds
         self.key = jobs.register(runner)
@@ -107,11 +114,15 @@ class SchedulerService:
         log.info("scheduler: this process (%s) is the leader", self.runner.runner)
         abandoned = await self.store.abandon_running(
             "the scheduler process running it stopped before it finished; not retried (its report may or may "
-            "not have been posted)")
+            "not have been posted)"
+        )
         if abandoned:
-            log.warning("scheduler: marked %d unfinished run(s) of a previous scheduler as abandoned", abandoned)
+            log.warning(
+                "scheduler: marked %d unfinished run(s) of a previous scheduler as abandoned", abandoned
+            )
         scheduler = AsyncIOScheduler(
-            executors={"default": PlannedTimeExecutor(self._spawn)}, timezone="UTC",
+            executors={"default": PlannedTimeExecutor(self._spawn)},
+            timezone="UTC",
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         scheduler.add_listener(self._on_skipped, EVENT_JOB_MAX_INSTANCES)
@@ -163,11 +174,22 @@ class SchedulerService:
         now = utcnow()
         await self._catch_up(schedule, trigger, now)
         first = next_fire(trigger, now)
-        self._scheduler.add_job(jobs.FIRE, trigger=trigger, args=[self.key, schedule.name], id=schedule.name,
-                                name=schedule.name, next_run_time=first, replace_existing=True)
+        self._scheduler.add_job(
+            jobs.FIRE,
+            trigger=trigger,
+            args=[self.key, schedule.name],
+            id=schedule.name,
+            name=schedule.name,
+            next_run_time=first,
+            replace_existing=True,
+        )
         self.scheduled[schedule.name] = schedule
-        log.info("scheduler: %s scheduled (%s), next run %s", schedule.name, schedule.when,
-                 first.isoformat() if first else "never")
+        log.info(
+            "scheduler: %s scheduled (%s), next run %s",
+            schedule.name,
+            schedule.when,
+            first.isoformat() if first else "never",
+        )
 
     async def _catch_up(self, schedule: Schedule, trigger: BaseTrigger, now: datetime) -> None:
         """Planned times passed while no scheduler ran: the latest within grace runs once, the others
@@ -180,27 +202,37 @@ class SchedulerService:
         missed, more = fire_times(trigger, since, now, MAX_MISSED_ROWS)
         missed = [t for t in missed if t != catch]
         for i, planned in enumerate(missed):
-            reason = ("no scheduler was running at its planned time"
-                      + (f"; one catch-up run at {catch.isoformat()} stood in for it" if catch else
-                         f"; past the {self.grace_seconds:.0f}s grace time, so not caught up"))
+            reason = "no scheduler was running at its planned time" + (
+                f"; one catch-up run at {catch.isoformat()} stood in for it"
+                if catch
+                else f"; past the {self.grace_seconds:.0f}s grace time, so not caught up"
+            )
             if more and i == len(missed) - 1:
-                reason += f" (later planned runs until {now.isoformat()} were missed too, not listed one by one)"
+                reason += (
+                    f" (later planned runs until {now.isoformat()} were missed too, not listed one by one)"
+                )
             await self.store.record_missed(schedule, planned, reason, self.runner.runner)
         if missed:
-            log.warning("scheduler: %s missed %d%s planned run(s) while no scheduler was running",
-                        schedule.name, len(missed), "+" if more else "")
+            log.warning(
+                "scheduler: %s missed %d%s planned run(s) while no scheduler was running",
+                schedule.name,
+                len(missed),
+                "+" if more else "",
+            )
         if catch is not None:
             log.info("scheduler: %s catches up the run planned at %s", schedule.name, catch.isoformat())
             self._spawn(self.runner.run(schedule, catch, kind="catch_up"))
 
     def _on_skipped(self, event: JobSubmissionEvent) -> None:
         """A planned time came while the previous run was still going: recorded, not silently dropped."""
+
         async def record() -> None:
             schedule = await self.store.get(event.job_id)
             if schedule is None:
                 return
             for planned in event.scheduled_run_times:
-                await self.store.record_missed(schedule, planned, "the previous run was still going",
-                                               self.runner.runner)
+                await self.store.record_missed(
+                    schedule, planned, "the previous run was still going", self.runner.runner
+                )
 
         self._spawn(record())

@@ -29,13 +29,18 @@ async def synced_store(app: App) -> tuple[ScheduleStore, SyncReport]:
 
 
 def schedule_runner(app: App, store: ScheduleStore) -> ScheduleRunner:
-    return ScheduleRunner(store, app.service, app.store, app.notifier,
-                          grace_seconds=app.settings.schedule_misfire_grace_seconds)
+    return ScheduleRunner(
+        store, app.service, app.store, app.notifier, grace_seconds=app.settings.schedule_misfire_grace_seconds
+    )
 
 
 async def build_scheduler(app: App, lock: LeaderLock | None = None) -> SchedulerService:
     store, _ = await synced_store(app)
     settings = app.settings
-    return SchedulerService(store, schedule_runner(app, store), lock or leader_lock(settings.database_url),
-                            poll_seconds=settings.schedule_poll_seconds,
-                            grace_seconds=settings.schedule_misfire_grace_seconds)
+    return SchedulerService(
+        store,
+        schedule_runner(app, store),
+        lock or leader_lock(settings.database_url),
+        poll_seconds=settings.schedule_poll_seconds,
+        grace_seconds=settings.schedule_misfire_grace_seconds,
+    )

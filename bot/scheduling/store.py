@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Table, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.scheduling.model import Schedule, ScheduleError, as_utc, utcnow
 from bot.store.models import ScheduleRow, ScheduleRunRow
 
-SCHED = ScheduleRow.__table__
-RUNS = ScheduleRunRow.__table__
+SCHED = cast(Table, ScheduleRow.__table__)
+RUNS = cast(Table, ScheduleRunRow.__table__)
 _FIELDS = [f.name for f in fields(Schedule)]
 
 
@@ -56,10 +56,20 @@ def _maybe_utc(value: datetime | None) -> datetime | None:
 
 
 def _run(row: Any) -> RunRecord:
-    return RunRecord(id=row.id, schedule=row.schedule, agent=row.agent, planned_at=as_utc(row.planned_at),
-                     kind=row.kind, status=row.status, started_at=_maybe_utc(row.started_at),
-                     finished_at=_maybe_utc(row.finished_at), session_id=row.session_id,
-                     posted_ref=row.posted_ref, error=row.error, runner=row.runner)
+    return RunRecord(
+        id=row.id,
+        schedule=row.schedule,
+        agent=row.agent,
+        planned_at=as_utc(row.planned_at),
+        kind=row.kind,
+        status=row.status,
+        started_at=_maybe_utc(row.started_at),
+        finished_at=_maybe_utc(row.finished_at),
+        session_id=row.session_id,
+        posted_ref=row.posted_ref,
+        error=row.error,
+        runner=row.runner,
+    )
 
 
 def _row_values(schedule: Schedule) -> dict[str, Any]:
@@ -94,7 +104,9 @@ class ScheduleStore:
             options = ", ".join(s.name for s in matches)
             raise ScheduleError(f"{name!r} names more than one schedule ({options}); use the full name.")
         known = ", ".join(s.name for s in every) or "none yet"
-        raise ScheduleError(f"There is no schedule {name!r} (known: {known}); `yokebot schedule list` shows them.")
+        raise ScheduleError(
+            f"There is no schedule {name!r} (known: {known}); `yokebot schedule list` shows them."
+        )
 
     async def add(self, schedule: Schedule) -> Schedule:
         schedule = schedule.stamped(utcnow())
@@ -102,15 +114,18 @@ class ScheduleStore:
             async with self.engine.begin() as conn:
                 await conn.execute(insert(SCHED).values(**_row_values(schedule)))
         except IntegrityError:
-            raise ScheduleError(f"A schedule named {schedule.name!r} already exists; remove it first or pick "
-                                "another name.") from None
+            raise ScheduleError(
+                f"A schedule named {schedule.name!r} already exists; remove it first or pick another name."
+            ) from None
         return schedule
 
     async def remove(self, name: str) -> None:
         schedule = await self.resolve(name)
         if schedule.source == "profile":
-            raise ScheduleError(f"{schedule.name} is declared in the {schedule.agent} profile (AGENT.md); delete it "
-                                "there, or pause it with `yokebot schedule pause`.")
+            raise ScheduleError(
+                f"{schedule.name} is declared in the {schedule.agent} profile (AGENT.md); delete it "
+                "there, or pause it with `yokebot schedule pause`."
+            )
         async with self.engine.begin() as conn:
             await conn.execute(delete(SCHED).where(SCHED.c.name == schedule.name))
 
@@ -118,8 +133,9 @@ class ScheduleStore:
         schedule = await self.resolve(name)
         now = utcnow().replace(microsecond=0)
         async with self.engine.begin() as conn:
-            await conn.execute(update(SCHED).where(SCHED.c.name == schedule.name)
-                               .values(paused=paused, updated_at=now))
+            await conn.execute(
+                update(SCHED).where(SCHED.c.name == schedule.name).values(paused=paused, updated_at=now)
+            )
         return replace(schedule, paused=paused, updated_at=now)
 
     async def sync_profiles(self, wanted: list[Schedule]) -> SyncReport:
@@ -133,8 +149,12 @@ class ScheduleStore:
                 await self._insert_or_update(schedule.stamped(utcnow()))
                 added.append(schedule.name)
             elif old.spec != schedule.spec:
-                stamped = replace(schedule, created_at=old.created_at, updated_at=utcnow().replace(microsecond=0),
-                                  paused=old.paused)
+                stamped = replace(
+                    schedule,
+                    created_at=old.created_at,
+                    updated_at=utcnow().replace(microsecond=0),
+                    paused=old.paused,
+                )
                 await self._update(stamped)
                 changed.append(schedule.name)
         if existing:
@@ -160,34 +180,73 @@ class ScheduleStore:
         """Insert the `running` row for (schedule, planned time); None when that run already exists."""
         try:
             async with self.engine.begin() as conn:
-                result = await conn.execute(insert(RUNS).values(
-                    schedule=schedule.name, agent=schedule.agent, planned_at=as_utc(planned_at),
-                    started_at=utcnow(), status="running", kind=kind, runner=runner,
-                ).returning(RUNS.c.id))
+                result = await conn.execute(
+                    insert(RUNS)
+                    .values(
+                        schedule=schedule.name,
+                        agent=schedule.agent,
+                        planned_at=as_utc(planned_at),
+                        started_at=utcnow(),
+                        status="running",
+                        kind=kind,
+                        runner=runner,
+                    )
+                    .returning(RUNS.c.id)
+                )
                 return int(result.scalar_one())
         except IntegrityError:
             return None
 
-    async def finish(self, run_id: int, status: str, *, session_id: str | None = None,
-                     posted_ref: str | None = None, error: str | None = None) -> None:
+    async def finish(
+        self,
+        run_id: int,
+        status: str,
+        *,
+        session_id: str | None = None,
+        posted_ref: str | None = None,
+        error: str | None = None,
+    ) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(
-                status=status, finished_at=utcnow(), session_id=session_id, posted_ref=posted_ref, error=error))
+            await conn.execute(
+                update(RUNS)
+                .where(RUNS.c.id == run_id)
+                .values(
+                    status=status,
+                    finished_at=utcnow(),
+                    session_id=session_id,
+                    posted_ref=posted_ref,
+                    error=error,
+                )
+            )
 
     async def record_missed(self, schedule: Schedule, planned_at: datetime, reason: str, runner: str) -> bool:
         try:
             async with self.engine.begin() as conn:
-                await conn.execute(insert(RUNS).values(
-                    schedule=schedule.name, agent=schedule.agent, planned_at=as_utc(planned_at), status="missed",
-                    kind="scheduled", runner=runner, error=reason, finished_at=utcnow()))
+                await conn.execute(
+                    insert(RUNS).values(
+                        schedule=schedule.name,
+                        agent=schedule.agent,
+                        planned_at=as_utc(planned_at),
+                        status="missed",
+                        kind="scheduled",
+                        runner=runner,
+                        error=reason,
+                        finished_at=utcnow(),
+                    )
+                )
             return True
         except IntegrityError:
             return False
 
     async def last_planned(self, name: str) -> datetime | None:
         async with self.engine.connect() as conn:
-            value = (await conn.execute(select(func.max(RUNS.c.planned_at))
-                                        .where(RUNS.c.schedule == name, RUNS.c.kind != "manual"))).scalar()
+            value = (
+                await conn.execute(
+                    select(func.max(RUNS.c.planned_at)).where(
+                        RUNS.c.schedule == name, RUNS.c.kind != "manual"
+                    )
+                )
+            ).scalar()
         return as_utc(value) if value is not None else None
 
     async def last_runs(self) -> dict[str, RunRecord]:
@@ -198,13 +257,22 @@ class ScheduleStore:
 
     async def history(self, name: str, limit: int = 20) -> list[RunRecord]:
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(select(RUNS).where(RUNS.c.schedule == name)
-                                       .order_by(RUNS.c.planned_at.desc(), RUNS.c.id.desc()).limit(limit))).all()
+            rows = (
+                await conn.execute(
+                    select(RUNS)
+                    .where(RUNS.c.schedule == name)
+                    .order_by(RUNS.c.planned_at.desc(), RUNS.c.id.desc())
+                    .limit(limit)
+                )
+            ).all()
         return [_run(r) for r in rows]
 
     async def abandon_running(self, reason: str) -> int:
         """A new leader's first act: scheduled runs left `running` belong to a scheduler that is gone."""
         async with self.engine.begin() as conn:
-            result = await conn.execute(update(RUNS).where(RUNS.c.status == "running", RUNS.c.kind != "manual")
-                                        .values(status="abandoned", error=reason, finished_at=utcnow()))
+            result = await conn.execute(
+                update(RUNS)
+                .where(RUNS.c.status == "running", RUNS.c.kind != "manual")
+                .values(status="abandoned", error=reason, finished_at=utcnow())
+            )
         return result.rowcount or 0

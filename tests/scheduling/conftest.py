@@ -60,7 +60,9 @@ def answer_every_time(fake: FakeOpenAI, text: str = "All systems normal.") -> No
     fake.handler = lambda body: Step("reply", content=text)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 8.0, what: str = "condition") -> None:
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout: float = 8.0, what: str = "condition"
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if await check():

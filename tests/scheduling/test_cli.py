@@ -1,4 +1,5 @@
-"""`yokebot schedule ...` as users run it: `schedule run` in a real subprocess, the rest via Typer's runner."""
+"""`yokebot schedule ...` as users run it: `schedule run` in a real subprocess, the rest through
+Typer's runner."""
 
 from __future__ import annotations
 
@@ -39,8 +40,14 @@ def cli_env(tmp_path: Path, fake_llm: FakeOpenAI) -> dict[str, str]:
 
 
 def yokebot(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot", *args], env={**os.environ, **env}, cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        env={**os.environ, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def invoke(env: dict[str, str], *args: str):
@@ -66,14 +73,28 @@ def test_schedule_run_runs_it_now_prints_the_report_and_records_it(cli_env, tmp_
     assert history.exit_code == 0, history.output
     runs = json.loads(history.output)
     assert [(r["kind"], r["status"], r["posted_ref"]) for r in runs] == [
-        ("manual", "failed", "log"), ("manual", "ok", "log")]
+        ("manual", "failed", "log"),
+        ("manual", "ok", "log"),
+    ]
     assert "no such model" in runs[0]["error"] and runs[1]["error"] is None
     assert runs[0]["session_id"] != runs[1]["session_id"]
 
 
 def test_add_list_pause_resume_remove(cli_env):
-    added = invoke(cli_env, "schedule", "add", "disk-check", "--agent", "reporter", "--every", "15m",
-                   "--prompt", "Check the disks.", "--post-to", "discord:123")
+    added = invoke(
+        cli_env,
+        "schedule",
+        "add",
+        "disk-check",
+        "--agent",
+        "reporter",
+        "--every",
+        "15m",
+        "--prompt",
+        "Check the disks.",
+        "--post-to",
+        "discord:123",
+    )
     assert added.exit_code == 0, added.output
     assert "added disk-check: every 15m, posting to discord:123" in added.output
 
@@ -98,12 +119,15 @@ def test_add_list_pause_resume_remove(cli_env):
     assert missing.exit_code == 1 and "There is no schedule 'disk-check'" in missing.output
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--every", "soon"], "'soon' is not an interval"),
-    (["--cron", "0 25 * * *"], "hour value '25' is outside 0-23"),
-    ([], "needs exactly one of cron or every"),
-    (["--every", "1h", "--post-to", "ops"], "write it as platform:channel"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--every", "soon"], "'soon' is not an interval"),
+        (["--cron", "0 25 * * *"], "hour value '25' is outside 0-23"),
+        ([], "needs exactly one of cron or every"),
+        (["--every", "1h", "--post-to", "ops"], "write it as platform:channel"),
+    ],
+)
 def test_add_refuses_a_bad_schedule_with_one_sentence(cli_env, args, message):
     result = invoke(cli_env, "schedule", "add", "x", "--agent", "reporter", "--prompt", "p", *args)
     assert result.exit_code == 2 and message in result.output

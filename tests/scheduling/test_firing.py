@@ -8,7 +8,9 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.scheduling.conftest import Harness, answer_every_time, eventually
 
 
-async def test_a_profile_schedule_fires_runs_the_agent_and_posts_to_slack(harness: Harness, fake_llm: FakeOpenAI):
+async def test_a_profile_schedule_fires_runs_the_agent_and_posts_to_slack(
+    harness: Harness, fake_llm: FakeOpenAI
+):
     answer_every_time(fake_llm, "All systems normal.")
     app, scheduler = await harness.start()
     assert scheduler.leader and list(scheduler.scheduled) == ["reporter/tick"]
@@ -26,12 +28,20 @@ async def test_a_profile_schedule_fires_runs_the_agent_and_posts_to_slack(harnes
     first, second = done[0], done[1]
     assert (second.planned_at - first.planned_at).total_seconds() == 1.0
     assert first.kind == "scheduled" and first.posted_ref == "#reports/1" and first.error is None
-    assert first.started_at is not None and first.finished_at is not None and first.started_at >= first.planned_at
+    assert (
+        first.started_at is not None
+        and first.finished_at is not None
+        and first.started_at >= first.planned_at
+    )
     # each run went through AgentService with trigger=schedule, in its own session (per_run is the default)
-    turns = await rows(app, "SELECT t.trigger, t.text, t.session_id, s.platform, s.channel FROM turns t "
-                            "JOIN sessions s ON s.id = t.session_id ORDER BY t.started_at")
+    turns = await rows(
+        app,
+        "SELECT t.trigger, t.text, t.session_id, s.platform, s.channel FROM turns t "
+        "JOIN sessions s ON s.id = t.session_id ORDER BY t.started_at",
+    )
     assert {(t.trigger, t.text, t.platform, t.channel) for t in turns} == {
-        ("schedule", "Write the status report.", "schedule", "reporter/tick")}
+        ("schedule", "Write the status report.", "schedule", "reporter/tick")
+    }
     assert first.session_id != second.session_id
     assert {t.session_id for t in turns} >= {first.session_id, second.session_id}
     # the model got the agent's system prompt and tools
@@ -80,7 +90,8 @@ async def test_a_post_that_fails_is_a_failed_run_with_the_reason(harness: Harnes
 
 
 async def test_without_the_platform_configured_the_report_goes_to_the_log(
-        harness: Harness, fake_llm: FakeOpenAI, caplog):
+    harness: Harness, fake_llm: FakeOpenAI, caplog
+):
     answer_every_time(fake_llm, "Quiet night.")
     caplog.set_level("INFO", logger="bot.scheduling.runs")
     app = await harness.app()
@@ -99,19 +110,27 @@ async def test_without_the_platform_configured_the_report_goes_to_the_log(
     await harness.stop(scheduler)
     run = next(r for r in await store.history("reporter/tick") if r.status == "ok")
     assert run.posted_ref == "log"
-    assert any("slack is not configured in this process" in r.message and "Quiet night." in r.message
-               for r in caplog.records)
+    assert any(
+        "slack is not configured in this process" in r.message and "Quiet night." in r.message
+        for r in caplog.records
+    )
 
 
 async def test_a_rolling_schedule_keeps_one_session_with_its_history(
-        harness: Harness, fake_llm: FakeOpenAI, sched_agents):
+    harness: Harness, fake_llm: FakeOpenAI, sched_agents
+):
     from tests.helpers import write_agent
 
-    write_agent(sched_agents, "reporter", """
+    write_agent(
+        sched_agents,
+        "reporter",
+        """
 tools: [echo]
 schedules:
-  - {name: tick, every: 1s, prompt: "What changed since last time?", post_to: "slack:#reports", session: rolling}
-""", body="You write status reports.")
+  - {name: tick, every: 1s, prompt: "What changed?", post_to: "slack:#reports", session: rolling}
+""",
+        body="You write status reports.",
+    )
     answer_every_time(fake_llm, "Nothing new.")
     app, scheduler = await harness.start()
 

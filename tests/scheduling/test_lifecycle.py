@@ -4,6 +4,7 @@ add, catch-up after downtime (once), too-late runs recorded as missed, unfinishe
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,22 +24,30 @@ def profile(*schedules: str) -> str:
 
 
 async def test_a_changed_profile_is_re_synced_at_start_up(harness: Harness, sched_agents: Path):
-    write_agent(sched_agents, "reporter", profile(
-        '{name: tick, every: 1h, prompt: "p1"}',
-        '{name: daily, cron: "0 6 * * *", prompt: "daily"}',
-        '{name: weekly, cron: "0 6 * * 1", prompt: "weekly", post_to: "slack:#x"}',
-    ))
+    write_agent(
+        sched_agents,
+        "reporter",
+        profile(
+            '{name: tick, every: 1h, prompt: "p1"}',
+            '{name: daily, cron: "0 6 * * *", prompt: "daily"}',
+            '{name: weekly, cron: "0 6 * * 1", prompt: "weekly", post_to: "slack:#x"}',
+        ),
+    )
     app, scheduler = await harness.start()
     assert sorted(scheduler.scheduled) == ["reporter/daily", "reporter/tick", "reporter/weekly"]
     await ScheduleStore(app.engine).set_paused("weekly", True)  # a pause survives a profile change
     await harness.stop(scheduler)
 
-    write_agent(sched_agents, "reporter", profile(
-        '{name: tick, every: 2h, prompt: "p2"}',
-        '{name: weekly, cron: "0 7 * * 1", prompt: "weekly", post_to: "slack:#x"}',
-        '{name: fresh, every: 5m, prompt: "new one"}',
-        '{name: later, every: 5m, prompt: "not yet", enabled: false}',
-    ))
+    write_agent(
+        sched_agents,
+        "reporter",
+        profile(
+            '{name: tick, every: 2h, prompt: "p2"}',
+            '{name: weekly, cron: "0 7 * * 1", prompt: "weekly", post_to: "slack:#x"}',
+            '{name: fresh, every: 5m, prompt: "new one"}',
+            '{name: later, every: 5m, prompt: "not yet", enabled: false}',
+        ),
+    )
     app, scheduler = await harness.start()
     assert sorted(scheduler.scheduled) == ["reporter/fresh", "reporter/tick"]
     assert scheduler.scheduled["reporter/tick"].every == "2h"
@@ -49,14 +58,23 @@ async def test_a_changed_profile_is_re_synced_at_start_up(harness: Harness, sche
     assert stored["reporter/later"].state == "disabled"
 
 
-async def test_a_runtime_schedule_is_picked_up_live_and_survives_a_restart(harness: Harness, fake_llm: FakeOpenAI,
-                                                                          sched_agents: Path):
+async def test_a_runtime_schedule_is_picked_up_live_and_survives_a_restart(
+    harness: Harness, fake_llm: FakeOpenAI, sched_agents: Path
+):
     write_agent(sched_agents, "reporter", profile('{name: tick, every: 1h, prompt: "p"}'))
     answer_every_time(fake_llm, "ops report")
     app, scheduler = await harness.start()
     store = ScheduleStore(app.engine)
-    await store.add(Schedule(name="ops-check", agent="reporter", source="runtime", prompt="check ops",
-                             every="1s", post_to="slack:#ops"))
+    await store.add(
+        Schedule(
+            name="ops-check",
+            agent="reporter",
+            source="runtime",
+            prompt="check ops",
+            every="1s",
+            post_to="slack:#ops",
+        )
+    )
 
     async def posted_to_ops() -> bool:
         return ("#ops", "ops report") in harness.slack.posts
@@ -81,7 +99,9 @@ async def test_a_runtime_schedule_is_picked_up_live_and_survives_a_restart(harne
     assert len(harness.slack.posts) == count
 
 
-async def test_after_downtime_exactly_one_catch_up_run_and_the_rest_missed(harness: Harness, fake_llm: FakeOpenAI):
+async def test_after_downtime_exactly_one_catch_up_run_and_the_rest_missed(
+    harness: Harness, fake_llm: FakeOpenAI
+):
     answer_every_time(fake_llm)
     app, scheduler = await harness.start(schedule_misfire_grace_seconds=30)
     store = ScheduleStore(app.engine)
@@ -107,27 +127,34 @@ async def test_after_downtime_exactly_one_catch_up_run_and_the_rest_missed(harne
     # every planned time on the one-second grid has exactly one row: nothing dropped, nothing doubled
     planned = [r.planned_at for r in runs]
     assert planned == sorted(planned)
-    assert [(b - a).total_seconds() for a, b in zip(planned, planned[1:], strict=False)] == [1.0] * (len(planned) - 1)
-    assert len([p for p in harness.slack.posts if p[0] == "#reports"]) == len([r for r in runs if r.status == "ok"])
+    assert [(b - a).total_seconds() for a, b in itertools.pairwise(planned)] == [1.0] * (len(planned) - 1)
+    assert len([p for p in harness.slack.posts if p[0] == "#reports"]) == len(
+        [r for r in runs if r.status == "ok"]
+    )
 
 
 @pytest.mark.parametrize(("grace", "caught_up"), [(10, False), (90, True)])
-async def test_runs_past_the_grace_time_are_recorded_as_missed_not_run(harness: Harness, fake_llm: FakeOpenAI,
-                                                                       sched_agents: Path, grace: int,
-                                                                       caught_up: bool):
+async def test_runs_past_the_grace_time_are_recorded_as_missed_not_run(
+    harness: Harness, fake_llm: FakeOpenAI, sched_agents: Path, grace: int, caught_up: bool
+):
     write_agent(sched_agents, "reporter", profile('{name: tick, every: 1h, prompt: "p"}'))
     answer_every_time(fake_llm, "late report")
     app = await harness.app()
     store = ScheduleStore(app.engine)
-    await store.add(Schedule(name="minutely", agent="reporter", source="runtime", prompt="p", every="1m",
-                             post_to="slack:#ops"))
+    await store.add(
+        Schedule(
+            name="minutely", agent="reporter", source="runtime", prompt="p", every="1m", post_to="slack:#ops"
+        )
+    )
     # the schedule was created 10m30s ago and nothing ran since: planned times were -9m30s ... -30s
     created = (utcnow() - timedelta(minutes=10, seconds=30)).replace(microsecond=0)
     async with app.engine.begin() as conn:
-        await conn.execute(text("UPDATE schedules SET created_at = :c, updated_at = :c WHERE name = 'minutely'"),
-                           {"c": created})
+        await conn.execute(
+            text("UPDATE schedules SET created_at = :c, updated_at = :c WHERE name = 'minutely'"),
+            {"c": created},
+        )
 
-    app, scheduler = await harness.start(schedule_misfire_grace_seconds=grace)
+    app, _scheduler = await harness.start(schedule_misfire_grace_seconds=grace)
 
     async def settled() -> bool:
         return all(r.status != "running" for r in await store.history("minutely", limit=100))
@@ -146,13 +173,17 @@ async def test_runs_past_the_grace_time_are_recorded_as_missed_not_run(harness: 
         assert harness.slack.posts == []
 
 
-async def test_a_run_left_running_by_a_dead_scheduler_is_marked_abandoned(harness: Harness, sched_agents: Path):
+async def test_a_run_left_running_by_a_dead_scheduler_is_marked_abandoned(
+    harness: Harness, sched_agents: Path
+):
     write_agent(sched_agents, "reporter", profile('{name: tick, every: 1h, prompt: "p"}'))
     app = await harness.app()
     store, _ = await synced_store(app)
     tick = await store.resolve("tick")
     dead = await store.claim(tick, utcnow() - timedelta(minutes=5), "scheduled", "gone-host:1")
-    manual = await store.claim(tick, utcnow(), "manual", "cli-host:2")  # a `schedule run` elsewhere: left alone
+    manual = await store.claim(
+        tick, utcnow(), "manual", "cli-host:2"
+    )  # a `schedule run` elsewhere: left alone
     _, scheduler = await harness.start()
     by_id = {r.id: r for r in await store.history("reporter/tick")}
     assert by_id[dead].status == "abandoned" and "not retried" in (by_id[dead].error or "")
@@ -160,14 +191,18 @@ async def test_a_run_left_running_by_a_dead_scheduler_is_marked_abandoned(harnes
     assert scheduler.leader
 
 
-async def test_a_planned_time_during_a_long_run_is_recorded_not_dropped(harness: Harness, fake_llm: FakeOpenAI):
+async def test_a_planned_time_during_a_long_run_is_recorded_not_dropped(
+    harness: Harness, fake_llm: FakeOpenAI
+):
     answer_every_time(fake_llm, "slow report")
     fake_llm.latency = 1.6  # each run outlasts the one-second interval
     app, scheduler = await harness.start()
     store = ScheduleStore(app.engine)
 
     async def a_skip() -> bool:
-        return any(r.error == "the previous run was still going" for r in await store.history("reporter/tick"))
+        return any(
+            r.error == "the previous run was still going" for r in await store.history("reporter/tick")
+        )
 
     await eventually(a_skip, what="a planned time skipped during a long run")
     await harness.stop(scheduler)

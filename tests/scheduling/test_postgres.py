@@ -4,6 +4,7 @@ and the UNIQUE(schedule, planned_at) row behind it. Also the store on both datab
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from bot.scheduling.leader import PostgresAdvisoryLock
-from bot.scheduling.model import Schedule, utcnow
+from bot.scheduling.model import Schedule
 from bot.scheduling.store import ScheduleStore
 from bot.store.db import create_engine, ensure_schema, upgrade
 from tests.fakes.openai_server import FakeOpenAI
@@ -66,13 +67,18 @@ async def test_store_claims_each_planned_time_once_and_reads_utc_back(db_url: st
         await engine.dispose()
 
 
-# --- two `yokebot run` processes -----------------------------------------------------------------------------
+# --- two `yokebot run` processes ----------------------------------------------------------------------
 class Proc:
     def __init__(self, name: str, env: dict[str, str], cwd: Path) -> None:
         self.log = cwd / f"{name}.log"
         self.handle = self.log.open("w")
-        self.popen = subprocess.Popen([sys.executable, "-m", "bot", "run"], env={**os.environ, **env}, cwd=cwd,
-                                      stdout=self.handle, stderr=subprocess.STDOUT)
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "bot", "run"],
+            env={**os.environ, **env},
+            cwd=cwd,
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
+        )
         self.runner = f"{os.uname().nodename}:{self.popen.pid}"
 
     def output(self) -> str:
@@ -110,8 +116,13 @@ async def _first_leader(procs: list[Proc], timeout: float = 25.0) -> float:
 
 async def _runs(engine: Any) -> list[Any]:
     async with engine.connect() as conn:
-        return list((await conn.execute(text(
-            "SELECT planned_at, status, kind, runner FROM schedule_runs ORDER BY planned_at"))).all())
+        return list(
+            (
+                await conn.execute(
+                    text("SELECT planned_at, status, kind, runner FROM schedule_runs ORDER BY planned_at")
+                )
+            ).all()
+        )
 
 
 async def _until(engine: Any, check: Any, timeout: float = 15.0) -> list[Any]:
@@ -126,18 +137,31 @@ async def _until(engine: Any, check: Any, timeout: float = 15.0) -> list[Any]:
 
 @pytest.mark.postgres
 @pytest.mark.slow
-async def test_two_processes_run_every_planned_time_once_and_fail_over(pg_database: str, fake_llm: FakeOpenAI,
-                                                                      tmp_path: Path):
-    write_agent(tmp_path / "agents", "reporter", """
+async def test_two_processes_run_every_planned_time_once_and_fail_over(
+    pg_database: str, fake_llm: FakeOpenAI, tmp_path: Path
+):
+    write_agent(
+        tmp_path / "agents",
+        "reporter",
+        """
 tools: [current_time]
 schedules:
   - {name: tick, every: 1s, prompt: "Status?"}
-""", body="You write status reports.")
+""",
+        body="You write status reports.",
+    )
     answer_every_time(fake_llm, "all good")
-    env = {"YOKEBOT_DATABASE_URL": pg_database, "YOKEBOT_AGENTS_DIR": str(tmp_path / "agents"),
-           "OPENAI_BASE_URL": fake_llm.base_url, "OPENAI_API_KEY": "sk-test-key-123", "YOKEBOT_MODEL": "m",
-           "YOKEBOT_HTTP_PORT": "0", "YOKEBOT_SCHEDULE_POLL_SECONDS": str(POLL),
-           "YOKEBOT_SCHEDULE_MISFIRE_GRACE_SECONDS": "30", "YOKEBOT_LOG_LEVEL": "INFO"}
+    env = {
+        "YOKEBOT_DATABASE_URL": pg_database,
+        "YOKEBOT_AGENTS_DIR": str(tmp_path / "agents"),
+        "OPENAI_BASE_URL": fake_llm.base_url,
+        "OPENAI_API_KEY": "sk-test-key-123",
+        "YOKEBOT_MODEL": "m",
+        "YOKEBOT_HTTP_PORT": "0",
+        "YOKEBOT_SCHEDULE_POLL_SECONDS": str(POLL),
+        "YOKEBOT_SCHEDULE_MISFIRE_GRACE_SECONDS": "30",
+        "YOKEBOT_LOG_LEVEL": "INFO",
+    }
     engine = create_engine(pg_database)
     await ensure_schema(engine)  # as `yokebot db upgrade` would before starting several processes
     procs = [Proc("a", env, tmp_path), Proc("b", env, tmp_path)]
@@ -154,7 +178,9 @@ schedules:
         took_over = await second.wait_for("is the leader", timeout=10)
         assert took_over - killed < POLL + 2.0
 
-        await _until(engine, lambda runs: sum(r.runner == second.runner and r.status == "ok" for r in runs) >= 3)
+        await _until(
+            engine, lambda runs: sum(r.runner == second.runner and r.status == "ok" for r in runs) >= 3
+        )
         second.stop()
         runs = await _runs(engine)
     finally:
@@ -164,7 +190,7 @@ schedules:
 
     # every planned time on the one-second grid has exactly one row, run by one process or recorded as missed
     planned = [r.planned_at for r in runs]
-    assert [(b - a).total_seconds() for a, b in zip(planned, planned[1:], strict=False)] == [1.0] * (len(planned) - 1)
+    assert [(b - a).total_seconds() for a, b in itertools.pairwise(planned)] == [1.0] * (len(planned) - 1)
     assert {r.status for r in runs} <= {"ok", "missed", "abandoned", "failed"}
     by_first = [r.planned_at for r in runs if r.runner == first.runner]
     by_second = [r.planned_at for r in runs if r.runner == second.runner]
@@ -174,9 +200,15 @@ schedules:
     engine = create_engine(pg_database)
     try:
         async with engine.connect() as conn:
-            per_session = (await conn.execute(text(
-                "SELECT s.thread, count(t.id) AS n FROM sessions s JOIN turns t ON t.session_id = s.id "
-                "WHERE t.trigger = 'schedule' GROUP BY s.thread"))).all()
+            per_session = (
+                await conn.execute(
+                    text(
+                        "SELECT s.thread, count(t.id) AS n FROM sessions s "
+                        "JOIN turns t ON t.session_id = s.id "
+                        "WHERE t.trigger = 'schedule' GROUP BY s.thread"
+                    )
+                )
+            ).all()
     finally:
         await engine.dispose()
     assert {row.n for row in per_session} == {1}

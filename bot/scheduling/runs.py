@@ -132,6 +132,7 @@ class ScheduleRunner:
     async def _failed(
         self, run_id: int, schedule: Schedule, session_id: str | None, error: str
     ) -> RunOutcome:
+        log.warning("schedule %s failed: %s", schedule.name, error)
         notice = failure_notice(schedule, error)
         ref: str | None = None
         try:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from bot.config import Settings
 from bot.engine.errors import YokebotError
+from bot.scheduling.cli import schedule_app
 
 T = TypeVar("T")
 app = typer.Typer(help="yokebot: a self-hosted chat-ops agent for Slack and Discord.", no_args_is_help=True,
@@ -21,6 +22,7 @@ agents_app = typer.Typer(help="Inspect agent profiles (agents/<name>/AGENT.md)."
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 app.add_typer(db_app, name="db")
+app.add_typer(schedule_app, name="schedule")
 
 out = Console()
 err = Console(stderr=True)

@@ -85,6 +85,11 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]
         return value
 
+    # scheduling (docs/scheduling.md)
+    scheduler_enabled: bool = True
+    schedule_misfire_grace_seconds: float = 900.0
+    schedule_poll_seconds: float = 5.0
+
     def require_model_endpoint(self) -> None:
         if self.openai_api_key is None and not self.openai_base_url:
             raise ConfigError(

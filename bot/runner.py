@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,22 @@ async def start_discord(bot: App) -> DiscordAdapter | None:
     return adapter
 
 
+async def start_scheduling(bot: App) -> Callable[[], Awaitable[None]]:
+    """Start the scheduler (leader election, profile and runtime schedules); returns its stop function."""
+    if not bot.settings.scheduler_enabled:
+        log.info("scheduler disabled (YOKEBOT_SCHEDULER_ENABLED=false)")
+        return _nothing
+    from bot.scheduling.setup import build_scheduler
+
+    scheduler = await build_scheduler(bot)
+    await scheduler.start()
+    return scheduler.stop
+
+
+async def _nothing() -> None:
+    return None
+
+
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run until `stop` is set (SIGTERM/SIGINT set it); everything started is stopped in reverse order."""
     stop = stop or asyncio.Event()
@@ -59,6 +76,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         discord_adapter = await start_discord(bot)
         if discord_adapter is not None:
             stack.push_async_callback(discord_adapter.stop)
+        stack.push_async_callback(await start_scheduling(bot))  # after the adapters: it posts through them
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)

@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.engine.errors import ProfileError, UnknownAgent
 from bot.engine.tooling import Tool, ToolSettings
@@ -36,6 +36,76 @@ class AccessSpec(_Strict):
     roles: tuple[str, ...] = ()
 
 
+# --- schedule syntax (pure Python: the engine imports no scheduler) ----------------------------------------
+_CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
+    ("second", 0, 59), ("minute", 0, 59), ("hour", 0, 23), ("day", 1, 31), ("month", 1, 12),
+    ("day_of_week", 0, 7),
+)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_CRON_TOKEN = re.compile(r"^(?:(\*)|([a-z0-9]+)(?:-([a-z0-9]+))?)(?:/(\d+))?$")
+_EVERY = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_every(text: str) -> int:
+    """`15m`, `1h30m`, `2d`, `90s` -> seconds. ValueError with a readable message otherwise."""
+    match = _EVERY.match(text.strip().lower().replace(" ", ""))
+    if not text.strip() or match is None:
+        raise ValueError(f"{text!r} is not an interval; write it like 30s, 15m, 1h30m or 2d")
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise ValueError(f"{text!r} is an empty interval")
+    return total
+
+
+def _cron_value(word: str, name: str, low: int, high: int) -> int:
+    names = _MONTHS if name == "month" else _WEEKDAYS if name == "day_of_week" else ()
+    if word in names:
+        return names.index(word) + (1 if name == "month" else 0)
+    if not word.isdigit():
+        kind = "a number or a name" if names else "a number"
+        raise ValueError(f"{name.replace('_', ' ')} value {word!r} is not {kind}")
+    if not low <= int(word) <= high:
+        raise ValueError(f"{name.replace('_', ' ')} value {word!r} is outside {low}-{high}")
+    return int(word)
+
+
+def _cron_token(token: str, name: str, low: int, high: int) -> set[int]:
+    match = _CRON_TOKEN.match(token)
+    if match is None:
+        raise ValueError(f"{name.replace('_', ' ')} field: cannot read {token!r}")
+    star, first, last, step = match.groups()
+    start = low if star else _cron_value(first, name, low, high)
+    end = high if star or (step and not last) else _cron_value(last or first, name, low, high)
+    if start > end:
+        raise ValueError(f"{name.replace('_', ' ')} range {token!r} runs backwards")
+    if step is not None and int(step) == 0:
+        raise ValueError(f"{name.replace('_', ' ')} step in {token!r} must be at least 1")
+    return set(range(start, end + 1, int(step or 1)))
+
+
+def parse_cron(expr: str) -> dict[str, str]:
+    """Standard crontab (`min hour day month weekday`, optionally a leading seconds field) -> one
+    string per field. Weekday numbers follow crontab (0 and 7 are Sunday) and come back as names, so no
+    scheduler can misread them (APScheduler 3 counts from Monday)."""
+    parts = expr.lower().split()
+    if len(parts) not in (5, 6):
+        raise ValueError(f"cron {expr!r} has {len(parts)} fields; write 5 (minute hour day month weekday) "
+                         "or 6 (with a leading seconds field)")
+    fields = _CRON_FIELDS if len(parts) == 6 else _CRON_FIELDS[1:]
+    out: dict[str, str] = {"second": "0"}
+    for part, (name, low, high) in zip(parts, fields, strict=True):
+        values: set[int] = set()
+        for token in part.split(","):
+            values |= _cron_token(token, name, low, high)
+        if name == "day_of_week" and part != "*":
+            days = {v % 7 for v in values}
+            part = ",".join(_WEEKDAYS[d] for d in (1, 2, 3, 4, 5, 6, 0) if d in days)
+        out[name] = part
+    return out
+
+
 class ScheduleSpec(_Strict):
     name: str
     cron: str | None = None
@@ -45,6 +115,51 @@ class ScheduleSpec(_Strict):
     post_to: str | None = None
     enabled: bool = True
     session: Literal["per_run", "rolling"] = "per_run"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError(f"{value!r} is not a valid schedule name (lowercase letters, digits, - and _)")
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_cron(value)
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_every(value)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError) as exc:
+                raise ValueError(f"unknown timezone {value!r}") from exc
+        return value
+
+    @field_validator("post_to")
+    @classmethod
+    def _post_to(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[a-z]+:\S+$", value):
+            raise ValueError(f"{value!r} is not a channel target; write it as platform:channel, "
+                             "like slack:#ops")
+        return value
+
+    @model_validator(mode="after")
+    def _when(self) -> ScheduleSpec:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError(f"schedule {self.name!r} needs exactly one of cron or every")
+        return self
 
 
 class ProfileSpec(_Strict):
@@ -70,6 +185,15 @@ class ProfileSpec(_Strict):
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown timezone {value!r}") from exc
+        return value
+
+    @field_validator("schedules")
+    @classmethod
+    def _unique_schedules(cls, value: list[ScheduleSpec]) -> list[ScheduleSpec]:
+        names = [s.name for s in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"schedule name {dupes[0]!r} is used twice")
         return value
 
 

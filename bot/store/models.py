@@ -145,7 +145,30 @@ class ScheduleRunRow(Base):
     session_id: Mapped[str | None] = mapped_column(String(32))
     posted_ref: Mapped[str | None] = mapped_column(String(255))
     error: Mapped[str | None] = mapped_column(Text)
+    # added in 0002_scheduling: scheduled | catch_up | manual, and which process ran it (host:pid)
+    kind: Mapped[str] = mapped_column(String(16), default="scheduled", server_default="scheduled")
+    runner: Mapped[str | None] = mapped_column(String(128))
     __table_args__ = (UniqueConstraint("schedule", "planned_at"),)
+
+
+class ScheduleRow(Base):
+    """Every schedule the scheduler knows: synced from profiles (`source=profile`, named agent/name) or
+    added at run time with `yokebot schedule add` (`source=runtime`). Added in 0002_scheduling."""
+
+    __tablename__ = "schedules"
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(16))
+    cron: Mapped[str | None] = mapped_column(String(128))
+    every: Mapped[str | None] = mapped_column(String(32))
+    timezone: Mapped[str | None] = mapped_column(String(64))
+    prompt: Mapped[str] = mapped_column(Text)
+    post_to: Mapped[str | None] = mapped_column(String(255))
+    session: Mapped[str] = mapped_column(String(16), default="per_run")
+    enabled: Mapped[bool] = mapped_column(default=True)
+    paused: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class ProcessedEventRow(Base):

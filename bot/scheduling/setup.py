@@ -1,0 +1,46 @@
+"""Wiring for `yokebot run` and the CLI: profile schedules synced into the table, runner, scheduler."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from bot.app import App
+from bot.engine.profiles import AgentProfile
+from bot.scheduling.leader import LeaderLock, leader_lock
+from bot.scheduling.model import Schedule
+from bot.scheduling.runs import ScheduleRunner
+from bot.scheduling.service import SchedulerService
+from bot.scheduling.store import ScheduleStore, SyncReport
+
+log = logging.getLogger(__name__)
+
+
+def profile_schedules(profiles: Mapping[str, AgentProfile]) -> list[Schedule]:
+    return [Schedule.from_profile(p, spec) for p in profiles.values() for spec in p.schedules]
+
+
+async def synced_store(app: App) -> tuple[ScheduleStore, SyncReport]:
+    store = ScheduleStore(app.engine)
+    report = await store.sync_profiles(profile_schedules(app.profiles))
+    if report.added or report.changed or report.removed:
+        log.info("schedules synced from the profiles: %s", report)
+    return store, report
+
+
+def schedule_runner(app: App, store: ScheduleStore) -> ScheduleRunner:
+    return ScheduleRunner(
+        store, app.service, app.store, app.notifier, grace_seconds=app.settings.schedule_misfire_grace_seconds
+    )
+
+
+async def build_scheduler(app: App, lock: LeaderLock | None = None) -> SchedulerService:
+    store, _ = await synced_store(app)
+    settings = app.settings
+    return SchedulerService(
+        store,
+        schedule_runner(app, store),
+        lock or leader_lock(settings.database_url),
+        poll_seconds=settings.schedule_poll_seconds,
+        grace_seconds=settings.schedule_misfire_grace_seconds,
+    )

@@ -81,8 +81,8 @@ class SqlStore:
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(_INSERT_SESSION, {
-                    "id": record.id, "platform": platform, "channel": channel, "thread": thread, "agent": agent,
-                    "created_at": utcnow(), "updated_at": utcnow(),
+                    "id": record.id, "platform": platform, "channel": channel, "thread": thread,
+                    "agent": agent, "created_at": utcnow(), "updated_at": utcnow(),
                 })
             return record
         except IntegrityError:  # another turn created it first

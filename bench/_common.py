@@ -57,7 +57,10 @@ def fake_llm(latency: float = 0.0) -> Iterator[str]:
     """Start `python -m bench.fake_llm` and yield its base URL; stop it on exit."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.fake_llm", "--latency", str(latency)],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -85,8 +88,13 @@ def write_bench_agent(base: Path) -> Path:
 
 def bench_settings(db_url: str, base_url: str, agents: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = dict(
-        database_url=db_url, agents_dir=agents, default_agent="bench", openai_base_url=base_url,
-        openai_api_key="sk-bench-key-123", model=MODEL, model_timeout_seconds=60,
+        database_url=db_url,
+        agents_dir=agents,
+        default_agent="bench",
+        openai_base_url=base_url,
+        openai_api_key="sk-bench-key-123",
+        model=MODEL,
+        model_timeout_seconds=60,
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
@@ -166,7 +174,7 @@ def free_port() -> int:
 
 
 class StallMeter:
-    """A ticker that sleeps 5 ms and records how late it wakes: the longest time the event loop was blocked."""
+    """A ticker that sleeps 5 ms and records how late it wakes: the longest time the loop was blocked."""
 
     def __init__(self, interval: float = 0.005) -> None:
         self.interval = interval

@@ -2,7 +2,8 @@
 with 300 ms of model latency per call (the fake model runs in its own process).
 
 The bare openai loop of benchmark 1 runs the same burst first, as the reference for what the SDK alone
-costs on this machine. Reports the wall time against the ideal (3 x latency: every turn's calls overlap perfectly), turns/s, and
+costs on this machine. Reports the wall time against the ideal (3 x latency: every turn's calls overlap
+perfectly), turns/s, and
 the longest event-loop stall, measured by a ticker that sleeps 5 ms and records how late it wakes."""
 
 from __future__ import annotations
@@ -42,8 +43,15 @@ Turn = Callable[[int], Awaitable[str]]
 
 def yoke(app: App, label: str) -> Turn:
     async def turn(i: int) -> str:
-        req = TurnRequest(platform="bench", channel="c1", thread=f"{label}-{i}", text=USER_TEXT, agent="bench",
-                          trigger="mention", user=f"u{i}")
+        req = TurnRequest(
+            platform="bench",
+            channel="c1",
+            thread=f"{label}-{i}",
+            text=USER_TEXT,
+            agent="bench",
+            trigger="mention",
+            user=f"u{i}",
+        )
         result = await app.service.handle(req)
         if result.iterations != 3 or result.error:
             raise RuntimeError(f"unexpected turn: {result}")
@@ -96,14 +104,25 @@ async def run(sessions: int, latency: float, backends: list[str]) -> dict[str, d
                 await burst(turn, 5, offset=10**6)  # warm-up: connections, compiled statements
                 wall, latencies, meter = await burst(turn, sessions)
             ratio, stall_ms = wall / ideal, meter.max_late * 1000
-            out[backend] = {"wall": wall, "ratio": ratio, "turns_per_s": sessions / wall, "stall_ms": stall_ms}
+            out[backend] = {
+                "wall": wall,
+                "ratio": ratio,
+                "turns_per_s": sessions / wall,
+                "stall_ms": stall_ms,
+            }
             name = "bare loop" if backend == "bare" else backend
-            print(f"  {name:10} wall {wall:6.2f} s (ideal {ideal:.2f} s) = {ratio:4.2f}x ideal "
-                  f"[target <= {TARGET_RATIO}: {verdict(ratio <= TARGET_RATIO)}]   {sessions / wall:6.1f} turns/s")
-            print(f"  {'':10} turn latency p50 {percentile(latencies, 50):5.2f} s, p99 {percentile(latencies, 99):5.2f} s;"
-                  f" longest loop stall {stall_ms:5.1f} ms, p99 tick lateness "
-                  f"{percentile(meter.lates, 99) * 1000:5.1f} ms "
-                  f"[target <= {TARGET_STALL_MS:.0f} ms: {verdict(stall_ms <= TARGET_STALL_MS)}]")
+            print(
+                f"  {name:10} wall {wall:6.2f} s (ideal {ideal:.2f} s) = {ratio:4.2f}x ideal "
+                f"[target <= {TARGET_RATIO}: {verdict(ratio <= TARGET_RATIO)}]   "
+                f"{sessions / wall:6.1f} turns/s"
+            )
+            print(
+                f"  {'':10} turn latency p50 {percentile(latencies, 50):5.2f} s, "
+                f"p99 {percentile(latencies, 99):5.2f} s;"
+                f" longest loop stall {stall_ms:5.1f} ms, p99 tick lateness "
+                f"{percentile(meter.lates, 99) * 1000:5.1f} ms "
+                f"[target <= {TARGET_STALL_MS:.0f} ms: {verdict(stall_ms <= TARGET_STALL_MS)}]"
+            )
     return out
 
 

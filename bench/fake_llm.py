@@ -43,7 +43,7 @@ def make_handler(fake: FakeOpenAI):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="the scripted OpenAI-compatible server, in its own process")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds of model latency per call")
     args = parser.parse_args()
     fake = FakeOpenAI()

@@ -52,7 +52,10 @@ FUNCTIONS: dict[str, Callable[..., str]] = {"echo": echo_plain}
 
 
 async def bare_turn(client: openai.AsyncOpenAI, text: str) -> str:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": text},
+    ]
     for _ in range(10):
         response = await client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
         message = response.choices[0].message
@@ -74,8 +77,15 @@ class YokeTurns:
 
     async def __call__(self) -> str:
         self.n += 1
-        req = TurnRequest(platform="bench", channel="c1", thread=f"{self.label}-{self.n}", text=USER_TEXT,
-                          agent="bench", trigger="mention", user="u1")
+        req = TurnRequest(
+            platform="bench",
+            channel="c1",
+            thread=f"{self.label}-{self.n}",
+            text=USER_TEXT,
+            agent="bench",
+            trigger="mention",
+            user="u1",
+        )
         result = await self.app.service.handle(req)
         if result.iterations != 3 or len(result.tool_calls) != 2 or result.error:
             raise RuntimeError(f"unexpected turn: {result}")
@@ -100,17 +110,28 @@ async def interleaved(variants: dict[str, Turn], n: int, rounds: int) -> dict[st
     per_round = max(1, n // rounds)
     names = list(variants)
     for r in range(rounds):
-        for name in names[r % len(names):] + names[: r % len(names)]:  # rotate who goes first
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
             times[name] += await timed(variants[name], per_round)
     return times
 
 
 # --- profile ----------------------------------------------------------------------------------------------
 AREAS = [
-    ("/bot/", "yokebot (bot/)"), ("/sqlalchemy/", "SQLAlchemy"), ("aiosqlite", "aiosqlite"),
-    ("/asyncpg/", "asyncpg"), ("/openai/", "openai SDK"), ("/httpx", "httpx"), ("/httpcore/", "httpx"),
-    ("/h11/", "httpx"), ("/anyio/", "httpx"), ("/pydantic", "pydantic"), ("/tenacity/", "tenacity"),
-    ("/asyncio/", "asyncio"), ("/selectors.py", "asyncio"), ("/json/", "json"), ("/uuid.py", "uuid"),
+    ("/bot/", "yokebot (bot/)"),
+    ("/sqlalchemy/", "SQLAlchemy"),
+    ("aiosqlite", "aiosqlite"),
+    ("/asyncpg/", "asyncpg"),
+    ("/openai/", "openai SDK"),
+    ("/httpx", "httpx"),
+    ("/httpcore/", "httpx"),
+    ("/h11/", "httpx"),
+    ("/anyio/", "httpx"),
+    ("/pydantic", "pydantic"),
+    ("/tenacity/", "tenacity"),
+    ("/asyncio/", "asyncio"),
+    ("/selectors.py", "asyncio"),
+    ("/json/", "json"),
+    ("/uuid.py", "uuid"),
 ]
 
 
@@ -173,7 +194,8 @@ async def run(n: int, rounds: int, use_pg: bool, profile_turns: int, top: int) -
             variants["b"] = YokeTurns(sqlite_app, "b")
             if use_pg and await pg_available():
                 pg_url = await stack.enter_async_context(pg_database())
-                variants["c"] = YokeTurns(await stack.enter_async_context(bench_app(pg_url, base_url, wd)), "c")
+                pg_app = await stack.enter_async_context(bench_app(pg_url, base_url, wd))
+                variants["c"] = YokeTurns(pg_app, "c")
             elif use_pg:
                 print("PostgreSQL is not reachable: variant (c) skipped")
             times = await interleaved(variants, n, rounds)
@@ -184,8 +206,11 @@ async def run(n: int, rounds: int, use_pg: bool, profile_turns: int, top: int) -
 
 
 def report(times: dict[str, list[float]]) -> dict[str, float]:
-    labels = {"a": "bare openai loop, no persistence", "b": "yokebot, SQLite, full audit",
-              "c": "yokebot, PostgreSQL, full audit"}
+    labels = {
+        "a": "bare openai loop, no persistence",
+        "b": "yokebot, SQLite, full audit",
+        "c": "yokebot, PostgreSQL, full audit",
+    }
     med = {k: median_ms(v) for k, v in times.items()}
     for k, v in med.items():
         print(f"  ({k}) {labels[k]:34} median {v:7.2f} ms/turn   ({len(times[k])} turns)")
@@ -205,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
     p.add_argument("--no-profile", action="store_true")
     args = p.parse_args(argv)
-    n, rounds, prof = (args.turns, 10, 100) if not args.quick else (10, 2, 0)
+    n, rounds, prof = (args.turns, 10, 100) if not args.quick else (10, 2, 5)
     if args.no_profile:
         prof = 0
     return asyncio.run(run(n, rounds, not args.no_pg, prof, 12))

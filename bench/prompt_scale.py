@@ -44,16 +44,37 @@ def session_messages(sid: str, now: datetime) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
     for t in range(12):
         turn, call_id = f"{sid}-t{t}", f"call_{sid}_{t}"
-        calls = json.dumps([{"id": call_id, "name": "read_file", "arguments": '{"path": "/var/log/nginx/error.log"}'}])
+        calls = json.dumps(
+            [{"id": call_id, "name": "read_file", "arguments": '{"path": "/var/log/nginx/error.log"}'}]
+        )
         rows += [
             (sid, turn, "user", f"question {t}: is nginx healthy?", None, None, None, now),
             (sid, turn, "assistant", "", calls, None, None, now),
-            (sid, turn, "tool", "2025/01/01 12:00:00 [error] upstream timed out " * 4, None, call_id, "read_file", now),
-            (sid, turn, "assistant", f"Answer {t}: degraded, 3 upstream timeouts in the last hour.", None, None, None,
-             now),
+            (
+                sid,
+                turn,
+                "tool",
+                "2025/01/01 12:00:00 [error] upstream timed out " * 4,
+                None,
+                call_id,
+                "read_file",
+                now,
+            ),
+            (
+                sid,
+                turn,
+                "assistant",
+                f"Answer {t}: degraded, 3 upstream timeouts in the last hour.",
+                None,
+                None,
+                None,
+                now,
+            ),
         ]
-    rows += [(sid, f"{sid}-t12", "user", "and now?", None, None, None, now),
-             (sid, f"{sid}-t12", "assistant", "Healthy again.", None, None, None, now)]
+    rows += [
+        (sid, f"{sid}-t12", "user", "and now?", None, None, None, now),
+        (sid, f"{sid}-t12", "assistant", "Healthy again.", None, None, None, now),
+    ]
     return rows
 
 
@@ -65,7 +86,9 @@ class Loader:
 
     async def add(self, first: int, count: int) -> None:
         now = datetime.now(UTC)
-        sessions = [(f"s{i:06d}", "bench", "c1", f"thread-{i}", "ops", now, now) for i in range(first, first + count)]
+        sessions = [
+            (f"s{i:06d}", "bench", "c1", f"thread-{i}", "ops", now, now) for i in range(first, first + count)
+        ]
         messages = [m for s in sessions for m in session_messages(s[0], now)]
         if self.url.startswith("sqlite"):
             await asyncio.to_thread(self._sqlite, sessions, messages)
@@ -78,10 +101,16 @@ class Loader:
 
         conn = sqlite3.connect(self.url.split("///", 1)[1])
         with conn:
-            conn.executemany("INSERT INTO sessions (id, platform, channel, thread, agent, created_at, updated_at) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?)", [ts(s, 5, 6) for s in sessions])
-            conn.executemany("INSERT INTO messages (session_id, turn_id, role, content, tool_calls, tool_call_id, "
-                             "name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [ts(m, 7) for m in messages])
+            conn.executemany(
+                "INSERT INTO sessions (id, platform, channel, thread, agent, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [ts(s, 5, 6) for s in sessions],
+            )
+            conn.executemany(
+                "INSERT INTO messages (session_id, turn_id, role, content, tool_calls, tool_call_id, "
+                "name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [ts(m, 7) for m in messages],
+            )
         conn.execute("ANALYZE")
         conn.close()
 
@@ -90,10 +119,25 @@ class Loader:
 
         conn = await asyncpg.connect(self.url.replace("postgresql+asyncpg", "postgresql"))
         try:
-            await conn.copy_records_to_table("sessions", records=sessions, columns=[
-                "id", "platform", "channel", "thread", "agent", "created_at", "updated_at"])
-            await conn.copy_records_to_table("messages", records=messages, columns=[
-                "session_id", "turn_id", "role", "content", "tool_calls", "tool_call_id", "name", "created_at"])
+            await conn.copy_records_to_table(
+                "sessions",
+                records=sessions,
+                columns=["id", "platform", "channel", "thread", "agent", "created_at", "updated_at"],
+            )
+            await conn.copy_records_to_table(
+                "messages",
+                records=messages,
+                columns=[
+                    "session_id",
+                    "turn_id",
+                    "role",
+                    "content",
+                    "tool_calls",
+                    "tool_call_id",
+                    "name",
+                    "created_at",
+                ],
+            )
             await conn.execute("ANALYZE sessions; ANALYZE messages")
         finally:
             await conn.close()
@@ -127,27 +171,40 @@ async def measure(url: str, sizes: list[int], builds: int) -> dict[int, float]:
                 await build_once(store, builder, profile, sid)
             times = [await build_once(store, builder, profile, sid) for sid in ids]
             out[size] = median_ms(times)
-            print(f"  {size:>6} sessions ({size * MESSAGES_PER_SESSION:>7} messages, loaded in {load_s:4.1f} s): "
-                  f"prompt build median {out[size]:6.2f} ms, p95 {percentile(times, 95) * 1000:6.2f} ms")
+            print(
+                f"  {size:>6} sessions ({size * MESSAGES_PER_SESSION:>7} messages, "
+                f"loaded in {load_s:4.1f} s): "
+                f"prompt build median {out[size]:6.2f} ms, p95 {percentile(times, 95) * 1000:6.2f} ms"
+            )
     finally:
         await engine.dispose()
     growth = out[sizes[-1]] / out[sizes[0]]
-    print(f"  growth {sizes[0]} -> {sizes[-1]} sessions: {growth:.2f}x   "
-          f"[target: flat, <= {TARGET_GROWTH}x within noise: {verdict(growth <= TARGET_GROWTH)}]")
+    print(
+        f"  growth {sizes[0]} -> {sizes[-1]} sessions: {growth:.2f}x   "
+        f"[target: flat, <= {TARGET_GROWTH}x within noise: {verdict(growth <= TARGET_GROWTH)}]"
+    )
     return out
 
 
 def hello_tokens() -> dict[str, int]:
     profile = ProfileLoader(ROOT / "agents", builtin_tools()).load("ops")
     tools = {n: t for n, t in builtin_tools().items() if n in profile.tools}
-    prompt = asyncio.run(PromptBuilder().build(profile, Scope("slack", "C1", "t"), [Message.user("hello")], tools))
+    prompt = asyncio.run(
+        PromptBuilder().build(profile, Scope("slack", "C1", "t"), [Message.user("hello")], tools)
+    )
     body = json.dumps(request_payload(ModelRequest("gpt-5-mini", prompt.messages, prompt.tools)))
     system = prompt.messages[0].content
-    out = {"request_chars": len(body), "tokens": estimate_tokens(body), "system_tokens": estimate_tokens(system),
-           "tools_tokens": estimate_tokens(json.dumps(prompt.tools))}
-    print(f"  'hello' with the ops profile: request body {out['request_chars']} chars ~ {out['tokens']} tokens "
-          f"(system prompt ~{out['system_tokens']}, {len(prompt.tools)} tool schemas ~{out['tools_tokens']}); "
-          f"estimate = chars/4   [target < {TARGET_TOKENS}: {verdict(out['tokens'] < TARGET_TOKENS)}]")
+    out = {
+        "request_chars": len(body),
+        "tokens": estimate_tokens(body),
+        "system_tokens": estimate_tokens(system),
+        "tools_tokens": estimate_tokens(json.dumps(prompt.tools)),
+    }
+    print(
+        f"  'hello' with the ops profile: request body {out['request_chars']} chars ~ {out['tokens']} tokens "
+        f"(system prompt ~{out['system_tokens']}, {len(prompt.tools)} tool schemas ~{out['tools_tokens']}); "
+        f"estimate = chars/4   [target < {TARGET_TOKENS}: {verdict(out['tokens'] < TARGET_TOKENS)}]"
+    )
     return out
 
 

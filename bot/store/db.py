@@ -12,6 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import bot.migrations
@@ -30,6 +31,15 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _drop_closed(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+    """At checkout, replace a connection the server has closed (a PostgreSQL restart) without a round trip.
+    `pool_pre_ping` did the same with three (BEGIN, ping, ROLLBACK) on every checkout: a third of a turn's
+    database time (bench/README.md). A disconnect seen mid-statement still invalidates the pool."""
+    is_closed = getattr(getattr(dbapi_conn, "driver_connection", None), "is_closed", None)
+    if is_closed is not None and is_closed():
+        raise DisconnectionError("the database closed this connection")  # the pool retries with a new one
+
+
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -38,8 +48,10 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         engine = create_async_engine(url, **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
-    return create_async_engine(url, **kwargs)
+    engine = create_async_engine(url, **kwargs)
+    if not kwargs.get("pool_pre_ping"):
+        event.listen(engine.sync_engine, "checkout", _drop_closed)
+    return engine
 
 
 def alembic_config(url: str | None = None) -> Config:

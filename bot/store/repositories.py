@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, delete, func, insert, select, update
+from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -32,7 +32,28 @@ def _t(model: type[Base]) -> Table:
 
 
 S, M, T = _t(SessionRow), _t(MessageRow), _t(TurnRow)
-LLM, TOOLS, MEM, EVENTS = _t(LLMCallRow), _t(ToolInvocationRow), _t(MemoryRow), _t(ProcessedEventRow)
+L, TI, MEM, EVENTS = _t(LLMCallRow), _t(ToolInvocationRow), _t(MemoryRow), _t(ProcessedEventRow)
+
+# Hot-path statements are built once and executed with parameters: building a Core statement per call
+# (coercions, cache-key generation) cost more than running it (bench/README.md, benchmark 1).
+_SESSION_BY_KEY = select(S).where(S.c.platform == bindparam("b_platform"),
+                                  S.c.channel == bindparam("b_channel"), S.c.thread == bindparam("b_thread"))
+_INSERT_SESSION, _INSERT_MESSAGE, _INSERT_TURN = insert(S), insert(M), insert(T)
+_INSERT_LLM_CALL, _INSERT_TOOL_CALL = insert(L), insert(TI)
+_SESSION_BY_ID = select(S).where(S.c.id == bindparam("b_id"))
+_TOUCH_SESSION = update(S).where(S.c.id == bindparam("b_id"))
+_FINISH_TURN = update(T).where(T.c.id == bindparam("b_id"))
+# History in one round trip: the id of the user message that opens the oldest kept turn, else everything.
+_OLDEST_KEPT = (select(M.c.id).where(M.c.session_id == bindparam("b_session"), M.c.role == "user")
+                .order_by(M.c.id.desc()).offset(bindparam("b_skip")).limit(1).scalar_subquery())
+_HISTORY = (select(M)
+            .where(M.c.session_id == bindparam("b_session"), M.c.id >= func.coalesce(_OLDEST_KEPT, 0))
+            .order_by(M.c.id))
+_RECALL_ALL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"), MEM.c.channel.is_(None))
+               .order_by(MEM.c.id.desc()).limit(bindparam("b_limit")))
+_RECALL_CHANNEL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"),
+                                     MEM.c.channel.is_(None) | (MEM.c.channel == bindparam("b_channel")))
+                   .order_by(MEM.c.id.desc()).limit(bindparam("b_limit")))
 
 
 def new_id() -> str:
@@ -57,25 +78,26 @@ class SqlStore:
 
     # --- sessions -----------------------------------------------------------------------------------------
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord:
-        where = (S.c.platform == platform) & (S.c.channel == channel) & (S.c.thread == thread)
+        key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(S).where(where))).first()
+            row = (await conn.execute(_SESSION_BY_KEY, key)).first()
         if row is not None:
             return _session(row)
         record = SessionRecord(new_id(), platform, channel, thread, agent)
         try:
             async with self.engine.begin() as conn:
-                await conn.execute(insert(S).values(id=record.id, platform=platform, channel=channel,
-                                                    thread=thread, agent=agent, created_at=utcnow(),
-                                                    updated_at=utcnow()))
+                await conn.execute(_INSERT_SESSION, {
+                    "id": record.id, "platform": platform, "channel": channel, "thread": thread,
+                    "agent": agent, "created_at": utcnow(), "updated_at": utcnow(),
+                })
             return record
         except IntegrityError:  # another turn created it first
             async with self.engine.connect() as conn:
-                return _session((await conn.execute(select(S).where(where))).one())
+                return _session((await conn.execute(_SESSION_BY_KEY, key)).one())
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(S).where(S.c.id == session_id))).first()
+            row = (await conn.execute(_SESSION_BY_ID, {"b_id": session_id})).first()
         return _session(row) if row is not None else None
 
     # --- history --------------------------------------------------------------------------------------------
@@ -84,71 +106,64 @@ class SqlStore:
         if max_turns <= 0:
             return []
         async with self.engine.connect() as conn:
-            start = (
-                await conn.execute(
-                    select(M.c.id).where(M.c.session_id == session_id, M.c.role == "user")
-                    .order_by(M.c.id.desc()).offset(max_turns - 1).limit(1)
-                )
-            ).scalar()
-            query = select(M).where(M.c.session_id == session_id)
-            if start is not None:
-                query = query.where(M.c.id >= start)
-            rows = (await conn.execute(query.order_by(M.c.id))).all()
+            rows = (await conn.execute(_HISTORY, {"b_session": session_id, "b_skip": max_turns - 1})).all()
         return [_message(r) for r in rows]
 
     async def append(self, session_id: str, turn_id: str, message: Message) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(insert(M).values(
-                session_id=session_id, turn_id=turn_id, role=message.role, content=message.content,
-                tool_calls=[c.to_dict() for c in message.tool_calls] or None, tool_call_id=message.tool_call_id,
-                name=message.name, created_at=utcnow(),
-            ))
+            await conn.execute(_INSERT_MESSAGE, {
+                "session_id": session_id, "turn_id": turn_id, "role": message.role,
+                "content": message.content, "tool_calls": [c.to_dict() for c in message.tool_calls] or None,
+                "tool_call_id": message.tool_call_id, "name": message.name, "created_at": utcnow(),
+            })
 
     # --- turns ----------------------------------------------------------------------------------------------
     async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None:
         now = utcnow()
         async with self.engine.begin() as conn:
-            await conn.execute(insert(T).values(id=turn_id, session_id=session_id, trigger=trigger, user=user,
-                                                text=text, started_at=now, status="running"))
-            await conn.execute(update(S).where(S.c.id == session_id).values(updated_at=now))
+            await conn.execute(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
+                                              "user": user, "text": text, "started_at": now,
+                                              "status": "running"})
+            await conn.execute(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
 
     async def finish_turn(
         self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
     ) -> None:
         status = "error" if error else ("limit" if hit_limit else "ok")
         async with self.engine.begin() as conn:
-            await conn.execute(update(T).where(T.c.id == turn_id).values(
-                answer=answer, iterations=iterations, hit_limit=hit_limit, prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens, status=status, error=error, finished_at=utcnow(),
-            ))
+            await conn.execute(_FINISH_TURN, {
+                "b_id": turn_id, "answer": answer, "iterations": iterations, "hit_limit": hit_limit,
+                "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                "status": status, "error": error, "finished_at": utcnow(),
+            })
 
     # --- audit ----------------------------------------------------------------------------------------------
     async def record_llm_call(self, record: LLMCallRecord) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(insert(LLM).values(
-                session_id=record.session_id, turn_id=record.turn_id, agent=record.agent, model=record.model,
-                attempt=record.attempt, request=record.request, response=record.response,
-                prompt_tokens=record.usage.prompt_tokens, completion_tokens=record.usage.completion_tokens,
-                latency_ms=record.latency_ms, finish_reason=record.finish_reason, error=record.error,
-                created_at=utcnow(),
-            ))
+            await conn.execute(_INSERT_LLM_CALL, {
+                "session_id": record.session_id, "turn_id": record.turn_id, "agent": record.agent,
+                "model": record.model, "attempt": record.attempt, "request": record.request,
+                "response": record.response, "prompt_tokens": record.usage.prompt_tokens,
+                "completion_tokens": record.usage.completion_tokens, "latency_ms": record.latency_ms,
+                "finish_reason": record.finish_reason, "error": record.error, "created_at": utcnow(),
+            })
 
     async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(insert(TOOLS).values(
-                session_id=session_id, turn_id=turn_id, agent=agent, call_id=result.call_id, tool=result.tool,
-                arguments=result.arguments, result=result.content, status=result.status, reason=result.reason,
-                attempts=result.attempts, duration_ms=result.duration_ms, created_at=utcnow(),
-            ))
+            await conn.execute(_INSERT_TOOL_CALL, {
+                "session_id": session_id, "turn_id": turn_id, "agent": agent, "call_id": result.call_id,
+                "tool": result.tool, "arguments": result.arguments, "result": result.content,
+                "status": result.status, "reason": result.reason, "attempts": result.attempts,
+                "duration_ms": result.duration_ms, "created_at": utcnow(),
+            })
 
     # --- memory ---------------------------------------------------------------------------------------------
     async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:
-        t = MEM
-        scope = t.c.channel.is_(None) if channel is None else (t.c.channel.is_(None) | (t.c.channel == channel))
+        query, params = _RECALL_ALL, {"b_agent": agent, "b_limit": limit}
+        if channel is not None:
+            query, params = _RECALL_CHANNEL, {**params, "b_channel": channel}
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(
-                select(t).where(t.c.agent == agent, scope).order_by(t.c.id.desc()).limit(limit)
-            )).all()
+            rows = (await conn.execute(query, params)).all()
         return [MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at) for r in reversed(rows)]
 
     async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None) -> int:

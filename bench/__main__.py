@@ -1,0 +1,27 @@
+"""Run every benchmark: `python -m bench [--quick] [--no-pg]` (about 6 minutes on 2 cores; --quick: ~1)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from bench import concurrency, memory_startup, overhead, prompt_scale
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description="yokebot benchmarks (see bench/README.md)")
+    p.add_argument("--quick", action="store_true", help="short runs, SQLite only: a smoke run, not figures")
+    p.add_argument("--no-pg", action="store_true", help="skip the PostgreSQL variants")
+    args = p.parse_args()
+    flags = [f for f, on in (("--quick", args.quick), ("--no-pg", args.no_pg)) if on]
+    started = time.perf_counter()
+    overhead.main(flags)
+    concurrency.main(flags)
+    prompt_scale.main(flags)
+    memory_startup.main(["--quick"] if args.quick else [])
+    print("\n5. Slack acknowledgement latency: TODO, waits for the Slack adapter (see bench/README.md).")
+    print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The scripted OpenAI-compatible server in a process of its own, so its CPU never counts against the engine.
+
+Every turn the benchmarks run is the same 3-call, 2-tool turn, answered from the request itself (so any
+number of sessions can run at once): no tool result yet since the last user message -> call `echo`; one ->
+call `echo` again; two -> the final answer.
+
+    python -m bench.fake_llm [--latency SECONDS]
+
+prints `READY <base_url>` once listening on 127.0.0.1:<ephemeral>, then serves until stdin closes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.fakes.openai_server import FakeOpenAI, Step, call  # noqa: E402
+
+FINAL_ANSWER = "All done: first, second second."
+
+
+def tool_results_this_turn(messages: list[dict[str, Any]]) -> int:
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    return sum(1 for m in messages[last_user:] if m.get("role") == "tool")
+
+
+def make_handler(fake: FakeOpenAI):
+    def handler(body: dict[str, Any]) -> Step:
+        fake.requests.clear()  # a long benchmark must not grow the fake's memory
+        done = tool_results_this_turn(body["messages"])
+        if done == 0:
+            return Step("calls", calls=[call("echo", {"text": "first"})])
+        if done == 1:
+            return Step("calls", calls=[call("echo", {"text": "second", "times": 2})])
+        return Step("reply", content=FINAL_ANSWER)
+
+    return handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="the scripted OpenAI-compatible server, in its own process")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds of model latency per call")
+    args = parser.parse_args()
+    fake = FakeOpenAI()
+    fake.handler = make_handler(fake)
+    fake.latency = args.latency
+    fake.start()
+    print(f"READY {fake.base_url}", flush=True)
+    try:
+        sys.stdin.read()  # until the parent closes the pipe (or dies)
+    finally:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()

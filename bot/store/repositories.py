@@ -1,6 +1,7 @@
 """SqlStore: sessions, history, turns, audit rows and memories on SQLAlchemy 2 (SQLite or PostgreSQL).
 
-Hot-path writes use Core inserts: one short transaction each, so a crash loses at most the step in flight."""
+A turn's rows (turn, messages, model calls, tool calls) go through the write-behind queue (`writer.py`):
+committed in order and in batches off the turn's critical path; `finish_turn` waits until they are in."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from bot.store.models import (
     TurnRow,
     utcnow,
 )
+from bot.store.writer import WriteBehind
 
 
 def _t(model: type[Base]) -> Table:
@@ -75,6 +77,14 @@ class SqlStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.writes = WriteBehind(engine)
+
+    async def flush(self) -> None:
+        """Wait until every queued row is committed (a finished turn's rows always are)."""
+        await self.writes.flush()
+
+    async def close(self) -> None:
+        await self.writes.close()
 
     # --- sessions -----------------------------------------------------------------------------------------
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord:
@@ -83,7 +93,7 @@ class SqlStore:
             row = (await conn.execute(_SESSION_BY_KEY, key)).first()
         if row is not None:
             return _session(row)
-        record = SessionRecord(new_id(), platform, channel, thread, agent)
+        record = SessionRecord(new_id(), platform, channel, thread, agent, created=True)
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(_INSERT_SESSION, {
@@ -110,52 +120,47 @@ class SqlStore:
         return [_message(r) for r in rows]
 
     async def append(self, session_id: str, turn_id: str, message: Message) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(_INSERT_MESSAGE, {
+        self.writes.put(_INSERT_MESSAGE, {
                 "session_id": session_id, "turn_id": turn_id, "role": message.role,
                 "content": message.content, "tool_calls": [c.to_dict() for c in message.tool_calls] or None,
                 "tool_call_id": message.tool_call_id, "name": message.name, "created_at": utcnow(),
-            })
+        })
 
     # --- turns ----------------------------------------------------------------------------------------------
     async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None:
         now = utcnow()
-        async with self.engine.begin() as conn:
-            await conn.execute(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
-                                              "user": user, "text": text, "started_at": now,
-                                              "status": "running"})
-            await conn.execute(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
+        self.writes.put(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
+                                       "user": user, "text": text, "started_at": now, "status": "running"})
+        self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
 
     async def finish_turn(
         self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
     ) -> None:
         status = "error" if error else ("limit" if hit_limit else "ok")
-        async with self.engine.begin() as conn:
-            await conn.execute(_FINISH_TURN, {
-                "b_id": turn_id, "answer": answer, "iterations": iterations, "hit_limit": hit_limit,
-                "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                "status": status, "error": error, "finished_at": utcnow(),
-            })
+        self.writes.put(_FINISH_TURN, {
+            "b_id": turn_id, "answer": answer, "iterations": iterations, "hit_limit": hit_limit,
+            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "status": status, "error": error, "finished_at": utcnow(),
+        })
+        await self.writes.flush()
 
     # --- audit ----------------------------------------------------------------------------------------------
     async def record_llm_call(self, record: LLMCallRecord) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(_INSERT_LLM_CALL, {
+        self.writes.put(_INSERT_LLM_CALL, {
                 "session_id": record.session_id, "turn_id": record.turn_id, "agent": record.agent,
                 "model": record.model, "attempt": record.attempt, "request": record.request,
                 "response": record.response, "prompt_tokens": record.usage.prompt_tokens,
                 "completion_tokens": record.usage.completion_tokens, "latency_ms": record.latency_ms,
                 "finish_reason": record.finish_reason, "error": record.error, "created_at": utcnow(),
-            })
+        })
 
     async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(_INSERT_TOOL_CALL, {
+        self.writes.put(_INSERT_TOOL_CALL, {
                 "session_id": session_id, "turn_id": turn_id, "agent": agent, "call_id": result.call_id,
                 "tool": result.tool, "arguments": result.arguments, "result": result.content,
                 "status": result.status, "reason": result.reason, "attempts": result.attempts,
                 "duration_ms": result.duration_ms, "created_at": utcnow(),
-            })
+        })
 
     # --- memory ---------------------------------------------------------------------------------------------
     async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:

@@ -5,7 +5,10 @@ committed in order and in batches off the turn's critical path; `finish_turn` wa
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections import OrderedDict
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -58,6 +61,29 @@ _RECALL_CHANNEL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"),
                    .order_by(MEM.c.id.desc()).limit(bindparam("b_limit")))
 
 
+class RecentSessions:
+    """A small LRU of session records with a time limit, so a pruned session is forgotten long before it
+    could be pruned (prune removes sessions idle for days)."""
+
+    def __init__(self, size: int = 4096, ttl: float = 300.0) -> None:
+        self.size, self.ttl = size, ttl
+        self._items: OrderedDict[tuple[str, str, str], tuple[SessionRecord, float]] = OrderedDict()
+
+    def get(self, key: tuple[str, str, str]) -> SessionRecord | None:
+        item = self._items.get(key)
+        if item is None or item[1] < time.monotonic():
+            self._items.pop(key, None)
+            return None
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key: tuple[str, str, str], record: SessionRecord) -> None:
+        self._items[key] = (record, time.monotonic() + self.ttl)
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
 def new_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -78,6 +104,7 @@ class SqlStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.writes = WriteBehind(engine)
+        self._recent = RecentSessions()
 
     async def flush(self) -> None:
         """Wait until every queued row is committed (a finished turn's rows always are)."""
@@ -88,11 +115,11 @@ class SqlStore:
 
     # --- sessions -----------------------------------------------------------------------------------------
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord:
-        key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(_SESSION_BY_KEY, key)).first()
-        if row is not None:
-            return _session(row)
+        """The session of (platform, channel, thread), created on first use: one insert for a new thread,
+        no query at all for a thread seen in the last minutes (sessions never change once made)."""
+        cached = self._recent.get((platform, channel, thread))
+        if cached is not None:
+            return cached
         record = SessionRecord(new_id(), platform, channel, thread, agent, created=True)
         try:
             async with self.engine.begin() as conn:
@@ -100,10 +127,12 @@ class SqlStore:
                     "id": record.id, "platform": platform, "channel": channel, "thread": thread,
                     "agent": agent, "created_at": utcnow(), "updated_at": utcnow(),
                 })
-            return record
-        except IntegrityError:  # another turn created it first
+        except IntegrityError:  # the thread has its session already (or another turn just made it)
+            key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
             async with self.engine.connect() as conn:
-                return _session((await conn.execute(_SESSION_BY_KEY, key)).one())
+                record = _session((await conn.execute(_SESSION_BY_KEY, key)).one())
+        self._recent.put((platform, channel, thread), replace(record, created=False))
+        return record
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self.engine.connect() as conn:

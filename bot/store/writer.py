@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 from typing import Any
 
+from sqlalchemy import Engine
+from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
@@ -26,9 +29,26 @@ class WriteFailed(RuntimeError):
     """Rows could not be committed after retries; the message says how many and why."""
 
 
+def _sqlite_writer(engine: AsyncEngine) -> Engine | None:
+    """For a SQLite file, a synchronous engine on the same file for the writer's own thread: a whole batch is
+    then one hop to that thread, where aiosqlite makes several hops per statement through the event loop."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    from bot.store.db import sqlite_pragmas  # local: db.py imports this module's users
+
+    sync = create_sync_engine(url.set(drivername="sqlite"), pool_size=1, max_overflow=0)
+    from sqlalchemy import event
+
+    event.listen(sync, "connect", sqlite_pragmas)
+    return sync
+
+
 class WriteBehind:
     def __init__(self, engine: AsyncEngine, *, attempts: int = 3, backoff: float = 0.1) -> None:
         self.engine = engine
+        self._sync = _sqlite_writer(engine)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
         self.attempts = attempts
         self.backoff = backoff
         self._pending: list[Write] = []
@@ -66,6 +86,10 @@ class WriteBehind:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        if self._thread is not None and self._sync is not None:
+            self._thread.shutdown(wait=True)
+            self._sync.dispose()
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer")
 
     async def _run(self) -> None:
         while True:
@@ -82,9 +106,12 @@ class WriteBehind:
     async def _commit(self, batch: list[Write]) -> BaseException | None:
         for attempt in range(1, self.attempts + 1):
             try:
-                async with self.engine.begin() as conn:
-                    for statement, group in _runs(batch):
-                        await conn.execute(statement, group)  # executemany, in queue order
+                if self._thread is not None:
+                    await asyncio.get_running_loop().run_in_executor(self._thread, self._commit_sync, batch)
+                else:
+                    async with self.engine.begin() as conn:
+                        for statement, group in _runs(batch):
+                            await conn.execute(statement, group)  # executemany, in queue order
                 return None
             except Exception as exc:  # the database is down, busy, or a row is bad
                 if attempt == self.attempts:
@@ -92,6 +119,12 @@ class WriteBehind:
                     return exc
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
         return None  # pragma: no cover
+
+    def _commit_sync(self, batch: list[Write]) -> None:
+        assert self._sync is not None
+        with self._sync.begin() as conn:
+            for statement, group in _runs(batch):
+                conn.execute(statement, group)
 
     def _release(self) -> None:
         still: list[tuple[int, int, asyncio.Future[None]]] = []

@@ -23,7 +23,7 @@ import yarl
 from discord.abc import Messageable
 
 from bot.chat.base import InboundMessage, OutboundMessage
-from bot.chat.discord_output import NO_PINGS, deliver, react, typing
+from bot.chat.discord_output import NO_PINGS, deliver, post_to, react, typing
 from bot.chat.discord_routing import Origin, comma_list, permitted, profile_permits, route
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed, YokebotError
@@ -194,13 +194,7 @@ class DiscordAdapter:
     async def post(self, channel: str, text: str) -> str:
         """Post to `CHANNEL_ID` or `#name`; returns `discord:CHANNEL/MESSAGE` of the first message."""
         dest = self._channel_for_post(channel)
-        try:
-            sent = await deliver(dest, text, attach_over=self.settings.discord_attach_over_chars)
-        except discord.HTTPException as exc:
-            raise ToolFailed(
-                f"cannot post to discord:{channel}: Discord answered {exc.status} {exc.text}"
-            ) from None
-        return f"discord:{sent[0].channel.id}/{sent[0].id}"
+        return await post_to(dest, channel, text, attach_over=self.settings.discord_attach_over_chars)
 
     async def send(self, message: OutboundMessage) -> str:
         target = message.thread if message.thread and message.thread != message.channel else message.channel

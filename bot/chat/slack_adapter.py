@@ -20,11 +20,6 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.base import InboundMessage, OutboundMessage
 from bot.chat.slack_events import (
@@ -37,10 +32,11 @@ from bot.chat.slack_events import (
     mentions,
     retry_num,
 )
-from bot.chat.slack_output import FAILED, WORKING, OutputLimits, SlackPoster
-from bot.chat.slack_routing import AccessPolicy, ChannelDirectory, Router
+from bot.chat.slack_output import FAILED, WORKING
+from bot.chat.slack_post import SlackOutbox, web_client
+from bot.chat.slack_routing import AccessPolicy, Router
 from bot.config import Settings
-from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.errors import ConfigError
 from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
 
@@ -50,11 +46,6 @@ EVENTS_PATH = "/slack/events"
 SORRY = "Sorry, something went wrong on my side and I could not answer this; the details are in my logs."
 STOPPED = "Sorry, I was restarted before I could finish this; please ask again."
 REFUSED = "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
-POST_HINTS = {
-    "not_in_channel": " (invite the bot to the channel first: /invite @yokebot)",
-    "channel_not_found": " (check the channel ID, and that the bot is a member)",
-    "is_archived": " (the channel is archived)",
-}
 
 
 class SlackAdapter:
@@ -70,11 +61,10 @@ class SlackAdapter:
         self.settings, self.service, self.profiles, self.claims = settings, service, profiles, claims
         self.mode = "socket" if settings.slack_app_token is not None else "http"
         self._token = settings.slack_bot_token.get_secret_value()
-        retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=settings.slack_rate_limit_retries),
-                 AsyncConnectionErrorRetryHandler()]
-        self.web = AsyncWebClient(token=self._token, base_url=settings.slack_api_url, retry_handlers=retry)
+        self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
+        self.web, self.poster, self.directory = self.outbox.web, self.outbox.poster, self.outbox.directory
         # Bolt gets a client without a token: `authorize` supplies it, so no auth.test per request.
-        bolt_client = AsyncWebClient(base_url=settings.slack_api_url, retry_handlers=list(retry))
+        bolt_client = web_client(settings, None)
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
         # Bolt passes arguments by parameter name, so it gets plain closures rather than bound methods.
         async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
@@ -87,9 +77,6 @@ class SlackAdapter:
                              process_before_response=True, request_verification_enabled=self.mode == "http",
                              logger=logging.getLogger("slack_bolt.yokebot"))
         self.bolt.event(re.compile(".*"))(on_event)
-        self.poster = SlackPoster(self.web, OutputLimits(settings.slack_message_chars,
-                                                         settings.slack_file_threshold_chars))
-        self.directory = ChannelDirectory(self.web)
         self.router = Router(profiles, settings.default_agent, self.directory)
         self.access = AccessPolicy(frozenset(settings.slack_allowed_users),
                                    frozenset(settings.slack_allowed_channels), settings.slack_allow_dms)
@@ -256,22 +243,8 @@ class SlackAdapter:
 
     # --- outbound: notify, schedules ----------------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> str:
-        stamps = await self.poster.post(message.channel, message.text, message.thread)
-        return f"slack:{message.channel}:{stamps[0]}"
+        return await self.outbox.send(message)
 
     async def post(self, channel: str, text: str) -> str:
-        """Post to `#name` (resolved with conversations.list) or a channel ID; returns `slack:<id>:<ts>`."""
-        channel_id = channel
-        try:
-            if channel.startswith("#"):
-                found = await self.directory.id_for(channel)
-                if found is None:
-                    raise ToolFailed(f"there is no Slack channel {channel} that the bot can see "
-                                     "(check the name; for a private channel, invite the bot)")
-                channel_id = found
-            stamps = await self.poster.post(channel_id, text)
-        except SlackApiError as exc:
-            error = str(exc.response.get("error"))
-            hint = POST_HINTS.get(error, "")
-            raise ToolFailed(f"Slack refused the post to {channel}: {error}{hint}") from None
-        return f"slack:{channel_id}:{stamps[0]}"
+        """Post to `#name` or a channel ID; returns `slack:<id>:<ts>` (see SlackOutbox.post)."""
+        return await self.outbox.post(channel, text)

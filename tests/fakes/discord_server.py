@@ -1,8 +1,8 @@
 """A fake Discord: REST under `/api/v10` and a gateway websocket at `/gateway`, on 127.0.0.1, spoken to by the
 real discord.py over real sockets.
 
-REST: `/users/@me`, `/oauth2/applications/@me`, `/gateway(/bot)`, channels, messages (JSON and multipart
-with files), threads from a message, reactions, typing. Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE,
+REST: `/users/@me`, `/users/@me/guilds`, `/oauth2/applications/@me`, `/gateway(/bot)`, a guild's channels,
+channels, messages (JSON and multipart with files), threads from a message, reactions, typing. Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE,
 heartbeats, dispatches with sequence numbers, RECONNECT and RESUME (missed events are replayed).
 Everything the bot sends is recorded: `requests` (REST), `ops` (gateway opcodes), `posted` (messages)."""
 
@@ -405,6 +405,11 @@ class FakeDiscord:
                         },
                     }
                 )
+            case ("GET", ["users", "@me", "guilds"]):  # a bot that posts over REST only finds channels by name
+                return respond([{"id": str(GUILD_ID), "name": "Test Guild", "icon": None, "owner": False,
+                                 "permissions": "0", "features": []}])
+            case ("GET", ["guilds", gid, "channels"]):
+                return respond(list(self.channels.values()) if int(gid) == GUILD_ID else [])
             case ("GET", ["guilds", gid, "members", uid]):
                 return self._member(int(gid), int(uid))
             case ("GET", ["channels", cid]):

@@ -205,7 +205,7 @@ async def test_a_planned_time_during_a_long_run_is_recorded_not_dropped(
         )
 
     await eventually(a_skip, what="a planned time skipped during a long run")
-    await harness.stop(scheduler)
+    await harness.stop(scheduler)  # lets the run in flight finish and post (the drain), then stops
     runs = await store.history("reporter/tick")
-    assert all(r.status in ("ok", "missed", "failed") for r in runs)
-    await asyncio.sleep(1.7)  # let the fake server answer the request the stop abandoned
+    assert runs and all(r.status in ("ok", "missed") for r in runs)
+    assert len(harness.slack.posts) == sum(r.status == "ok" for r in runs)

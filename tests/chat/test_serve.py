@@ -14,12 +14,16 @@ from sqlalchemy import text
 
 from bot.runner import serve
 from bot.store.db import create_engine
+from tests.chat.ops_agent import nginx_logs, shipped_ops
+from tests.chat.slack_harness import OPS, answered, mention
 from tests.conftest import make_settings
-from tests.fakes.openai_server import FakeOpenAI, Step
+from tests.fakes.discord_server import GENERAL, OPS_ALERTS, FakeDiscord
+from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.fakes.slack_server import FakeSlack, eventually
 from tests.helpers import write_agent
 
 SLACK_TOKENS = {"slack_bot_token": "xoxb-serve-bot-token", "slack_app_token": "xapp-serve-app-token"}
+DISCORD_TOKEN = "discord-serve-token-0123456789"
 
 
 def free_port() -> int:
@@ -84,3 +88,50 @@ schedules:
                                      "WHERE status = 'ok' ORDER BY planned_at")
     assert runs and (runs[0].schedule, runs[0].kind) == ("reporter/tick", "scheduled")
     assert runs[0].posted_ref == f"slack:C_REPORTS:{post.result['ts']}"
+
+
+@pytest.fixture
+def fake_discord() -> Iterator[FakeDiscord]:
+    server = FakeDiscord().start()
+    yield server
+    server.stop()
+
+
+async def test_slack_and_discord_in_one_process_and_an_alert_from_discord_lands_in_slack(
+    sqlite_url: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_slack: FakeSlack, fake_discord: FakeDiscord
+):
+    agents = tmp_path / "agents"
+    shipped_ops(agents, nginx_logs(tmp_path))  # notify: slack:#ops-alerts, as shipped
+    settings = make_settings(
+        sqlite_url, fake_llm, agents, default_agent="ops", http_port=free_port(), scheduler_enabled=False,
+        slack_api_url=fake_slack.api_url, discord_bot_token=DISCORD_TOKEN, discord_api_url=fake_discord.api_url,
+        discord_gateway_url=fake_discord.gateway_url, discord_guild_ready_timeout=0.05, **SLACK_TOKENS,
+    )
+    served = Served(settings)
+    try:
+        await eventually(lambda: fake_slack.connections == 1 and 2 in fake_discord.ops, what="both connected")
+        fake_llm.reply("Slack here: nginx looks quiet.")
+        fake_slack.push(mention("anything wrong with nginx?", ts="1800.000100"))
+        await answered(fake_slack, "1800.000100")
+
+        fake_llm.calls(call("tail_log", {"path": str(tmp_path / "nginx" / "error.log"), "contains": "502"}))
+        fake_llm.calls(call("notify", {"message": "nginx: 3 x 502 from upstream 10.0.0.7 since 10:00"}))
+        fake_llm.reply("**Degraded**: 3 x 502 since 10:00. I alerted #ops-alerts on Slack.")
+        mid = fake_discord.mention("check the recent nginx error logs; if something's wrong, push it to the team channel")
+        await eventually(lambda: fake_discord.reactions, what="the Discord answer")
+    finally:
+        await served.stop()
+
+    assert [p["text"] for p in fake_slack.posts(OPS, thread_ts="1800.000100")] == ["Slack here: nginx looks quiet."]
+    assert [p.content for p in fake_discord.posted_in(mid)] == [
+        "**Degraded**: 3 x 502 since 10:00. I alerted #ops-alerts on Slack."
+    ]
+    assert fake_discord.reactions == [(GENERAL, mid, "✅")]
+    [alert] = fake_slack.posts("C_OPS_ALERTS")  # posted by the Slack adapter, from a Discord turn
+    assert alert["text"] == "nginx: 3 x 502 from upstream 10.0.0.7 since 10:00"
+    assert fake_discord.posted_in(OPS_ALERTS) == []
+    tools = await db_rows(sqlite_url, "SELECT tool, status, result FROM tool_invocations ORDER BY id")
+    assert [(t.tool, t.status) for t in tools] == [("tail_log", "ok"), ("notify", "ok")]
+    assert tools[1].result == f"Posted to slack:#ops-alerts (ref slack:C_OPS_ALERTS:{alert.result['ts']})."
+    sessions = await db_rows(sqlite_url, "SELECT platform, agent FROM sessions ORDER BY created_at")
+    assert [(s.platform, s.agent) for s in sessions] == [("slack", "ops"), ("discord", "ops")]

@@ -22,7 +22,7 @@ import discord.http
 import yarl
 from discord.abc import Messageable
 
-from bot.chat.base import InboundMessage, OutboundMessage
+from bot.chat.base import EventCounter, InboundMessage, OutboundMessage
 from bot.chat.discord_output import NO_PINGS, deliver, post_to, react, typing
 from bot.chat.discord_routing import Origin, comma_list, permitted, profile_permits, route
 from bot.config import Settings
@@ -98,10 +98,15 @@ class _Client(discord.Client):
         log.info("discord: connected as %s (%s guilds)", self.user, len(self.guilds))
         if self.application_id is not None:
             log.info("discord: invite the bot with %s", invite_url(self.application_id))
+        self.adapter.connected = True
         self.adapter.ready.set()
 
     async def on_resumed(self) -> None:
         log.info("discord: gateway session resumed")
+        self.adapter.connected = True
+
+    async def on_disconnect(self) -> None:
+        self.adapter.connected = False  # discord.py reconnects by itself; READY or RESUMED sets it back
 
     async def on_message(self, message: discord.Message) -> None:
         self.adapter.received(message)
@@ -113,11 +118,18 @@ class DiscordAdapter:
     platform = "discord"
 
     def __init__(
-        self, service: AgentService, settings: Settings, profiles: Mapping[str, AgentProfile]
+        self,
+        service: AgentService,
+        settings: Settings,
+        profiles: Mapping[str, AgentProfile],
+        *,
+        metrics: EventCounter | None = None,
     ) -> None:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.service, self.settings, self.profiles = service, settings, profiles
+        self.metrics = metrics
+        self.connected = False  # between READY/RESUMED and a disconnect
         self.client = _Client(
             self,
             intents=intents(),
@@ -159,7 +171,16 @@ class DiscordAdapter:
             await self._close_client()
             raise ConfigError(_start_failure(error, within)) from None
 
+    def is_connected(self) -> bool:
+        """For /readyz: the gateway session is READY (or RESUMED) and has not dropped since."""
+        return self.connected and not self.stopping and not self.client.is_closed()
+
+    def _count(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.adapter_event(self.platform, kind)
+
     def _gateway_ended(self, task: asyncio.Task[None]) -> None:
+        self.connected = False
         if self.stopping or task.cancelled():
             return
         error = task.exception()
@@ -244,8 +265,13 @@ class DiscordAdapter:
     async def _handle(self, message: discord.Message) -> None:
         channel = await self._resolve_channel(message)
         trigger = self.classify(message, channel)
-        if trigger is None or not self._first_time(message.id):
+        if trigger is None:
+            self._count("ignored")
             return
+        if not self._first_time(message.id):
+            self._count("duplicate")
+            return
+        self._count(trigger.kind)
         agent = route(self.profiles, trigger.origin, self.settings.default_agent)
         if trigger.origin.dm and self._roles_matter(agent):
             trigger = replace(
@@ -258,6 +284,7 @@ class DiscordAdapter:
                 trigger.origin.channel,
                 agent,
             )
+            self._count("refused")
             await deliver(channel, REFUSAL, attach_over=10_000, reference=message)
             return
         if not trigger.text:
@@ -367,6 +394,7 @@ class DiscordAdapter:
             except Exception:
                 log.exception("discord: turn for message %s failed", inbound.message_id)
                 answer = CRASH
+                self._count("error")
         try:
             await deliver(
                 dest, answer, attach_over=self.settings.discord_attach_over_chars, reference=reference

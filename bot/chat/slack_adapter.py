@@ -21,7 +21,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
-from bot.chat.base import InboundMessage, OutboundMessage
+from bot.chat.base import EventCounter, InboundMessage, OutboundMessage
 from bot.chat.slack_events import (
     PLATFORM,
     BotIdentity,
@@ -52,13 +52,14 @@ class SlackAdapter:
     platform = PLATFORM
 
     def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-                 claims: EventClaims) -> None:
+                 claims: EventClaims, metrics: EventCounter | None = None) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
         if settings.slack_app_token is None and settings.slack_signing_secret is None:
             raise ConfigError("SLACK_BOT_TOKEN is set, but neither SLACK_APP_TOKEN (Socket Mode) nor "
                               "SLACK_SIGNING_SECRET (HTTP Events mode) is: set one of them.")
         self.settings, self.service, self.profiles, self.claims = settings, service, profiles, claims
+        self.metrics = metrics
         self.mode = "socket" if settings.slack_app_token is not None else "http"
         self._token = settings.slack_bot_token.get_secret_value()
         self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
@@ -87,6 +88,7 @@ class SlackAdapter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._threads: OrderedDict[tuple[str, str], None] = OrderedDict()  # threads the bot is part of
         self._closing = False
+        self._mounted = False
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -102,6 +104,23 @@ class SlackAdapter:
         """HTTP Events mode: serve `/slack/events` on yokebot's HTTP server."""
         if self.mode == "http":
             http.router.add_post(EVENTS_PATH, self.handle_http)
+            self._mounted = True
+
+    def is_connected(self) -> bool:
+        """For /readyz: Socket Mode: the websocket is open; HTTP Events mode: the route is mounted and the token
+        was accepted. False once stopping."""
+        if self._closing or self.identity is None:
+            return False
+        if self.mode == "http":
+            return self._mounted
+        client = self.socket.client if self.socket is not None else None
+        session = getattr(client, "current_session", None)
+        return (client is not None and not client.closed and not getattr(client, "stale", False)
+                and session is not None and not session.closed)
+
+    def _count(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.adapter_event(PLATFORM, kind)
 
     async def handle_http(self, request: web.Request) -> web.Response:
         return await to_aiohttp_response(await self.bolt.async_dispatch(await to_bolt_request(request)))
@@ -143,17 +162,22 @@ class SlackAdapter:
         found = classify(body, await self._whoami(), self.rules)
         if isinstance(found, Ignored):
             log.debug("ignored Slack event %s: %s", body.get("event_id"), found.reason)
+            self._count("ignored")
             return None
         retries = retry_num(request.headers)
         message_key = f"{found.channel}:{found.message_id}"
         if not await self.claims.claim_event(PLATFORM, found.event_id or message_key):
             log.info("Slack event %s (retry %d) was already taken: acknowledged, not processed again",
                      found.event_id, retries)
+            self._count("duplicate")
             return None
         if not await self.claims.claim_event("slack-message", message_key):
             log.info("Slack message %s arrived again in event %s: not processed again", message_key,
                      found.event_id)
+            self._count("duplicate")
             return None
+        if found.trigger != "thread":  # a thread message counts once we know the bot is part of the thread
+            self._count(found.trigger)
         if retries > 0:
             log.info("Slack event %s came as retry %d but was never taken before: processing it",
                      found.event_id, retries)
@@ -168,14 +192,18 @@ class SlackAdapter:
     # --- the turn, in the background ----------------------------------------------------------------------
     async def _answer(self, msg: InboundMessage) -> None:
         try:
-            if msg.trigger == "thread" and not await self._bot_in_thread(msg.channel, msg.thread):
-                return
+            if msg.trigger == "thread":
+                mine = await self._bot_in_thread(msg.channel, msg.thread)
+                self._count("thread" if mine else "ignored")
+                if not mine:
+                    return
             dm = bool(msg.extra.get("is_dm"))
             agent = self.settings.default_agent if dm else await self.router.agent_for(msg.channel)
             reason = self.access.refusal(msg.user, msg.channel, dm, self.profiles.get(agent))
             if reason is not None:
                 log.warning("refused Slack message %s from %s in %s: %s", msg.message_id, msg.user,
                             msg.channel, reason)
+                self._count("refused")
                 await self.poster.post(msg.channel, REFUSED, msg.extra.get("reply_thread"))
                 return
             await self._run_turn(msg, agent)
@@ -183,6 +211,7 @@ class SlackAdapter:
             raise
         except Exception:
             log.exception("Slack message %s in %s could not be handled", msg.message_id, msg.channel)
+            self._count("error")
 
     async def _run_turn(self, msg: InboundMessage, agent: str) -> None:
         channel, ts, thread = msg.channel, str(msg.message_id), msg.extra.get("reply_thread")
@@ -198,6 +227,7 @@ class SlackAdapter:
         except Exception:
             log.exception("turn for Slack message %s in %s failed", ts, channel)
             text = SORRY
+            self._count("error")
         try:
             await self.poster.post(channel, text, thread)
             self._remember_thread(channel, msg.thread)

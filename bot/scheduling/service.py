@@ -225,7 +225,7 @@ class SchedulerService:
                 reason += (
                     f" (later planned runs until {now.isoformat()} were missed too, not listed one by one)"
                 )
-            await self.store.record_missed(schedule, planned, reason, self.runner.runner)
+            await self.runner.record_missed(schedule, planned, reason)
         if missed:
             log.warning(
                 "scheduler: %s missed %d%s planned run(s) while no scheduler was running",
@@ -245,8 +245,6 @@ class SchedulerService:
             if schedule is None:
                 return
             for planned in event.scheduled_run_times:
-                await self.store.record_missed(
-                    schedule, planned, "the previous run was still going", self.runner.runner
-                )
+                await self.runner.record_missed(schedule, planned, "the previous run was still going")
 
         self._spawn(record())

@@ -83,7 +83,7 @@ async def start_bot(
         **overrides,
     )
     app = await build_app(settings, registry=registry())
-    adapter = DiscordAdapter(app.service, settings, app.profiles)
+    adapter = DiscordAdapter(app.service, settings, app.profiles, metrics=app.metrics)  # as start_discord does
     await adapter.start(within=10)
     app.notifier.register(adapter)
     return app, adapter
@@ -196,6 +196,9 @@ async def test_the_bot_stays_silent_where_it_was_not_asked(
     assert [r["messages"][-1]["content"] for r in fake_llm.requests] == ["ping"]
     assert [p.content for p in fake_discord.posted] == ["only this one"]
     assert fake_discord.threads == {}
+    counted = discord_bot[0].metrics.value
+    assert counted("yokebot_adapter_events_total", platform="discord", kind="ignored") == 5
+    assert counted("yokebot_adapter_events_total", platform="discord", kind="dm") == 1
 
 
 async def test_a_5000_character_answer_is_split_on_lines_and_fences(
@@ -360,10 +363,12 @@ async def test_stop_lets_the_turn_in_flight_finish(
     sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
 ):
     app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord)
+    assert adapter.is_connected()  # /readyz
     fake_llm.reply("answered before shutdown", delay=0.5)
     mid = fake_discord.dm("slow question")
     await eventually(lambda: fake_llm.requests)
     await adapter.stop()
+    assert not adapter.is_connected()
     await app.close()
     assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["answered before shutdown"]
     assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")]

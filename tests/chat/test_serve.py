@@ -4,11 +4,13 @@ run together in one process (scheduled reports through the Slack adapter, Slack 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from sqlalchemy import text
 
@@ -39,6 +41,32 @@ async def db_rows(url: str, sql: str) -> list[Any]:
             return list((await conn.execute(text(sql))).all())
     finally:
         await engine.dispose()
+
+
+async def get(settings: Any, path: str) -> tuple[int, str]:
+    async with (aiohttp.ClientSession() as http,
+                http.get(f"http://127.0.0.1:{settings.http_port}{path}") as resp):
+        return resp.status, await resp.text()
+
+
+def sample(metrics: str, name: str, **labels: str) -> float:
+    """The value of one Prometheus sample in /metrics text (0 when absent); labels in any order."""
+    for line in metrics.splitlines():
+        head, _, value = line.rpartition(" ")
+        if head.startswith(name + "{") and all(f'{k}="{v}"' in head for k, v in labels.items()):
+            return float(value)
+    return 0.0
+
+
+async def scraped(settings: Any, name: str, **labels: str) -> float:
+    return sample((await get(settings, "/metrics"))[1], name, **labels)
+
+
+async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -78,6 +106,8 @@ schedules:
     served = Served(settings)
     try:
         await eventually(lambda: fake_slack.posts("C_REPORTS"), what="the scheduled report in #reports")
+        await until(lambda: scraped(settings, "yokebot_schedule_runs_total", schedule="reporter/tick", status="ok"),
+                    what="the run counted in /metrics")
     finally:
         await served.stop()
 
@@ -119,8 +149,17 @@ async def test_slack_and_discord_in_one_process_and_an_alert_from_discord_lands_
         fake_llm.reply("**Degraded**: 3 x 502 since 10:00. I alerted #ops-alerts on Slack.")
         mid = fake_discord.mention("check the recent nginx error logs; if something's wrong, push it to the team channel")
         await eventually(lambda: fake_discord.reactions, what="the Discord answer")
+        ready, readiness = await get(settings, "/readyz")
+        _, metrics = await get(settings, "/metrics")
     finally:
         await served.stop()
+
+    assert ready == 200 and json.loads(readiness) == {
+        "status": "ready", "database": "ok", "adapters": {"slack": "connected", "discord": "connected"}
+    }
+    assert sample(metrics, "yokebot_adapter_events_total", platform="slack", kind="mention") == 1
+    assert sample(metrics, "yokebot_adapter_events_total", platform="discord", kind="mention") == 1
+    assert sample(metrics, "yokebot_tool_calls_total", tool="notify", status="ok") == 1
 
     assert [p["text"] for p in fake_slack.posts(OPS, thread_ts="1800.000100")] == ["Slack here: nginx looks quiet."]
     assert [p.content for p in fake_discord.posted_in(mid)] == [

@@ -163,6 +163,9 @@ async def test_thread_the_bot_is_not_part_of_is_left_alone(
     await eventually(lambda: fake_slack.calls_to("conversations.replies"), what="the thread check")
     await slack_bot.adapter.stop()
     assert fake_llm.requests == [] and fake_slack.posts() == [] and fake_slack.calls_to("reactions.add") == []
+    counted = slack_bot.app.metrics.value
+    assert counted("yokebot_adapter_events_total", platform="slack", kind="ignored") == 2
+    assert counted("yokebot_adapter_events_total", platform="slack", kind="thread") == 0
 
 
 async def test_follow_up_after_a_restart_is_recognised_from_the_thread(

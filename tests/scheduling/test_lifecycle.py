@@ -124,6 +124,9 @@ async def test_after_downtime_exactly_one_catch_up_run_and_the_rest_missed(
     assert len(missed) >= 2
     assert all(r.planned_at < catch_ups[0].planned_at for r in missed)
     assert all("one catch-up run at" in (r.error or "") for r in missed)
+    # /metrics of the restarted bot: its catch-up run and the missed times it recorded
+    assert app.metrics.value("yokebot_schedule_runs_total", schedule="reporter/tick", status="missed") == len(missed)
+    assert app.metrics.value("yokebot_schedule_runs_total", schedule="reporter/tick", status="ok") >= 1
     # every planned time on the one-second grid has exactly one row: nothing dropped, nothing doubled
     planned = [r.planned_at for r in runs]
     assert planned == sorted(planned)

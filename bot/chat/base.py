@@ -60,3 +60,9 @@ class EventCounter(Protocol):
     taken event, `refused` (access lists) or `error` (the turn could not be handled)."""
 
     def adapter_event(self, platform: str, kind: str) -> None: ...
+
+
+class EventClaims(Protocol):
+    """`SqlStore.claim_event`: True the first time a key is seen, in any process sharing the database."""
+
+    async def claim_event(self, platform: str, event_id: str) -> bool: ...

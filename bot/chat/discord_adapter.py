@@ -22,7 +22,7 @@ import discord.http
 import yarl
 from discord.abc import Messageable
 
-from bot.chat.base import EventCounter, InboundMessage, OutboundMessage
+from bot.chat.base import EventClaims, EventCounter, InboundMessage, OutboundMessage
 from bot.chat.discord_output import NO_PINGS, deliver, post_to, react, typing
 from bot.chat.discord_routing import Origin, comma_list, permitted, profile_permits, route
 from bot.config import Settings
@@ -123,12 +123,13 @@ class DiscordAdapter:
         settings: Settings,
         profiles: Mapping[str, AgentProfile],
         *,
+        claims: EventClaims | None = None,
         metrics: EventCounter | None = None,
     ) -> None:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.service, self.settings, self.profiles = service, settings, profiles
-        self.metrics = metrics
+        self.claims, self.metrics = claims, metrics  # claims: the database, so instances answer a message once
         self.connected = False  # between READY/RESUMED and a disconnect
         self.client = _Client(
             self,
@@ -253,14 +254,15 @@ class DiscordAdapter:
         if not task.cancelled() and task.exception() is not None:
             log.error("discord: handling a message failed", exc_info=task.exception())
 
-    def _first_time(self, message_id: int) -> bool:
-        """A resumed gateway may replay a message; answer it once."""
+    async def _first_time(self, message_id: int) -> bool:
+        """Answer a message once: a resumed gateway may replay it (caught in memory), and every instance running
+        with the same token gets it (caught by the `processed_events` row the first one writes)."""
         if message_id in self._seen:
             return False
         self._seen[message_id] = None
         while len(self._seen) > SEEN_MAX:
             self._seen.popitem(last=False)
-        return True
+        return self.claims is None or await self.claims.claim_event(self.platform, str(message_id))
 
     async def _handle(self, message: discord.Message) -> None:
         channel = await self._resolve_channel(message)
@@ -268,7 +270,7 @@ class DiscordAdapter:
         if trigger is None:
             self._count("ignored")
             return
-        if not self._first_time(message.id):
+        if not await self._first_time(message.id):
             self._count("duplicate")
             return
         self._count(trigger.kind)

@@ -83,7 +83,8 @@ async def start_bot(
         **overrides,
     )
     app = await build_app(settings, registry=registry())
-    adapter = DiscordAdapter(app.service, settings, app.profiles, metrics=app.metrics)  # as start_discord does
+    # as start_discord does
+    adapter = DiscordAdapter(app.service, settings, app.profiles, claims=app.store, metrics=app.metrics)
     await adapter.start(within=10)
     app.notifier.register(adapter)
     return app, adapter
@@ -416,3 +417,30 @@ async def test_a_message_delivered_twice_is_answered_once(
     await eventually(lambda: answered(fake_discord, mid))
     await asyncio.sleep(0.1)
     assert [p.content for p in fake_discord.posted] == ["once"] and len(fake_llm.requests) == 1
+
+
+async def test_two_instances_with_one_token_answer_a_message_once(
+    db_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
+):
+    """Two `yokebot run` with the same token on one database both get every gateway event; one answers."""
+    one = await start_bot(db_url, fake_llm, discord_agents, fake_discord)
+    two = await start_bot(db_url, fake_llm, discord_agents, fake_discord)
+    try:
+        assert fake_discord.ops.count(2) == 2  # two gateway sessions (IDENTIFY twice)
+        fake_llm.reply("only one of us", delay=0.2)
+        mid = fake_discord.dm("hello both")  # MESSAGE_CREATE goes out on both connections
+
+        def duplicates() -> float:
+            return sum(app.metrics.value("yokebot_adapter_events_total", platform="discord", kind="duplicate")
+                       for app, _ in (one, two))
+
+        await eventually(lambda: answered(fake_discord, mid) and duplicates() == 1)
+        await asyncio.sleep(0.1)
+        claimed = await rows(one[0], "SELECT platform, event_id FROM processed_events")
+    finally:
+        for app, adapter in (two, one):  # reverse order: each undoes its own discord.py redirect
+            await adapter.stop()
+            await app.close()
+    assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["only one of us"]
+    assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")] and len(fake_llm.requests) == 1
+    assert [(c.platform, c.event_id) for c in claimed] == [("discord", str(mid))]

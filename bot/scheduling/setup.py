@@ -30,7 +30,12 @@ async def synced_store(app: App) -> tuple[ScheduleStore, SyncReport]:
 
 def schedule_runner(app: App, store: ScheduleStore) -> ScheduleRunner:
     return ScheduleRunner(
-        store, app.service, app.store, app.notifier, grace_seconds=app.settings.schedule_misfire_grace_seconds
+        store,
+        app.service,
+        app.store,
+        app.notifier,
+        grace_seconds=app.settings.schedule_misfire_grace_seconds,
+        metrics=app.metrics,
     )
 
 

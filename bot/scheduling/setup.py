@@ -48,4 +48,5 @@ async def build_scheduler(app: App, lock: LeaderLock | None = None) -> Scheduler
         lock or leader_lock(settings.database_url),
         poll_seconds=settings.schedule_poll_seconds,
         grace_seconds=settings.schedule_misfire_grace_seconds,
+        drain_seconds=settings.schedule_drain_seconds,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import typer
@@ -131,19 +132,7 @@ def schedule_add(
             if profile is None:
                 known = ", ".join(sorted(profiles)) or "none"
                 raise ScheduleError(f"There is no agent {agent!r} (known agents: {known}).")
-            return await store.add(
-                Schedule(
-                    name=spec.name,
-                    agent=agent,
-                    source="runtime",
-                    prompt=spec.prompt,
-                    cron=spec.cron,
-                    every=spec.every,
-                    timezone=spec.timezone or profile.timezone,
-                    post_to=spec.post_to,
-                    session=spec.session,
-                )
-            )
+            return await store.add(replace(Schedule.from_profile(profile, spec), name=spec.name, source="runtime"))
 
     added = _cli().run_async(main)
     _cli().out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")

@@ -15,6 +15,7 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql import Executable
 
 from bot.engine.messages import Message, ToolCall, ToolResult, Usage
 from bot.engine.ports import LLMCallRecord, MemoryItem, SessionRecord
@@ -106,6 +107,19 @@ class SqlStore:
         self.writes = WriteBehind(engine)
         self._recent = RecentSessions()
 
+    async def _rows(self, statement: Executable, params: dict[str, Any]) -> list[Any]:
+        if self.writes.threaded:  # SQLite: one hop to the writer's thread instead of several through aiosqlite
+            return await self.writes.call(lambda conn: list(conn.execute(statement, params).all()))
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(statement, params)).all())
+
+    async def _execute(self, statement: Executable, params: dict[str, Any]) -> None:
+        if self.writes.threaded:
+            await self.writes.call(lambda conn: conn.execute(statement, params), write=True)
+            return
+        async with self.engine.begin() as conn:
+            await conn.execute(statement, params)
+
     async def flush(self) -> None:
         """Wait until every queued row is committed (a finished turn's rows always are)."""
         await self.writes.flush()
@@ -122,30 +136,26 @@ class SqlStore:
             return cached
         record = SessionRecord(new_id(), platform, channel, thread, agent, created=True)
         try:
-            async with self.engine.begin() as conn:
-                await conn.execute(_INSERT_SESSION, {
-                    "id": record.id, "platform": platform, "channel": channel, "thread": thread,
-                    "agent": agent, "created_at": utcnow(), "updated_at": utcnow(),
-                })
+            await self._execute(_INSERT_SESSION, {
+                "id": record.id, "platform": platform, "channel": channel, "thread": thread,
+                "agent": agent, "created_at": utcnow(), "updated_at": utcnow(),
+            })
         except IntegrityError:  # the thread has its session already (or another turn just made it)
             key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
-            async with self.engine.connect() as conn:
-                record = _session((await conn.execute(_SESSION_BY_KEY, key)).one())
+            record = _session((await self._rows(_SESSION_BY_KEY, key))[0])
         self._recent.put((platform, channel, thread), replace(record, created=False))
         return record
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(_SESSION_BY_ID, {"b_id": session_id})).first()
-        return _session(row) if row is not None else None
+        rows = await self._rows(_SESSION_BY_ID, {"b_id": session_id})
+        return _session(rows[0]) if rows else None
 
     # --- history --------------------------------------------------------------------------------------------
     async def history(self, session_id: str, max_turns: int) -> list[Message]:
         """The last `max_turns` turns, read from the (session_id, id) index: cost does not grow with the table."""
         if max_turns <= 0:
             return []
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(_HISTORY, {"b_session": session_id, "b_skip": max_turns - 1})).all()
+        rows = await self._rows(_HISTORY, {"b_session": session_id, "b_skip": max_turns - 1})
         return [_message(r) for r in rows]
 
     async def append(self, session_id: str, turn_id: str, message: Message) -> None:
@@ -196,8 +206,7 @@ class SqlStore:
         query, params = _RECALL_ALL, {"b_agent": agent, "b_limit": limit}
         if channel is not None:
             query, params = _RECALL_CHANNEL, {**params, "b_channel": channel}
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query, params)).all()
+        rows = await self._rows(query, params)
         return [MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at) for r in reversed(rows)]
 
     async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
@@ -23,6 +23,7 @@ from sqlalchemy.sql import Executable
 log = logging.getLogger(__name__)
 
 Write = tuple[Executable, dict[str, Any]]
+T = TypeVar("T")
 
 
 class WriteFailed(RuntimeError):
@@ -119,6 +120,22 @@ class WriteBehind:
                     return exc
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
         return None  # pragma: no cover
+
+    @property
+    def threaded(self) -> bool:
+        """True for a SQLite file: the store may run its hot queries on the writer's thread (`call`)."""
+        return self._thread is not None
+
+    async def call(self, fn: Callable[[Connection], T], *, write: bool = False) -> T:
+        """Run `fn` on the writer thread's own SQLite connection: one hop, in order with the batches."""
+        assert self._thread is not None and self._sync is not None, "only for a threaded (SQLite) store"
+        sync = self._sync
+
+        def run() -> T:
+            with sync.begin() if write else sync.connect() as conn:
+                return fn(conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self._thread, run)
 
     def _commit_sync(self, batch: list[Write]) -> None:
         assert self._sync is not None

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
+import yarl
 from aiohttp import WSMsgType, web
 
 from tests.fakes.loopback import LoopbackServer
@@ -224,28 +224,39 @@ class FakeSlack:
     def post_burst(
         self, url: str, secret: str, payloads: list[dict[str, Any]], timeout: float = 20.0
     ) -> list[tuple[int, float]]:
-        """POST one signed event per payload to `url`, all at once, each on its own connection as Slack's
-        HTTP delivery does; per event, (HTTP status or 0 when it failed, seconds from the send to the response)."""
+        """POST one signed event per payload to `url`, all at once, each on a connection of its own; per event,
+        (the HTTP status, or 0 when it failed; seconds from its connect to the response's status line).
+        Plain sockets with prepared bytes, so that the client's own CPU hardly counts in the times."""
         return self.server.call(self._post_burst(url, secret, payloads, timeout))
 
     async def _post_burst(
         self, url: str, secret: str, payloads: list[dict[str, Any]], timeout: float
     ) -> list[tuple[int, float]]:
-        bodies = [json.dumps(payload) for payload in payloads]
-        signed = [(body, sign(secret, body)) for body in bodies]
-        connector = aiohttp.TCPConnector(limit=0, force_close=True)
-        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout)) as s:
+        target = yarl.URL(url)
+        host, port = target.host or "127.0.0.1", target.port or 80
 
-            async def one(body: str, headers: dict[str, str]) -> tuple[int, float]:
-                start = time.perf_counter()
-                try:
-                    async with s.post(url, data=body, headers=headers) as resp:
-                        await resp.read()
-                        return resp.status, time.perf_counter() - start
-                except (TimeoutError, aiohttp.ClientError):
-                    return 0, time.perf_counter() - start
+        def request(payload: dict[str, Any]) -> bytes:
+            body = json.dumps(payload)
+            head = [f"POST {target.raw_path_qs} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}",
+                    "Connection: close", *(f"{k}: {v}" for k, v in sign(secret, body).items())]
+            return ("\r\n".join(head) + "\r\n\r\n" + body).encode()
 
-            return list(await asyncio.gather(*(one(body, headers) for body, headers in signed)))
+        async def one(data: bytes) -> tuple[int, float]:
+            start = time.perf_counter()
+            writer: asyncio.StreamWriter | None = None
+            try:
+                async with asyncio.timeout(timeout):
+                    reader, writer = await asyncio.open_connection(host, port)
+                    writer.write(data)
+                    status = int((await reader.readline()).split()[1])
+                return status, time.perf_counter() - start
+            except (TimeoutError, OSError, IndexError, ValueError):
+                return 0, time.perf_counter() - start
+            finally:
+                if writer is not None:
+                    writer.close()
+
+        return list(await asyncio.gather(*(one(request(p)) for p in payloads)))
 
     # --- Web API ------------------------------------------------------------------------------------------
     async def _params(self, request: web.Request) -> dict[str, Any]:

@@ -40,6 +40,7 @@ class App:
     notifier: AdapterNotifier
     service: AgentService
     metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
+    model: ChatModel | None = None
 
     def profile(self, name: str) -> AgentProfile:
         try:
@@ -51,6 +52,11 @@ class App:
             ) from None
 
     async def close(self) -> None:
+        """Commit what is queued, close the model's HTTP client, release the database."""
+        await self.store.close()
+        close_model = getattr(self.model, "close", None)
+        if close_model is not None:
+            await close_model()
         await self.engine.dispose()
 
 
@@ -97,7 +103,7 @@ async def build_app(
     notifier = AdapterNotifier()
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(model, executor, prompts, settings.model)
-    app = App(settings, engine, store, registry, profiles, notifier, None, metrics)  # type: ignore[arg-type]
+    app = App(settings, engine, store, registry, profiles, notifier, None, metrics, model)  # type: ignore[arg-type]
     app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store)
     return app
 

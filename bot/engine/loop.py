@@ -50,9 +50,10 @@ class ReActLoop:
         messages = [*history, Message.user(text)]
         await emit(messages[-1])
         out = LoopResult(answer="")
+        system = await self.prompts.system_message(profile, run.scope)
         while out.iterations < profile.max_iterations:
             out.iterations += 1
-            prompt = await self.prompts.build(profile, run.scope, messages, tools)
+            prompt = self.prompts.assemble(system, profile, messages, tools)
             request = ModelRequest(profile.model or self.default_model, prompt.messages, prompt.tools,
                                    profile.temperature)
             try:

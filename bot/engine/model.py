@@ -212,6 +212,9 @@ class OpenAIChatModel:
             raise
         raise ModelError("the model call was not attempted", code="unexpected")  # pragma: no cover
 
+    async def close(self) -> None:
+        await self.client.close()
+
     async def _streamed(self, payload: dict[str, Any], model: str) -> ModelResponse:
         stream = await self.client.chat.completions.create(
             **payload, stream=True, stream_options={"include_usage": True}

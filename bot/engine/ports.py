@@ -16,6 +16,7 @@ class SessionRecord:
     channel: str
     thread: str
     agent: str
+    created: bool = False  # made by this call: it has no history yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,14 +91,24 @@ class PromptBuilder:
         parts.append(date_line(self.clock(), profile.timezone))
         return "\n\n".join(parts)
 
-    async def build(
-        self, profile: AgentProfile, scope: Scope, history: Sequence[Message], tools: Mapping[str, Tool]
-    ) -> Prompt:
+    async def system_message(self, profile: AgentProfile, scope: Scope) -> Message:
+        """Parts (1) and (2): built once per turn (the memory read is a database query)."""
         system = self.system_prompt(profile)
         if self.memory is not None:
             items = await self.memory.recall(profile.name, scope.channel, self.memory_limit)
             if items:
                 system = f"{system}\n\n{format_memory(items)}"
-        messages = (Message.system(system), *truncate_history(history, profile.max_history_turns))
+        return Message.system(system)
+
+    def assemble(
+        self, system: Message, profile: AgentProfile, history: Sequence[Message], tools: Mapping[str, Tool]
+    ) -> Prompt:
+        """Parts (3) and (4), for each model call of the turn."""
+        messages = (system, *truncate_history(history, profile.max_history_turns))
         schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
         return Prompt(messages=messages, tools=schemas)
+
+    async def build(
+        self, profile: AgentProfile, scope: Scope, history: Sequence[Message], tools: Mapping[str, Tool]
+    ) -> Prompt:
+        return self.assemble(await self.system_message(profile, scope), profile, history, tools)

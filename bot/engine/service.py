@@ -65,25 +65,32 @@ class turn_scope:  # lower case: used like a function, `async with turn_scope(in
             CURRENT_TURN.reset(self.token)
 
 
+@dataclass
+class _Entry:
+    lock: asyncio.Lock
+    users: int = 0  # holding or waiting
+    turns: int = 0  # how many held it since the entry was made
+
+
 class KeyedLocks:
     """One asyncio.Lock per key, dropped when nobody holds or waits for it (no growth per session)."""
 
     def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._locks: dict[str, _Entry] = {}
 
     @asynccontextmanager
-    async def hold(self, key: str) -> AsyncGenerator[None, None]:
-        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
-        self._locks[key] = (lock, users + 1)
+    async def hold(self, key: str) -> AsyncGenerator[int, None]:
+        """Hold the key's lock; yields how many others held it before us while we were registered."""
+        entry = self._locks.setdefault(key, _Entry(asyncio.Lock()))
+        entry.users += 1
         try:
-            async with lock:
-                yield
+            async with entry.lock:
+                entry.turns += 1
+                yield entry.turns - 1
         finally:
-            lock, users = self._locks[key]
-            if users <= 1:
+            entry.users -= 1
+            if entry.users == 0:
                 del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
 
     def __len__(self) -> int:
         return len(self._locks)
@@ -120,9 +127,11 @@ class AgentService:
         profile = self.profiles(session.agent)
         turn_id = uuid.uuid4().hex
         info = TurnInfo(session.id, turn_id, session.agent, session.platform, session.channel, req.trigger)
-        async with self.locks.hold(session.id), turn_scope(info):
+        async with self.locks.hold(session.id) as earlier, turn_scope(info):
             await self.store.start_turn(session.id, turn_id, req.trigger, req.user, req.text)
-            history = await self.store.history(session.id, profile.max_history_turns)
+            # a session this call created, that no other turn has used meanwhile, has no history to read
+            fresh = session.created and earlier == 0
+            history = [] if fresh else await self.store.history(session.id, profile.max_history_turns)
             scope = Scope(session.platform, session.channel, session.thread, req.user)
             run = RunContext(session.id, turn_id, profile, scope, self.notifier, self.memory)
 

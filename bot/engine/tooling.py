@@ -71,6 +71,14 @@ class Tool:
     timeout: float = 30.0
 
     def schema(self) -> dict[str, Any]:
+        """The function-calling schema; computed once (pydantic's schema generation is not cheap)."""
+        cached: dict[str, Any] | None = self.__dict__.get("_schema")
+        if cached is None:
+            cached = self._build_schema()
+            self.__dict__["_schema"] = cached
+        return cached
+
+    def _build_schema(self) -> dict[str, Any]:
         params = self.args_model.model_json_schema()
         params.pop("title", None)
         for prop in cast(dict[str, dict[str, Any]], params.get("properties", {})).values():

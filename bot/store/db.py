@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 MIGRATIONS = Path(bot.migrations.__file__).parent
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     # WAL + NORMAL: commits without an fsync each, readers never block the writer; still crash-safe.
     cur.execute("PRAGMA journal_mode=WAL")
@@ -46,7 +46,7 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(url, **kwargs)
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "connect", sqlite_pragmas)
         return engine
     engine = create_async_engine(url, **kwargs)
     if not kwargs.get("pool_pre_ping"):

@@ -1,10 +1,14 @@
 """SqlStore: sessions, history, turns, audit rows and memories on SQLAlchemy 2 (SQLite or PostgreSQL).
 
-Hot-path writes use Core inserts: one short transaction each, so a crash loses at most the step in flight."""
+A turn's rows (turn, messages, model calls, tool calls) go through the write-behind queue (`writer.py`):
+committed in order and in batches off the turn's critical path; `finish_turn` waits until they are in."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections import OrderedDict
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -25,6 +29,7 @@ from bot.store.models import (
     TurnRow,
     utcnow,
 )
+from bot.store.writer import WriteBehind
 
 
 def _t(model: type[Base]) -> Table:
@@ -56,6 +61,29 @@ _RECALL_CHANNEL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"),
                    .order_by(MEM.c.id.desc()).limit(bindparam("b_limit")))
 
 
+class RecentSessions:
+    """A small LRU of session records with a time limit, so a pruned session is forgotten long before it
+    could be pruned (prune removes sessions idle for days)."""
+
+    def __init__(self, size: int = 4096, ttl: float = 300.0) -> None:
+        self.size, self.ttl = size, ttl
+        self._items: OrderedDict[tuple[str, str, str], tuple[SessionRecord, float]] = OrderedDict()
+
+    def get(self, key: tuple[str, str, str]) -> SessionRecord | None:
+        item = self._items.get(key)
+        if item is None or item[1] < time.monotonic():
+            self._items.pop(key, None)
+            return None
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key: tuple[str, str, str], record: SessionRecord) -> None:
+        self._items[key] = (record, time.monotonic() + self.ttl)
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
 def new_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -75,25 +103,36 @@ class SqlStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.writes = WriteBehind(engine)
+        self._recent = RecentSessions()
+
+    async def flush(self) -> None:
+        """Wait until every queued row is committed (a finished turn's rows always are)."""
+        await self.writes.flush()
+
+    async def close(self) -> None:
+        await self.writes.close()
 
     # --- sessions -----------------------------------------------------------------------------------------
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord:
-        key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(_SESSION_BY_KEY, key)).first()
-        if row is not None:
-            return _session(row)
-        record = SessionRecord(new_id(), platform, channel, thread, agent)
+        """The session of (platform, channel, thread), created on first use: one insert for a new thread,
+        no query at all for a thread seen in the last minutes (sessions never change once made)."""
+        cached = self._recent.get((platform, channel, thread))
+        if cached is not None:
+            return cached
+        record = SessionRecord(new_id(), platform, channel, thread, agent, created=True)
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(_INSERT_SESSION, {
                     "id": record.id, "platform": platform, "channel": channel, "thread": thread,
                     "agent": agent, "created_at": utcnow(), "updated_at": utcnow(),
                 })
-            return record
-        except IntegrityError:  # another turn created it first
+        except IntegrityError:  # the thread has its session already (or another turn just made it)
+            key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
             async with self.engine.connect() as conn:
-                return _session((await conn.execute(_SESSION_BY_KEY, key)).one())
+                record = _session((await conn.execute(_SESSION_BY_KEY, key)).one())
+        self._recent.put((platform, channel, thread), replace(record, created=False))
+        return record
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self.engine.connect() as conn:
@@ -110,52 +149,47 @@ class SqlStore:
         return [_message(r) for r in rows]
 
     async def append(self, session_id: str, turn_id: str, message: Message) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(_INSERT_MESSAGE, {
+        self.writes.put(_INSERT_MESSAGE, {
                 "session_id": session_id, "turn_id": turn_id, "role": message.role,
                 "content": message.content, "tool_calls": [c.to_dict() for c in message.tool_calls] or None,
                 "tool_call_id": message.tool_call_id, "name": message.name, "created_at": utcnow(),
-            })
+        })
 
     # --- turns ----------------------------------------------------------------------------------------------
     async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None:
         now = utcnow()
-        async with self.engine.begin() as conn:
-            await conn.execute(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
-                                              "user": user, "text": text, "started_at": now,
-                                              "status": "running"})
-            await conn.execute(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
+        self.writes.put(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
+                                       "user": user, "text": text, "started_at": now, "status": "running"})
+        self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
 
     async def finish_turn(
         self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
     ) -> None:
         status = "error" if error else ("limit" if hit_limit else "ok")
-        async with self.engine.begin() as conn:
-            await conn.execute(_FINISH_TURN, {
-                "b_id": turn_id, "answer": answer, "iterations": iterations, "hit_limit": hit_limit,
-                "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                "status": status, "error": error, "finished_at": utcnow(),
-            })
+        self.writes.put(_FINISH_TURN, {
+            "b_id": turn_id, "answer": answer, "iterations": iterations, "hit_limit": hit_limit,
+            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+            "status": status, "error": error, "finished_at": utcnow(),
+        })
+        await self.writes.flush()
 
     # --- audit ----------------------------------------------------------------------------------------------
     async def record_llm_call(self, record: LLMCallRecord) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(_INSERT_LLM_CALL, {
+        self.writes.put(_INSERT_LLM_CALL, {
                 "session_id": record.session_id, "turn_id": record.turn_id, "agent": record.agent,
                 "model": record.model, "attempt": record.attempt, "request": record.request,
                 "response": record.response, "prompt_tokens": record.usage.prompt_tokens,
                 "completion_tokens": record.usage.completion_tokens, "latency_ms": record.latency_ms,
                 "finish_reason": record.finish_reason, "error": record.error, "created_at": utcnow(),
-            })
+        })
 
     async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(_INSERT_TOOL_CALL, {
+        self.writes.put(_INSERT_TOOL_CALL, {
                 "session_id": session_id, "turn_id": turn_id, "agent": agent, "call_id": result.call_id,
                 "tool": result.tool, "arguments": result.arguments, "result": result.content,
                 "status": result.status, "reason": result.reason, "attempts": result.attempts,
                 "duration_ms": result.duration_ms, "created_at": utcnow(),
-            })
+        })
 
     # --- memory ---------------------------------------------------------------------------------------------
     async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:

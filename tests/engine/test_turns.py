@@ -166,6 +166,9 @@ async def test_concurrent_turns_on_one_session_do_not_interleave(bot: App, fake_
     assert [r.role for r in roles] == ["user", "assistant", "tool", "assistant"] * 3
     assert all(len(set(turns[i:i + 4])) == 1 for i in range(0, 12, 4))
     assert len(bot.service.locks) == 0
+    # the session was new for all three; the later turns still saw the earlier ones' history
+    users_seen = [sum(m["role"] == "user" for m in r["messages"]) for r in fake_llm.requests]
+    assert users_seen == [1, 1, 2, 2, 3, 3]
 
 
 async def test_streaming_mode_assembles_tool_calls(sqlite_url, fake_llm: FakeOpenAI, agents_dir):

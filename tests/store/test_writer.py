@@ -1,0 +1,76 @@
+"""The write-behind queue: rows committed in order and in batches; a finished turn's rows are in; a row
+the database refuses fails the turns that wrote it, not the others."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import text
+
+from bot.engine.messages import Message
+from bot.store.db import create_engine, ensure_schema
+from bot.store.repositories import SqlStore
+from bot.store.writer import WriteFailed
+
+
+@pytest.fixture
+async def store(db_url: str):
+    engine = create_engine(db_url)
+    await ensure_schema(engine)
+    s = SqlStore(engine)
+    yield s
+    await s.close()
+    await engine.dispose()
+
+
+async def _contents(store: SqlStore, session_id: str) -> list[str]:
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(text("SELECT content FROM messages WHERE session_id = :s ORDER BY id"),
+                                  {"s": session_id})
+        return [r.content for r in rows]
+
+
+async def test_rows_from_concurrent_writers_keep_their_order(store: SqlStore):
+    sessions = [await store.session_for("t", "c", f"th{i}", "a") for i in range(20)]
+
+    async def writer(sid: str) -> None:
+        for n in range(30):
+            await store.append(sid, "turn", Message.user(f"{sid}:{n}"))
+            if n % 7 == 0:
+                await asyncio.sleep(0)
+
+    await asyncio.gather(*(writer(s.id) for s in sessions))
+    await store.flush()
+    for s in sessions:
+        assert await _contents(store, s.id) == [f"{s.id}:{n}" for n in range(30)]
+    # the history the next turn reads sees all of it
+    assert len(await store.history(sessions[0].id, 100)) == 30
+
+
+async def test_a_refused_row_fails_the_flush_that_waits_for_it(store: SqlStore):
+    store.writes.backoff = 0.01
+    good = await store.session_for("t", "c", "good", "a")
+    await store.append(good.id, "turn", Message.user("kept"))
+    await store.flush()
+    # a message for a session that does not exist violates the foreign key on both databases
+    await store.append("no-such-session", "turn", Message.user("orphan"))
+    with pytest.raises(WriteFailed, match="did not accept this turn's records"):
+        await store.flush()
+    # the queue keeps working for everyone else afterwards
+    await store.append(good.id, "turn", Message.user("after"))
+    await store.flush()
+    assert await _contents(store, good.id) == ["kept", "after"]
+
+
+async def test_close_commits_what_is_queued(db_url: str):
+    engine = create_engine(db_url)
+    await ensure_schema(engine)
+    store = SqlStore(engine)
+    s = await store.session_for("t", "c", "x", "a")
+    for n in range(5):
+        await store.append(s.id, "turn", Message.user(str(n)))
+    await store.close()
+    fresh = SqlStore(engine)
+    assert await _contents(fresh, s.id) == ["0", "1", "2", "3", "4"]
+    await engine.dispose()

@@ -285,13 +285,14 @@ async def variant(fake: FakeSlackProcess, llm_url: str, wd: Path, mode: str, bac
         await send(fake, bot, mode, WARMUP)  # connections, compiled statements, Bolt's first request
         await answered(fake, posts + WARMUP, timeout=30)
         bot.claims.seconds.clear()
+        getattr(bot.claims.inner, "groups", []).clear()
         with StallMeter() as meter:
             await asyncio.sleep(0.05)  # the ticker is running before the burst
             acks = await send(fake, bot, mode, plan.n)
             stall = meter.max_late
         slots = bot.app.settings.slack_max_concurrent_turns
         took = await answered(fake, posts + WARMUP + plan.n, timeout=30 + plan.n * 3 * plan.latency / slots * 2)
-        groups = getattr(bot.claims.inner, "groups", [])[-3:]
+        groups = list(getattr(bot.claims.inner, "groups", []))
         return Result([t * 1000 for t in acks], [t * 1000 for t in bot.claims.seconds], stall * 1000, took, groups)
 
 
@@ -299,7 +300,8 @@ def report(label: str, r: Result, n: int) -> None:
     s = r.summary()
     print(f"  {label:20} ack p50 {s['p50']:6.1f} ms, p99 {s['p99']:6.1f} ms, max {s['max']:6.1f} ms "
           f"[target p99 < {TARGET_P99_MS:.0f} ms: {verdict(s['p99'] < TARGET_P99_MS)}]")
-    groups = f" (last groups: {r.groups})" if r.groups else ""
+    groups = f" (transactions of {', '.join(map(str, r.groups[:6]))}{'...' if len(r.groups) > 6 else ''})" \
+        if r.groups else ""
     print(f"  {'':20} claim_event p50 {s['claim_p50']:5.1f} ms, p99 {s['claim_p99']:5.1f} ms{groups}; "
           f"longest loop stall {s['stall']:5.1f} ms; all {n} answered, once each, {s['answered_s']:.1f} s later")
 

@@ -180,7 +180,7 @@ async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str,
     if client is not None:  # App.close() leaves the SDK client to the garbage collector
         stack.push_async_callback(client.close)
     claims = TimedClaims(GroupedClaims(app.store.engine) if grouped else app.store)
-    adapter = SlackAdapter(app.settings, app.service, app.profiles, claims)  # as bot.app.build_slack does
+    adapter = SlackAdapter(app.settings, app.service, app.profiles, claims, app.metrics)  # as build_slack does
     bot = Bot(app, adapter, claims)
     if mode == "http":  # served the way bot/runner.py serves it: an aiohttp app, a TCPSite with its defaults
         http = web.Application()

@@ -115,6 +115,6 @@ def build_slack(app: App) -> SlackAdapter | None:
         return None
     from bot.chat.slack_adapter import SlackAdapter
 
-    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store)
+    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics)
     app.notifier.register(adapter)
     return adapter

@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     scheduler_enabled: bool = True
     schedule_misfire_grace_seconds: float = 900.0
     schedule_poll_seconds: float = 5.0
+    schedule_drain_seconds: float = 30.0  # on stop, runs in flight get this long to finish and post
 
     def require_model_endpoint(self) -> None:
         if self.openai_api_key is None and not self.openai_base_url:

@@ -31,7 +31,7 @@ async def start_discord(bot: App) -> DiscordAdapter | None:
         return None
     from bot.chat.discord_adapter import DiscordAdapter
 
-    adapter = DiscordAdapter(bot.service, bot.settings, bot.profiles)
+    adapter = DiscordAdapter(bot.service, bot.settings, bot.profiles, claims=bot.store, metrics=bot.metrics)
     await adapter.start()
     bot.notifier.register(adapter)
     return adapter

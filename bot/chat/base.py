@@ -52,3 +52,17 @@ class ReadinessProbe(Protocol):
     session is READY and not closed). Adapters without it count as ready, shown as "unknown"."""
 
     def is_connected(self) -> bool: ...
+
+
+class EventCounter(Protocol):
+    """What adapters count inbound events with (`Metrics.adapter_event` in bot/observability/metrics.py):
+    kinds `mention`, `dm`, `thread` (taken), `ignored`, `duplicate` (not taken), and, in addition for a
+    taken event, `refused` (access lists) or `error` (the turn could not be handled)."""
+
+    def adapter_event(self, platform: str, kind: str) -> None: ...
+
+
+class EventClaims(Protocol):
+    """`SqlStore.claim_event`: True the first time a key is seen, in any process sharing the database."""
+
+    async def claim_event(self, platform: str, event_id: str) -> bool: ...

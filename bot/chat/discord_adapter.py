@@ -22,8 +22,8 @@ import discord.http
 import yarl
 from discord.abc import Messageable
 
-from bot.chat.base import InboundMessage, OutboundMessage
-from bot.chat.discord_output import NO_PINGS, deliver, react, typing
+from bot.chat.base import EventClaims, EventCounter, InboundMessage, OutboundMessage
+from bot.chat.discord_output import NO_PINGS, deliver, post_to, react, typing
 from bot.chat.discord_routing import Origin, comma_list, permitted, profile_permits, route
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed, YokebotError
@@ -98,10 +98,15 @@ class _Client(discord.Client):
         log.info("discord: connected as %s (%s guilds)", self.user, len(self.guilds))
         if self.application_id is not None:
             log.info("discord: invite the bot with %s", invite_url(self.application_id))
+        self.adapter.connected = True
         self.adapter.ready.set()
 
     async def on_resumed(self) -> None:
         log.info("discord: gateway session resumed")
+        self.adapter.connected = True
+
+    async def on_disconnect(self) -> None:
+        self.adapter.connected = False  # discord.py reconnects by itself; READY or RESUMED sets it back
 
     async def on_message(self, message: discord.Message) -> None:
         self.adapter.received(message)
@@ -113,11 +118,19 @@ class DiscordAdapter:
     platform = "discord"
 
     def __init__(
-        self, service: AgentService, settings: Settings, profiles: Mapping[str, AgentProfile]
+        self,
+        service: AgentService,
+        settings: Settings,
+        profiles: Mapping[str, AgentProfile],
+        *,
+        claims: EventClaims | None = None,
+        metrics: EventCounter | None = None,
     ) -> None:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.service, self.settings, self.profiles = service, settings, profiles
+        self.claims, self.metrics = claims, metrics  # claims: the database, so instances answer a message once
+        self.connected = False  # between READY/RESUMED and a disconnect
         self.client = _Client(
             self,
             intents=intents(),
@@ -159,7 +172,16 @@ class DiscordAdapter:
             await self._close_client()
             raise ConfigError(_start_failure(error, within)) from None
 
+    def is_connected(self) -> bool:
+        """For /readyz: the gateway session is READY (or RESUMED) and has not dropped since."""
+        return self.connected and not self.stopping and not self.client.is_closed()
+
+    def _count(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.adapter_event(self.platform, kind)
+
     def _gateway_ended(self, task: asyncio.Task[None]) -> None:
+        self.connected = False
         if self.stopping or task.cancelled():
             return
         error = task.exception()
@@ -194,13 +216,7 @@ class DiscordAdapter:
     async def post(self, channel: str, text: str) -> str:
         """Post to `CHANNEL_ID` or `#name`; returns `discord:CHANNEL/MESSAGE` of the first message."""
         dest = self._channel_for_post(channel)
-        try:
-            sent = await deliver(dest, text, attach_over=self.settings.discord_attach_over_chars)
-        except discord.HTTPException as exc:
-            raise ToolFailed(
-                f"cannot post to discord:{channel}: Discord answered {exc.status} {exc.text}"
-            ) from None
-        return f"discord:{sent[0].channel.id}/{sent[0].id}"
+        return await post_to(dest, channel, text, attach_over=self.settings.discord_attach_over_chars)
 
     async def send(self, message: OutboundMessage) -> str:
         target = message.thread if message.thread and message.thread != message.channel else message.channel
@@ -238,20 +254,26 @@ class DiscordAdapter:
         if not task.cancelled() and task.exception() is not None:
             log.error("discord: handling a message failed", exc_info=task.exception())
 
-    def _first_time(self, message_id: int) -> bool:
-        """A resumed gateway may replay a message; answer it once."""
+    async def _first_time(self, message_id: int) -> bool:
+        """Answer a message once: a resumed gateway may replay it (caught in memory), and every instance running
+        with the same token gets it (caught by the `processed_events` row the first one writes)."""
         if message_id in self._seen:
             return False
         self._seen[message_id] = None
         while len(self._seen) > SEEN_MAX:
             self._seen.popitem(last=False)
-        return True
+        return self.claims is None or await self.claims.claim_event(self.platform, str(message_id))
 
     async def _handle(self, message: discord.Message) -> None:
         channel = await self._resolve_channel(message)
         trigger = self.classify(message, channel)
-        if trigger is None or not self._first_time(message.id):
+        if trigger is None:
+            self._count("ignored")
             return
+        if not await self._first_time(message.id):
+            self._count("duplicate")
+            return
+        self._count(trigger.kind)
         agent = route(self.profiles, trigger.origin, self.settings.default_agent)
         if trigger.origin.dm and self._roles_matter(agent):
             trigger = replace(
@@ -264,6 +286,7 @@ class DiscordAdapter:
                 trigger.origin.channel,
                 agent,
             )
+            self._count("refused")
             await deliver(channel, REFUSAL, attach_over=10_000, reference=message)
             return
         if not trigger.text:
@@ -373,6 +396,7 @@ class DiscordAdapter:
             except Exception:
                 log.exception("discord: turn for message %s failed", inbound.message_id)
                 answer = CRASH
+                self._count("error")
         try:
             await deliver(
                 dest, answer, attach_over=self.settings.discord_attach_over_chars, reference=reference

@@ -13,6 +13,7 @@ import discord
 from discord.abc import Messageable
 
 from bot.chat.formatting import split_message
+from bot.engine.errors import ToolFailed
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,16 @@ async def deliver(
     for i, chunk in enumerate(split_message(text, LIMIT)):
         sent.append(await _send(dest, chunk, reference if i == 0 else None))
     return sent
+
+
+async def post_to(dest: Messageable, channel: str, text: str, *, attach_over: int) -> str:
+    """notify / scheduled reports: deliver `text` to `dest`; returns `discord:CHANNEL/MESSAGE` of the first
+    message. Discord refusing it is one sentence for the model or the run history."""
+    try:
+        sent = await deliver(dest, text, attach_over=attach_over)
+    except discord.HTTPException as exc:
+        raise ToolFailed(f"cannot post to discord:{channel}: Discord answered {exc.status} {exc.text}") from None
+    return f"discord:{sent[0].channel.id}/{sent[0].id}"
 
 
 async def _send(

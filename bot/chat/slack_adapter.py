@@ -21,13 +21,8 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
-from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.base import InboundMessage, OutboundMessage
+from bot.chat.base import EventCounter, InboundMessage, OutboundMessage
 from bot.chat.slack_events import (
     PLATFORM,
     BotIdentity,
@@ -38,10 +33,11 @@ from bot.chat.slack_events import (
     mentions,
     retry_num,
 )
-from bot.chat.slack_output import FAILED, WORKING, OutputLimits, SlackPoster
-from bot.chat.slack_routing import AccessPolicy, ChannelDirectory, Router
+from bot.chat.slack_output import FAILED, WORKING
+from bot.chat.slack_post import SlackOutbox, web_client
+from bot.chat.slack_routing import AccessPolicy, Router
 from bot.config import Settings
-from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.errors import ConfigError
 from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
 
@@ -52,31 +48,26 @@ ACK_FIRST_SECONDS = 1.0  # the longest a turn waits for the acks of a burst (Sla
 SORRY = "Sorry, something went wrong on my side and I could not answer this; the details are in my logs."
 STOPPED = "Sorry, I was restarted before I could finish this; please ask again."
 REFUSED = "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
-POST_HINTS = {
-    "not_in_channel": " (invite the bot to the channel first: /invite @yokebot)",
-    "channel_not_found": " (check the channel ID, and that the bot is a member)",
-    "is_archived": " (the channel is archived)",
-}
 
 
 class SlackAdapter:
     platform = PLATFORM
 
     def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-                 claims: EventClaims) -> None:
+                 claims: EventClaims, metrics: EventCounter | None = None) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
         if settings.slack_app_token is None and settings.slack_signing_secret is None:
             raise ConfigError("SLACK_BOT_TOKEN is set, but neither SLACK_APP_TOKEN (Socket Mode) nor "
                               "SLACK_SIGNING_SECRET (HTTP Events mode) is: set one of them.")
         self.settings, self.service, self.profiles, self.claims = settings, service, profiles, claims
+        self.metrics = metrics
         self.mode = "socket" if settings.slack_app_token is not None else "http"
         self._token = settings.slack_bot_token.get_secret_value()
-        retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=settings.slack_rate_limit_retries),
-                 AsyncConnectionErrorRetryHandler()]
-        self.web = AsyncWebClient(token=self._token, base_url=settings.slack_api_url, retry_handlers=retry)
+        self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
+        self.web, self.poster, self.directory = self.outbox.web, self.outbox.poster, self.outbox.directory
         # Bolt gets a client without a token: `authorize` supplies it, so no auth.test per request.
-        bolt_client = AsyncWebClient(base_url=settings.slack_api_url, retry_handlers=list(retry))
+        bolt_client = web_client(settings, None)
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
         # Bolt passes arguments by parameter name, so it gets plain closures rather than bound methods.
         async def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
@@ -89,9 +80,6 @@ class SlackAdapter:
                              process_before_response=True, request_verification_enabled=self.mode == "http",
                              logger=logging.getLogger("slack_bolt.yokebot"))
         self.bolt.event(re.compile(".*"))(on_event)
-        self.poster = SlackPoster(self.web, OutputLimits(settings.slack_message_chars,
-                                                         settings.slack_file_threshold_chars))
-        self.directory = ChannelDirectory(self.web)
         self.router = Router(profiles, settings.default_agent, self.directory)
         self.access = AccessPolicy(frozenset(settings.slack_allowed_users),
                                    frozenset(settings.slack_allowed_channels), settings.slack_allow_dms)
@@ -105,6 +93,7 @@ class SlackAdapter:
         self._acking = 0  # events between the listener's start and its return: their acks are not out yet
         self._acked = asyncio.Event()
         self._acked.set()
+        self._mounted = False
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -120,6 +109,23 @@ class SlackAdapter:
         """HTTP Events mode: serve `/slack/events` on yokebot's HTTP server."""
         if self.mode == "http":
             http.router.add_post(EVENTS_PATH, self.handle_http)
+            self._mounted = True
+
+    def is_connected(self) -> bool:
+        """For /readyz: Socket Mode: the websocket is open; HTTP Events mode: the route is mounted and the token
+        was accepted. False once stopping."""
+        if self._closing or self.identity is None:
+            return False
+        if self.mode == "http":
+            return self._mounted
+        client = self.socket.client if self.socket is not None else None
+        session = getattr(client, "current_session", None)
+        return (client is not None and not client.closed and not getattr(client, "stale", False)
+                and session is not None and not session.closed)
+
+    def _count(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.adapter_event(PLATFORM, kind)
 
     async def handle_http(self, request: web.Request) -> web.Response:
         return await to_aiohttp_response(await self.bolt.async_dispatch(await to_bolt_request(request)))
@@ -171,6 +177,7 @@ class SlackAdapter:
         found = classify(body, await self._whoami(), self.rules)
         if isinstance(found, Ignored):
             log.debug("ignored Slack event %s: %s", body.get("event_id"), found.reason)
+            self._count("ignored")
             return None
         retries = retry_num(request.headers)
         # One claim per event, on the message: a redelivered event and a second event for the same message
@@ -179,7 +186,10 @@ class SlackAdapter:
         if not await self.claims.claim_event("slack-message", message_key):
             log.info("Slack message %s (event %s, retry %d) was already taken: acknowledged, not processed again",
                      message_key, found.event_id, retries)
+            self._count("duplicate")
             return None
+        if found.trigger != "thread":  # a thread message counts once we know the bot is part of the thread
+            self._count(found.trigger)
         if retries > 0:
             log.info("Slack event %s came as retry %d but was never taken before: processing it",
                      found.event_id, retries)
@@ -200,14 +210,18 @@ class SlackAdapter:
     async def _answer(self, msg: InboundMessage) -> None:
         try:
             await self._after_acks()
-            if msg.trigger == "thread" and not await self._bot_in_thread(msg.channel, msg.thread):
-                return
+            if msg.trigger == "thread":
+                mine = await self._bot_in_thread(msg.channel, msg.thread)
+                self._count("thread" if mine else "ignored")
+                if not mine:
+                    return
             dm = bool(msg.extra.get("is_dm"))
             agent = self.settings.default_agent if dm else await self.router.agent_for(msg.channel)
             reason = self.access.refusal(msg.user, msg.channel, dm, self.profiles.get(agent))
             if reason is not None:
                 log.warning("refused Slack message %s from %s in %s: %s", msg.message_id, msg.user,
                             msg.channel, reason)
+                self._count("refused")
                 await self.poster.post(msg.channel, REFUSED, msg.extra.get("reply_thread"))
                 return
             await self._run_turn(msg, agent)
@@ -215,6 +229,7 @@ class SlackAdapter:
             raise
         except Exception:
             log.exception("Slack message %s in %s could not be handled", msg.message_id, msg.channel)
+            self._count("error")
 
     async def _run_turn(self, msg: InboundMessage, agent: str) -> None:
         channel, ts, thread = msg.channel, str(msg.message_id), msg.extra.get("reply_thread")
@@ -230,6 +245,7 @@ class SlackAdapter:
         except Exception:
             log.exception("turn for Slack message %s in %s failed", ts, channel)
             text = SORRY
+            self._count("error")
         try:
             await self.poster.post(channel, text, thread)
             self._remember_thread(channel, msg.thread)
@@ -275,22 +291,8 @@ class SlackAdapter:
 
     # --- outbound: notify, schedules ----------------------------------------------------------------------
     async def send(self, message: OutboundMessage) -> str:
-        stamps = await self.poster.post(message.channel, message.text, message.thread)
-        return f"slack:{message.channel}:{stamps[0]}"
+        return await self.outbox.send(message)
 
     async def post(self, channel: str, text: str) -> str:
-        """Post to `#name` (resolved with conversations.list) or a channel ID; returns `slack:<id>:<ts>`."""
-        channel_id = channel
-        try:
-            if channel.startswith("#"):
-                found = await self.directory.id_for(channel)
-                if found is None:
-                    raise ToolFailed(f"there is no Slack channel {channel} that the bot can see "
-                                     "(check the name; for a private channel, invite the bot)")
-                channel_id = found
-            stamps = await self.poster.post(channel_id, text)
-        except SlackApiError as exc:
-            error = str(exc.response.get("error"))
-            hint = POST_HINTS.get(error, "")
-            raise ToolFailed(f"Slack refused the post to {channel}: {error}{hint}") from None
-        return f"slack:{channel_id}:{stamps[0]}"
+        """Post to `#name` or a channel ID; returns `slack:<id>:<ts>` (see SlackOutbox.post)."""
+        return await self.outbox.post(channel, text)

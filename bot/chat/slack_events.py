@@ -5,19 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from bot.chat.base import InboundMessage
+from bot.chat.base import EventClaims, InboundMessage
+
+__all__ = ["EventClaims"]  # kept importable from here for the Slack adapter
 
 PLATFORM = "slack"
 # Subtypes that are a person saying something; the rest (edits, deletes, joins, topic changes…) are ignored.
 SPOKEN_SUBTYPES = {None, "file_share", "thread_broadcast"}
-
-
-class EventClaims(Protocol):
-    """`SqlStore.claim_event`: True the first time a key is seen, in any process sharing the database."""
-
-    async def claim_event(self, platform: str, event_id: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import typer
@@ -131,19 +132,7 @@ def schedule_add(
             if profile is None:
                 known = ", ".join(sorted(profiles)) or "none"
                 raise ScheduleError(f"There is no agent {agent!r} (known agents: {known}).")
-            return await store.add(
-                Schedule(
-                    name=spec.name,
-                    agent=agent,
-                    source="runtime",
-                    prompt=spec.prompt,
-                    cron=spec.cron,
-                    every=spec.every,
-                    timezone=spec.timezone or profile.timezone,
-                    post_to=spec.post_to,
-                    session=spec.session,
-                )
-            )
+            return await store.add(replace(Schedule.from_profile(profile, spec), name=spec.name, source="runtime"))
 
     added = _cli().run_async(main)
     _cli().out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")
@@ -184,8 +173,8 @@ def schedule_resume(name: NameArg) -> None:
 def schedule_run(name: NameArg) -> None:
     """Run a schedule once now and post its result, the way to test a schedule before trusting it."""
     from bot.app import build_app
+    from bot.chat.posting import register_posting_adapters
     from bot.scheduling.model import utcnow
-    from bot.scheduling.runs import LOG_REF
     from bot.scheduling.setup import schedule_runner, synced_store
 
     cli = _cli()
@@ -194,30 +183,45 @@ def schedule_run(name: NameArg) -> None:
 
     async def main() -> Any:
         bot = await build_app(settings)
+        # post-only adapters (Web API / REST, no Socket Mode, no gateway) for the platforms with a token
+        posters = register_posting_adapters(bot.notifier, settings)
         try:
             store, _ = await synced_store(bot)
             schedule = await store.resolve(name)
             return schedule, await schedule_runner(bot, store).run(schedule, utcnow(), kind="manual")
         finally:
+            for poster in posters:
+                await poster.stop()
             await bot.close()
 
     schedule, outcome = cli.run_async(main)
     cli.out.print(outcome.text, markup=False, highlight=False, soft_wrap=True)
-    if outcome.posted_ref == LOG_REF or outcome.posted_ref is None:
-        where = (
-            "not posted: no post_to"
-            if schedule.post_to is None
-            else (f"not posted to {schedule.post_to}: its platform is not configured in this process")
-        )
-    else:
-        where = f"posted to {schedule.post_to} ({outcome.posted_ref})"
     cli.err.print(
-        f"[dim]{schedule.name}: {outcome.status} · {where} · session {outcome.session_id}[/dim]",
+        f"[dim]{schedule.name}: {outcome.status} · {_where(schedule.post_to, outcome)} · "
+        f"session {outcome.session_id}[/dim]",
         highlight=False,
         soft_wrap=True,
     )
     if outcome.status != "ok":
         raise typer.Exit(1)
+
+
+TOKEN_HINTS = {"slack": "SLACK_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN"}
+
+
+def _where(post_to: str | None, outcome: Any) -> str:
+    from bot.scheduling.runs import LOG_REF
+
+    if post_to is None:
+        return "not posted: no post_to"
+    if outcome.posted_ref == LOG_REF:
+        platform = post_to.partition(":")[0]
+        hint = f" (set {TOKEN_HINTS[platform]})" if platform in TOKEN_HINTS else ""
+        return f"not posted to {post_to}: its platform is not configured in this process{hint}"
+    if outcome.posted_ref is None:  # the post itself failed; its reason is the run's error when the agent succeeded
+        reason = outcome.error if (outcome.error or "").startswith("posting to") else "see the log"
+        return f"not posted to {post_to} ({reason})"
+    return f"posted to {post_to} ({outcome.posted_ref})"
 
 
 @schedule_app.command("history")

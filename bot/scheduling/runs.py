@@ -9,6 +9,7 @@ import os
 import socket
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from bot.chat.notifier import AdapterNotifier
 from bot.engine.ports import SessionStore
@@ -18,6 +19,12 @@ from bot.scheduling.store import ScheduleStore
 
 log = logging.getLogger(__name__)
 LOG_REF = "log"  # posted_ref when no chat platform for the target runs in this process
+
+
+class RunCounter(Protocol):
+    """`Metrics.schedule_run` (bot/observability/metrics.py): status ok | error | skipped | missed."""
+
+    def schedule_run(self, schedule: str, status: str) -> None: ...
 
 
 def runner_id() -> str:
@@ -53,10 +60,20 @@ class ScheduleRunner:
         *,
         grace_seconds: float,
         runner: str | None = None,
+        metrics: RunCounter | None = None,
     ) -> None:
         self.store, self.service, self.sessions, self.notifier = store, service, sessions, notifier
         self.grace_seconds = grace_seconds
         self.runner = runner or runner_id()
+        self.metrics = metrics
+
+    def count(self, schedule: str, status: str) -> None:
+        if self.metrics is not None:
+            self.metrics.schedule_run(schedule, status)
+
+    async def record_missed(self, schedule: Schedule, planned_at: datetime, reason: str) -> None:
+        await self.store.record_missed(schedule, planned_at, reason, self.runner)
+        self.count(schedule.name, "missed")
 
     async def fire(self, name: str, planned_at: datetime) -> RunOutcome | None:
         """Called by the scheduler at (or after) a planned time."""
@@ -70,7 +87,7 @@ class ScheduleRunner:
                 f"the scheduler reached it {late:.0f}s after its planned time, past the "
                 f"{self.grace_seconds:.0f}s grace time"
             )
-            await self.store.record_missed(schedule, planned_at, reason, self.runner)
+            await self.record_missed(schedule, planned_at, reason)
             log.warning("schedule %s at %s missed: %s", name, planned_at.isoformat(), reason)
             return None
         return await self.run(schedule, planned_at, kind="scheduled")
@@ -83,7 +100,17 @@ class ScheduleRunner:
                 schedule.name,
                 planned_at.isoformat(),
             )
+            self.count(schedule.name, "skipped")
             return None
+        try:
+            outcome = await self._claimed(run_id, schedule, planned_at, kind)
+        except BaseException:
+            self.count(schedule.name, "error")
+            raise
+        self.count(schedule.name, "ok" if outcome.status == "ok" else "error")
+        return outcome
+
+    async def _claimed(self, run_id: int, schedule: Schedule, planned_at: datetime, kind: str) -> RunOutcome:
         log.info("running schedule %s (%s, planned %s)", schedule.name, kind, planned_at.isoformat())
         thread = "rolling" if schedule.session == "rolling" else as_utc(planned_at).isoformat()
         session_id: str | None = None

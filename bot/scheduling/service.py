@@ -25,6 +25,7 @@ from bot.scheduling.runs import ScheduleRunner
 from bot.scheduling.store import ScheduleStore
 
 log = logging.getLogger(__name__)
+DRAIN_SECONDS = 30.0  # on stop, runs in flight get this long to finish and post before they are cancelled
 MAX_MISSED_ROWS = 100  # per schedule and catch-up; more are summed up in the last row's error
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
@@ -65,9 +66,10 @@ class SchedulerService:
         *,
         poll_seconds: float,
         grace_seconds: float,
+        drain_seconds: float = DRAIN_SECONDS,
     ) -> None:
         self.store, self.runner, self.lock = store, runner, lock
-        self.poll_seconds, self.grace_seconds = poll_seconds, grace_seconds
+        self.poll_seconds, self.grace_seconds, self.drain_seconds = poll_seconds, grace_seconds, drain_seconds
         self.key = jobs.register(runner)
         self.leader = False
         self.scheduled: dict[str, Schedule] = {}
@@ -86,9 +88,21 @@ class SchedulerService:
         self._stop.set()
         if self._watch is not None:
             await self._watch
+        await self._drain()
         await self._step_down()
         await self.lock.release()
         jobs.unregister(self.key)
+
+    async def _drain(self) -> None:
+        """No new runs; the ones in flight finish (their report posted and recorded) within drain_seconds."""
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.pause()
+        tasks = set(self._tasks)
+        if tasks:
+            log.info("scheduler: waiting up to %.0fs for %d run(s) in flight", self.drain_seconds, len(tasks))
+            _, pending = await asyncio.wait(tasks, timeout=self.drain_seconds)
+            if pending:
+                log.warning("scheduler: %d run(s) did not finish in time and are cancelled", len(pending))
 
     async def _watch_loop(self) -> None:
         while not self._stop.is_set():
@@ -211,7 +225,7 @@ class SchedulerService:
                 reason += (
                     f" (later planned runs until {now.isoformat()} were missed too, not listed one by one)"
                 )
-            await self.store.record_missed(schedule, planned, reason, self.runner.runner)
+            await self.runner.record_missed(schedule, planned, reason)
         if missed:
             log.warning(
                 "scheduler: %s missed %d%s planned run(s) while no scheduler was running",
@@ -231,8 +245,6 @@ class SchedulerService:
             if schedule is None:
                 return
             for planned in event.scheduled_run_times:
-                await self.store.record_missed(
-                    schedule, planned, "the previous run was still going", self.runner.runner
-                )
+                await self.runner.record_missed(schedule, planned, "the previous run was still going")
 
         self._spawn(record())

@@ -30,7 +30,12 @@ async def synced_store(app: App) -> tuple[ScheduleStore, SyncReport]:
 
 def schedule_runner(app: App, store: ScheduleStore) -> ScheduleRunner:
     return ScheduleRunner(
-        store, app.service, app.store, app.notifier, grace_seconds=app.settings.schedule_misfire_grace_seconds
+        store,
+        app.service,
+        app.store,
+        app.notifier,
+        grace_seconds=app.settings.schedule_misfire_grace_seconds,
+        metrics=app.metrics,
     )
 
 
@@ -43,4 +48,5 @@ async def build_scheduler(app: App, lock: LeaderLock | None = None) -> Scheduler
         lock or leader_lock(settings.database_url),
         poll_seconds=settings.schedule_poll_seconds,
         grace_seconds=settings.schedule_misfire_grace_seconds,
+        drain_seconds=settings.schedule_drain_seconds,
     )

@@ -17,23 +17,19 @@ from aiohttp import web
 
 from bot.app import App, build_app, build_slack
 from bot.chat.slack_adapter import EVENTS_PATH, SlackAdapter
-from bot.engine.tooling import Tool, ToolContext, tool
+from bot.engine.tooling import Tool
+from tests.chat.ops_agent import nginx_logs, shipped_ops
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import BOT_USER, FakeSlack, event_callback, eventually, sign
-from tests.helpers import registry, write_agent
+from tests.helpers import registry
 
 SECRET = "test-signing-secret-123"
 
 
-@tool("notify", "Post a short alert to a team channel. Test-only stand-in for the real notify tool.")
-async def notify(ctx: ToolContext, text: str, target: str = "slack:#ops-alerts") -> str:
-    assert ctx.notifier is not None
-    return f"posted as {await ctx.notifier.notify(target, text)}"
-
-
 def slack_registry() -> dict[str, Tool]:
-    return {**registry(), "notify": notify}
+    """The built-in tools (the real notify, tail_log, ...) plus the test tools the `tester` agent uses."""
+    return registry()
 
 
 @dataclass
@@ -108,11 +104,6 @@ async def start_bot(
 
 ALICE, MALLORY = "U_ALICE", "U_MALLORY"
 OPS = "C_OPS"
-NGINX_ERRORS = (
-    "2024/05/01 10:00:01 [error] 812#812: *1 upstream prematurely closed connection, upstream: "
-    '"http://10.0.0.7:8080/api", client: 1.2.3.4\n'
-    '1.2.3.4 - - [01/May/2024:10:00:01 +0000] "GET /api HTTP/1.1" 502 157\n' * 3
-)
 
 
 @pytest.fixture
@@ -124,27 +115,13 @@ def fake_slack() -> Iterator[FakeSlack]:
 
 @pytest.fixture
 def log_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "logs" / "nginx"
-    d.mkdir(parents=True)
-    (d / "error.log").write_text(NGINX_ERRORS)
-    return d
+    return nginx_logs(tmp_path)
 
 
 @pytest.fixture
 def slack_agents(agents_dir: Path, log_dir: Path) -> Path:
-    write_agent(
-        agents_dir,
-        "ops",
-        f"""
-description: on-call helper
-channels: ["{OPS}"]
-tools:
-  read_file:
-    roots: ["{log_dir}"]
-  notify: {{}}
-""",
-        body="You are the ops agent.",
-    )
+    """`tester` (the default agent) and the shipped `ops` agent, which answers in #ops (C_OPS)."""
+    shipped_ops(agents_dir, log_dir, front=f'channels: ["{OPS}"]')
     return agents_dir
 
 

@@ -13,7 +13,7 @@ import pytest
 from bot.app import App, build_app
 from bot.chat.discord_adapter import DiscordAdapter
 from bot.engine.errors import ConfigError, ToolFailed
-from bot.engine.tooling import ToolContext, tool
+from tests.chat.ops_agent import nginx_logs, shipped_ops
 from tests.conftest import make_settings, rows
 from tests.fakes.discord_server import (
     BOB,
@@ -28,24 +28,13 @@ from tests.fakes.discord_server import (
     FakeDiscord,
 )
 from tests.fakes.openai_server import FakeOpenAI, Step, call
-from tests.helpers import registry, write_agent
+from tests.helpers import registry, tool_messages, write_agent
 
 TOKEN = "discord-test-token-0123456789"
 
 
-@tool("notify", "Post a short alert to the team channel. Test-only stand-in until the tools branch lands.")
-async def notify(ctx: ToolContext, text: str, target: str = f"discord:{OPS_ALERTS}") -> str:
-    assert ctx.notifier is not None
-    return f"posted as {await ctx.notifier.notify(target, text)}"
-
-
-def ops_profile(log_dir: Path) -> str:
-    return f"""
-description: ops test agent
-tools:
-  read_file:
-    roots: [{log_dir}]
-  notify: {{}}
+# The shipped ops agent, its alerts sent to the Discord team channel, answering the on-call role and Bob.
+OPS_ACCESS = f"""
 access:
   roles: ["{ONCALL_ROLE}"]
   users: ["discord:{BOB}"]
@@ -69,15 +58,12 @@ def fake_discord() -> Iterator[FakeDiscord]:
 
 @pytest.fixture
 def log_dir(tmp_path: Path) -> Path:
-    d = tmp_path / "logs"
-    d.mkdir()
-    (d / "error.log").write_text("2025/01/01 10:00:01 [error] upstream timed out (502) while reading\n" * 3)
-    return d
+    return nginx_logs(tmp_path)
 
 
 @pytest.fixture
 def discord_agents(agents_dir: Path, log_dir: Path) -> Path:
-    write_agent(agents_dir, "ops", ops_profile(log_dir))
+    shipped_ops(agents_dir, log_dir, front=OPS_ACCESS, notify_to="discord:#ops-alerts")
     write_agent(agents_dir, "other", f"description: routed by channel\nchannels: ['discord:{OTHER}']")
     return agents_dir
 
@@ -96,8 +82,9 @@ async def start_bot(
         discord_guild_ready_timeout=0.05,
         **overrides,
     )
-    app = await build_app(settings, registry={**registry(), "notify": notify})
-    adapter = DiscordAdapter(app.service, settings, app.profiles)
+    app = await build_app(settings, registry=registry())
+    # as start_discord does
+    adapter = DiscordAdapter(app.service, settings, app.profiles, claims=app.store, metrics=app.metrics)
     await adapter.start(within=10)
     app.notifier.register(adapter)
     return app, adapter
@@ -131,39 +118,43 @@ def answered(fake: FakeDiscord, message_id: int) -> bool:
 async def test_ops_scenario_mention_thread_tools_notify_answer(
     discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI, log_dir: Path
 ):
+    """The story that must always work, with the shipped ops agent and the real tail_log and notify."""
     app, _ = discord_bot
-    fake_llm.calls(call("read_file", {"path": str(log_dir / "error.log")}))
-    fake_llm.calls(call("notify", {"text": "nginx: 502s since 10:00 (upstream timed out)"}))
-    fake_llm.reply("**Degraded**: 3 upstream timeouts (502) since 10:00. I alerted #ops-alerts.")
+    fake_llm.calls(call("tail_log", {"path": str(log_dir / "error.log"), "contains": "502"}))
+    fake_llm.calls(call("notify", {"message": "nginx: 502s since 10:00 (upstream 10.0.0.7 timed out)"}))
+    fake_llm.reply("**Degraded**: 3 upstream errors (502) since 10:00. I alerted #ops-alerts.")
 
-    mid = fake_discord.mention("check the recent nginx error logs; if something's wrong, alert the team")
+    mid = fake_discord.mention("check the recent nginx error logs; if something's wrong, push it to the team channel")
     await eventually(lambda: answered(fake_discord, mid))
 
     # a thread on the triggering message, named after the question, and the answer inside it
     assert list(fake_discord.threads) == [mid]
     assert fake_discord.threads[mid]["name"].startswith("check the recent nginx error logs")
     assert [p.content for p in fake_discord.posted_in(mid)] == [
-        "**Degraded**: 3 upstream timeouts (502) since 10:00. I alerted #ops-alerts."
+        "**Degraded**: 3 upstream errors (502) since 10:00. I alerted #ops-alerts."
     ]
     assert fake_discord.posted_in(GENERAL) == []  # nothing in the channel itself
     assert mid in fake_discord.typing  # "typing…" in the thread while the agent worked
-    # the alert reached the team channel through the adapter
-    assert [p.content for p in fake_discord.posted_in(OPS_ALERTS)] == [
-        "nginx: 502s since 10:00 (upstream timed out)"
-    ]
+    # the alert reached the team channel (found by its name) through the adapter
+    [alert] = fake_discord.posted_in(OPS_ALERTS)
+    assert alert.content == "nginx: 502s since 10:00 (upstream 10.0.0.7 timed out)"
     assert fake_discord.reactions == [(GENERAL, mid, "✅")]
-    # the model saw the mention without the bot's <@id>, and the log lines from the tool
+    # the model got the shipped agent's prompt, the mention without the bot's <@id>, and the 502 lines
+    assert fake_llm.requests[0]["messages"][0]["content"].startswith("You are yokebot's **ops** agent")
     assert fake_llm.requests[0]["messages"][-1]["content"].startswith("check the recent nginx")
-    assert "upstream timed out" in fake_llm.requests[1]["messages"][-1]["content"]
-    assert fake_llm.requests[2]["messages"][-1]["content"].startswith(f"posted as discord:{OPS_ALERTS}/")
+    seen = tool_messages(fake_llm.requests[1])[0]["content"].splitlines()
+    assert len(seen) == 4 and all("HTTP/1.1 502" in line for line in seen[1:])
+    posted = f"Posted to discord:#ops-alerts (ref discord:{OPS_ALERTS}/{alert.id})."
+    assert tool_messages(fake_llm.requests[2])[-1]["content"] == posted
 
     sessions = await rows(app, "SELECT id, platform, channel, thread, agent FROM sessions")
     assert [(s.platform, s.channel, s.thread, s.agent) for s in sessions] == [
         ("discord", str(GENERAL), str(mid), "ops")
     ]
     assert len(await rows(app, "SELECT id FROM llm_calls")) == 3
-    tools = await rows(app, "SELECT tool, status FROM tool_invocations ORDER BY id")
-    assert [(t.tool, t.status) for t in tools] == [("read_file", "ok"), ("notify", "ok")]
+    tools = await rows(app, "SELECT tool, status, result FROM tool_invocations ORDER BY id")
+    assert [(t.tool, t.status) for t in tools] == [("tail_log", "ok"), ("notify", "ok")]
+    assert tools[1].result == posted
 
 
 async def test_thread_follow_up_continues_the_session_without_a_mention(
@@ -206,6 +197,9 @@ async def test_the_bot_stays_silent_where_it_was_not_asked(
     assert [r["messages"][-1]["content"] for r in fake_llm.requests] == ["ping"]
     assert [p.content for p in fake_discord.posted] == ["only this one"]
     assert fake_discord.threads == {}
+    counted = discord_bot[0].metrics.value
+    assert counted("yokebot_adapter_events_total", platform="discord", kind="ignored") == 5
+    assert counted("yokebot_adapter_events_total", platform="discord", kind="dm") == 1
 
 
 async def test_a_5000_character_answer_is_split_on_lines_and_fences(
@@ -370,10 +364,12 @@ async def test_stop_lets_the_turn_in_flight_finish(
     sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
 ):
     app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord)
+    assert adapter.is_connected()  # /readyz
     fake_llm.reply("answered before shutdown", delay=0.5)
     mid = fake_discord.dm("slow question")
     await eventually(lambda: fake_llm.requests)
     await adapter.stop()
+    assert not adapter.is_connected()
     await app.close()
     assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["answered before shutdown"]
     assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")]
@@ -421,3 +417,30 @@ async def test_a_message_delivered_twice_is_answered_once(
     await eventually(lambda: answered(fake_discord, mid))
     await asyncio.sleep(0.1)
     assert [p.content for p in fake_discord.posted] == ["once"] and len(fake_llm.requests) == 1
+
+
+async def test_two_instances_with_one_token_answer_a_message_once(
+    db_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord
+):
+    """Two `yokebot run` with the same token on one database both get every gateway event; one answers."""
+    one = await start_bot(db_url, fake_llm, discord_agents, fake_discord)
+    two = await start_bot(db_url, fake_llm, discord_agents, fake_discord)
+    try:
+        assert fake_discord.ops.count(2) == 2  # two gateway sessions (IDENTIFY twice)
+        fake_llm.reply("only one of us", delay=0.2)
+        mid = fake_discord.dm("hello both")  # MESSAGE_CREATE goes out on both connections
+
+        def duplicates() -> float:
+            return sum(app.metrics.value("yokebot_adapter_events_total", platform="discord", kind="duplicate")
+                       for app, _ in (one, two))
+
+        await eventually(lambda: answered(fake_discord, mid) and duplicates() == 1)
+        await asyncio.sleep(0.1)
+        claimed = await rows(one[0], "SELECT platform, event_id FROM processed_events")
+    finally:
+        for app, adapter in (two, one):  # reverse order: each undoes its own discord.py redirect
+            await adapter.stop()
+            await app.close()
+    assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["only one of us"]
+    assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")] and len(fake_llm.requests) == 1
+    assert [(c.platform, c.event_id) for c in claimed] == [("discord", str(mid))]

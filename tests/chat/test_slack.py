@@ -28,7 +28,7 @@ from tests.chat.slack_harness import (  # noqa: F401 - fixtures are used by name
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.fakes.slack_server import BOT_ID, BOT_USER, FakeSlack, event_callback, eventually
-from tests.helpers import write_agent
+from tests.helpers import tool_messages, write_agent
 
 
 @pytest.fixture
@@ -41,13 +41,12 @@ async def slack_bot(
 
 
 # --- the ops scenario -------------------------------------------------------------------------------------
-async def test_ops_mention_reads_the_log_alerts_the_team_and_answers_in_the_thread(
+async def test_ops_mention_tails_the_log_alerts_the_team_and_answers_in_the_thread(
     slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI, log_dir: Path
 ):
-    fake_llm.calls(call("read_file", {"path": str(log_dir / "error.log")}, "c_log"))
-    fake_llm.calls(
-        call("notify", {"text": "nginx: 3 x 502 from upstream 10.0.0.7 since 10:00 UTC"}, "c_alert")
-    )
+    """The story that must always work, with the shipped ops agent and the real tail_log and notify."""
+    fake_llm.calls(call("tail_log", {"path": str(log_dir / "error.log"), "contains": "502"}, "c_log"))
+    fake_llm.calls(call("notify", {"message": "nginx: 3 x 502 from upstream 10.0.0.7 since 10:00 UTC"}, "c_alert"))
     fake_llm.reply(
         "**Degraded**: 3 x `502` from upstream 10.0.0.7 since 10:00. I alerted #ops-alerts.\n\n"
         "See [the runbook](https://wiki.example/runbook)."
@@ -83,13 +82,17 @@ async def test_ops_mention_reads_the_log_alerts_the_team_and_answers_in_the_thre
     ]
     assert all(c["_auth"] == "Bearer xoxb-test-bot-token" for c in fake_slack.calls_to("chat.postMessage"))
     assert len(fake_slack.acks) == 1
-    # the model saw the question without the mention, and the log lines as the tool result
-    first = fake_llm.requests[0]["messages"]
-    assert first[-1] == {
+    # the model got the shipped ops agent's prompt and tools, the question without the mention, the 502s
+    first = fake_llm.requests[0]
+    assert first["messages"][0]["content"].startswith("You are yokebot's **ops** agent")
+    assert {"tail_log", "notify"} <= {t["function"]["name"] for t in first["tools"]}
+    assert first["messages"][-1] == {
         "role": "user",
         "content": "check the recent nginx error logs; if something's wrong, push it to the team channel",
     }
-    assert "502" in fake_llm.requests[1]["messages"][-1]["content"]
+    seen = tool_messages(fake_llm.requests[1])[0]["content"].splitlines()
+    assert seen[0] == f"==> {log_dir}/error.log <==" and len(seen) == 4
+    assert all("HTTP/1.1 502" in line for line in seen[1:])
 
     app = slack_bot.app
     sessions = await rows(app, "SELECT id, platform, channel, thread, agent FROM sessions")
@@ -100,8 +103,9 @@ async def test_ops_mention_reads_the_log_alerts_the_team_and_answers_in_the_thre
     assert (turn.trigger, turn.user, turn.status, turn.iterations) == ("mention", ALICE, "ok", 3)
     assert len(await rows(app, "SELECT id FROM llm_calls WHERE session_id = :s", s=sessions[0].id)) == 3
     tools = await rows(app, "SELECT tool, status, result FROM tool_invocations ORDER BY id")
-    assert [(t.tool, t.status) for t in tools] == [("read_file", "ok"), ("notify", "ok")]
-    assert tools[1].result.startswith("posted as slack:C_OPS_ALERTS:")
+    assert [(t.tool, t.status) for t in tools] == [("tail_log", "ok"), ("notify", "ok")]
+    assert tools[1].result.startswith("Posted to slack:#ops-alerts (ref slack:C_OPS_ALERTS:")
+    assert tool_messages(fake_llm.requests[2])[-1]["content"] == tools[1].result
 
 
 # --- sessions: DMs and threads ----------------------------------------------------------------------------
@@ -159,6 +163,9 @@ async def test_thread_the_bot_is_not_part_of_is_left_alone(
     await eventually(lambda: fake_slack.calls_to("conversations.replies"), what="the thread check")
     await slack_bot.adapter.stop()
     assert fake_llm.requests == [] and fake_slack.posts() == [] and fake_slack.calls_to("reactions.add") == []
+    counted = slack_bot.app.metrics.value
+    assert counted("yokebot_adapter_events_total", platform="slack", kind="ignored") == 2
+    assert counted("yokebot_adapter_events_total", platform="slack", kind="thread") == 0
 
 
 async def test_follow_up_after_a_restart_is_recognised_from_the_thread(

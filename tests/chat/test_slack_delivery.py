@@ -38,6 +38,7 @@ async def test_a_retried_event_is_acknowledged_and_processed_once(
 ):
     bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents, mode=mode)
     try:
+        assert bot.adapter.is_connected()  # /readyz: Socket Mode connection open, or the route mounted
         fake_llm.reply("once")
         payload = mention("hi", ts="1800.000100", channel="C_RANDOM", event_id="EvRETRY1")
         await bot.deliver(payload)
@@ -46,12 +47,16 @@ async def test_a_retried_event_is_acknowledged_and_processed_once(
         await answered(fake_slack, "1800.000100")
         await bot.wait_acked(3)
         await bot.adapter.stop()
+        assert not bot.adapter.is_connected()
     finally:
         await bot.stop()
     assert len(fake_llm.requests) == 1
     assert [p["text"] for p in fake_slack.posts("C_RANDOM")] == ["once"]
     if mode == "http":
         assert bot.http_statuses == [200, 200, 200]
+    events = {kind: bot.app.metrics.value("yokebot_adapter_events_total", platform="slack", kind=kind)
+              for kind in ("mention", "duplicate")}
+    assert events == {"mention": 1, "duplicate": 2}
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -207,3 +207,21 @@ def test_json_trace_shape(bot: App):
                                        "hit_iteration_limit": False,
                                        "tool_calls": [{"tool": "echo", "arguments": {"text": "x"},
                                                        "result": "x", "status": "ok"}]}
+
+
+async def test_default_iteration_cap_is_ten(tmp_path, sqlite_url, fake_llm: FakeOpenAI):
+    from bot.app import build_app
+    from tests.conftest import make_settings
+    from tests.helpers import registry, write_agent
+
+    agents = tmp_path / "agents-default"
+    write_agent(agents, "tester", "tools: [echo]")
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents), registry=registry())
+    try:
+        for i in range(12):
+            fake_llm.calls(call("echo", {"text": str(i)}))
+        result = await app.service.handle(req("loop forever"))
+        assert result.hit_iteration_limit and result.iterations == 10 and len(fake_llm.requests) == 10
+        assert len(result.tool_calls) == 10
+    finally:
+        await app.close()

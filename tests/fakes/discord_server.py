@@ -1,8 +1,8 @@
 """A fake Discord: REST under `/api/v10` and a gateway websocket at `/gateway`, on 127.0.0.1, spoken to by the
 real discord.py over real sockets.
 
-REST: `/users/@me`, `/oauth2/applications/@me`, `/gateway(/bot)`, channels, messages (JSON and multipart
-with files), threads from a message, reactions, typing. Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE,
+REST: `/users/@me`, `/users/@me/guilds`, `/oauth2/applications/@me`, `/gateway(/bot)`, a guild's channels,
+channels, messages (JSON and multipart with files), threads from a message, reactions, typing. Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE,
 heartbeats, dispatches with sequence numbers, RECONNECT and RESUME (missed events are replayed).
 Everything the bot sends is recorded: `requests` (REST), `ops` (gateway opcodes), `posted` (messages)."""
 
@@ -126,7 +126,7 @@ class FakeDiscord:
             for c, n in ((GENERAL, "general"), (OPS_ALERTS, "ops-alerts"), (OTHER, "other"))
         }
         self._seq = 0
-        self._ws: web.WebSocketResponse | None = None
+        self._sockets: list[web.WebSocketResponse] = []  # gateway connections (two bots may share a token)
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
@@ -142,8 +142,8 @@ class FakeDiscord:
         self.server.stop()
 
     async def _close_ws(self) -> None:
-        if self._ws is not None:
-            await self._ws.close()
+        for ws in list(self._sockets):
+            await ws.close()
 
     @property
     def api_url(self) -> str:
@@ -242,15 +242,17 @@ class FakeDiscord:
         return [p for p in self.posted if p.channel == channel]
 
     # --- gateway --------------------------------------------------------------------------------------------
-    async def _send_raw(self, frame: dict[str, Any]) -> None:
-        if self._ws is not None and not self._ws.closed:
-            await self._ws.send_str(json.dumps(frame))
+    async def _send_raw(self, frame: dict[str, Any], to: web.WebSocketResponse | None = None) -> None:
+        """To one connection, or to every open one (two instances with one token both get each event)."""
+        for ws in [to] if to is not None else list(self._sockets):
+            if not ws.closed:
+                await ws.send_str(json.dumps(frame))
 
-    async def _dispatch(self, event: str, data: dict[str, Any]) -> None:
+    async def _dispatch(self, event: str, data: dict[str, Any], to: web.WebSocketResponse | None = None) -> None:
         self._seq += 1
         frame = {"op": 0, "t": event, "s": self._seq, "d": data}
         self.events.append((self._seq, frame))
-        await self._send_raw(frame)  # while disconnected it is only buffered, and replayed on RESUME
+        await self._send_raw(frame, to)  # while disconnected it is only buffered, and replayed on RESUME
 
     def _ready(self) -> dict[str, Any]:
         return {
@@ -306,33 +308,32 @@ class FakeDiscord:
             "system_channel_flags": 0,
         }
 
-    async def _on_op(self, op: int, data: Any) -> None:
+    async def _on_op(self, ws: web.WebSocketResponse, op: int, data: Any) -> None:
         self.ops.append(op)
         if op == 1:
-            await self._send_raw({"op": 11, "d": None})
+            await self._send_raw({"op": 11, "d": None}, ws)
         elif op == 2:
-            await self._dispatch("READY", self._ready())
-            await self._dispatch("GUILD_CREATE", self._guild())
+            await self._dispatch("READY", self._ready(), ws)
+            await self._dispatch("GUILD_CREATE", self._guild(), ws)
         elif op == 6:
             self.resumes.append(data)
             for seq, frame in list(self.events):
                 if seq > (data.get("seq") or 0):
-                    await self._send_raw(frame)
+                    await self._send_raw(frame, ws)
             self._seq += 1
-            await self._send_raw({"op": 0, "t": "RESUMED", "s": self._seq, "d": {}})
+            await self._send_raw({"op": 0, "t": "RESUMED", "s": self._seq, "d": {}}, ws)
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
-        self._ws = ws
+        self._sockets.append(ws)
         await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41_250}}))
         async for msg in ws:
             if msg.type != WSMsgType.TEXT:
                 break
             frame = json.loads(msg.data)
-            await self._on_op(frame["op"], frame.get("d"))
-        if self._ws is ws:
-            self._ws = None
+            await self._on_op(ws, frame["op"], frame.get("d"))
+        self._sockets.remove(ws)
         return ws
 
     # --- REST -----------------------------------------------------------------------------------------------
@@ -405,6 +406,11 @@ class FakeDiscord:
                         },
                     }
                 )
+            case ("GET", ["users", "@me", "guilds"]):  # a bot that posts over REST only finds channels by name
+                return respond([{"id": str(GUILD_ID), "name": "Test Guild", "icon": None, "owner": False,
+                                 "permissions": "0", "features": []}])
+            case ("GET", ["guilds", gid, "channels"]):
+                return respond(list(self.channels.values()) if int(gid) == GUILD_ID else [])
             case ("GET", ["guilds", gid, "members", uid]):
                 return self._member(int(gid), int(uid))
             case ("GET", ["channels", cid]):

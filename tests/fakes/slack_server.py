@@ -34,6 +34,7 @@ TEAM = "T0001"
 class Call:
     method: str
     params: dict[str, Any]
+    result: dict[str, Any] = field(default_factory=lambda: {})  # what the fake answered (when ok)
 
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
@@ -272,8 +273,9 @@ class FakeSlack:
         method = request.match_info["method"]
         params = await self._params(request)
         params["_auth"] = request.headers.get("Authorization", "")
+        call = Call(method, params)
         with self._lock:
-            self.calls.append(Call(method, params))
+            self.calls.append(call)
             queue = self.failures.get(method)
             failure = queue.popleft() if queue else None
         if failure is not None:
@@ -285,7 +287,8 @@ class FakeSlack:
         handler = getattr(self, "_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
-        return web.json_response({"ok": True, **handler(params)})
+        call.result = handler(params)
+        return web.json_response({"ok": True, **call.result})
 
     def _auth_test(self, p: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,9 @@ from bot.chat.base import OutboundMessage
 from bot.scheduling.service import SchedulerService
 from bot.scheduling.setup import build_scheduler
 from tests.conftest import make_settings
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Step
+from tests.fakes.slack_server import FakeSlack
 from tests.helpers import registry, write_agent
 
 REPORTER = """
@@ -118,3 +120,18 @@ async def harness(sqlite_url: str, fake_llm: FakeOpenAI, sched_agents: Path) -> 
     h = Harness(sqlite_url, fake_llm, sched_agents)
     yield h
     await h.close()
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[FakeSlack]:
+    server = FakeSlack().start()
+    server.channels["C_REPORTS"] = "reports"
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_discord() -> Iterator[FakeDiscord]:
+    server = FakeDiscord().start()
+    yield server
+    server.stop()

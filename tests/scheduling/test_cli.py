@@ -13,7 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
+from tests.fakes.discord_server import OPS_ALERTS, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.slack_server import FakeSlack
 from tests.helpers import write_agent
 
 PROFILE = """
@@ -78,6 +80,47 @@ def test_schedule_run_runs_it_now_prints_the_report_and_records_it(cli_env, tmp_
     ]
     assert "no such model" in runs[0]["error"] and runs[1]["error"] is None
     assert runs[0]["session_id"] != runs[1]["session_id"]
+
+
+def test_schedule_run_posts_the_report_to_slack_when_a_bot_token_is_set(
+    cli_env, tmp_path, fake_llm: FakeOpenAI, fake_slack: FakeSlack
+):
+    """No Socket Mode, no HTTP route: only SLACK_BOT_TOKEN and the Web API, in a process of its own."""
+    fake_llm.reply("Everything is **green**.")
+    env = {**cli_env, "SLACK_BOT_TOKEN": "xoxb-cli-post-token-42", "SLACK_API_URL": fake_slack.api_url}
+    done = yokebot(env, tmp_path, "schedule", "run", "tick")
+    assert done.returncode == 0, done.stderr
+    [post] = fake_slack.posts("C_REPORTS")  # `#reports` resolved to its ID, Markdown as mrkdwn
+    assert post["text"] == "Everything is *green*." and post["_auth"] == "Bearer xoxb-cli-post-token-42"
+    assert "thread_ts" not in post.params
+    assert fake_slack.calls_to("apps.connections.open") == []
+    assert "reporter/tick: ok · posted to slack:#reports (slack:C_REPORTS:" in done.stderr
+    assert "xoxb-cli-post-token-42" not in done.stderr + done.stdout
+    runs = json.loads(invoke(cli_env, "schedule", "history", "tick", "--json").output)
+    assert runs[0]["posted_ref"].startswith("slack:C_REPORTS:")
+
+    fake_slack.fail("chat.postMessage", error="not_in_channel")
+    fake_llm.reply("Still green.")
+    refused = invoke(env, "schedule", "run", "tick")
+    assert refused.exit_code == 1
+    assert "not posted to slack:#reports (posting to slack:#reports failed: Slack refused the post to " \
+           "#reports: not_in_channel (invite the bot" in refused.output
+
+
+def test_schedule_run_posts_to_discord_over_rest_without_the_gateway(
+    cli_env, fake_llm: FakeOpenAI, fake_discord: FakeDiscord
+):
+    added = invoke(cli_env, "schedule", "add", "disks", "--agent", "reporter", "--every", "1h",
+                   "--prompt", "Check the disks.", "--post-to", "discord:#ops-alerts")
+    assert added.exit_code == 0, added.output
+    fake_llm.reply("Disks: 41% used.")
+    env = {**cli_env, "DISCORD_BOT_TOKEN": "discord-cli-token-0123456789", "DISCORD_API_URL": fake_discord.api_url}
+    done = invoke(env, "schedule", "run", "disks")
+    assert done.exit_code == 0, done.output
+    [post] = fake_discord.posted_in(OPS_ALERTS)  # `#ops-alerts` found among the guild's channels over REST
+    assert post.content == "Disks: 41% used." and post.body["allowed_mentions"] == {"parse": []}
+    assert f"posted to discord:#ops-alerts (discord:{OPS_ALERTS}/{post.id})" in done.output
+    assert fake_discord.ops == []  # never opened the gateway
 
 
 def test_add_list_pause_resume_remove(cli_env):

@@ -1,0 +1,71 @@
+"""Posting to Slack by channel name or ID, without receiving anything: what `notify` and scheduled reports
+use. SlackAdapter posts through one of these; a process that only posts (`yokebot schedule run`) registers one
+on its own: no Socket Mode connection, no HTTP route, only the bot token and the Web API."""
+
+from __future__ import annotations
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.chat.base import OutboundMessage
+from bot.chat.slack_events import PLATFORM
+from bot.chat.slack_output import OutputLimits, SlackPoster
+from bot.chat.slack_routing import ChannelDirectory
+from bot.config import Settings
+from bot.engine.errors import ConfigError, ToolFailed
+
+POST_HINTS = {
+    "not_in_channel": " (invite the bot to the channel first: /invite @yokebot)",
+    "channel_not_found": " (check the channel ID, and that the bot is a member)",
+    "is_archived": " (the channel is archived)",
+}
+
+
+def web_client(settings: Settings, token: str | None) -> AsyncWebClient:
+    """A Web API client on SLACK_API_URL that waits out 429s (Retry-After) and retries dropped connections."""
+    retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=settings.slack_rate_limit_retries),
+             AsyncConnectionErrorRetryHandler()]
+    return AsyncWebClient(token=token, base_url=settings.slack_api_url, retry_handlers=retry)
+
+
+class SlackOutbox:
+    platform = PLATFORM
+
+    def __init__(self, settings: Settings) -> None:
+        if settings.slack_bot_token is None:
+            raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
+        self.web = web_client(settings, settings.slack_bot_token.get_secret_value())
+        self.poster = SlackPoster(self.web, OutputLimits(settings.slack_message_chars,
+                                                         settings.slack_file_threshold_chars))
+        self.directory = ChannelDirectory(self.web)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, message: OutboundMessage) -> str:
+        stamps = await self.poster.post(message.channel, message.text, message.thread)
+        return f"slack:{message.channel}:{stamps[0]}"
+
+    async def post(self, channel: str, text: str) -> str:
+        """Post to `#name` (resolved with conversations.list) or a channel ID; returns `slack:<id>:<ts>`."""
+        channel_id = channel
+        try:
+            if channel.startswith("#"):
+                found = await self.directory.id_for(channel)
+                if found is None:
+                    raise ToolFailed(f"there is no Slack channel {channel} that the bot can see "
+                                     "(check the name; for a private channel, invite the bot)")
+                channel_id = found
+            stamps = await self.poster.post(channel_id, text)
+        except SlackApiError as exc:
+            error = str(exc.response.get("error"))
+            hint = POST_HINTS.get(error, "")
+            raise ToolFailed(f"Slack refused the post to {channel}: {error}{hint}") from None
+        return f"slack:{channel_id}:{stamps[0]}"

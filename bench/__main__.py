@@ -1,4 +1,4 @@
-"""Run every benchmark: `python -m bench [--quick] [--no-pg]` (about 6 minutes on 2 cores; --quick: ~1)."""
+"""Run every benchmark: `python -m bench [--quick] [--no-pg]` (about 7-10 minutes on 2 cores; --quick: ~1)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""Run every benchmark: `python -m bench [--quick] [--no-pg]` (about 6 minutes on 2 cores; --quick: ~1)."""
+"""Run every benchmark: `python -m bench [--quick] [--no-pg]` (about 7-10 minutes on 2 cores; --quick: ~1)."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from bench import concurrency, memory_startup, overhead, prompt_scale
+from bench import concurrency, memory_startup, overhead, prompt_scale, slack_ack
 
 
 def main() -> None:
@@ -19,7 +19,7 @@ def main() -> None:
     concurrency.main(flags)
     prompt_scale.main(flags)
     memory_startup.main(["--quick"] if args.quick else [])
-    print("\n5. Slack acknowledgement latency: TODO, waits for the Slack adapter (see bench/README.md).")
+    slack_ack.main(flags)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
 
 

@@ -6,6 +6,7 @@ turn runs in a tracked background task. Everything agent-like happens in AgentSe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections import OrderedDict
@@ -43,6 +44,7 @@ from bot.engine.service import AgentService
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+ACK_FIRST_SECONDS = 1.0  # the longest a turn waits for the acks of a burst (Slack retries after 3 s)
 SORRY = "Sorry, something went wrong on my side and I could not answer this; the details are in my logs."
 STOPPED = "Sorry, I was restarted before I could finish this; please ask again."
 REFUSED = "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
@@ -88,6 +90,9 @@ class SlackAdapter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._threads: OrderedDict[tuple[str, str], None] = OrderedDict()  # threads the bot is part of
         self._closing = False
+        self._acking = 0  # events between the listener's start and its return: their acks are not out yet
+        self._acked = asyncio.Event()
+        self._acked.set()
         self._mounted = False
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -157,6 +162,16 @@ class SlackAdapter:
 
     # --- inbound: decide and claim before the ack -------------------------------------------------------
     async def _on_event(self, body: dict[str, Any], request: AsyncBoltRequest) -> BoltResponse | None:
+        self._acking += 1
+        self._acked.clear()
+        try:
+            return await self._decide(body, request)
+        finally:
+            self._acking -= 1
+            if self._acking == 0:
+                self._acked.set()
+
+    async def _decide(self, body: dict[str, Any], request: AsyncBoltRequest) -> BoltResponse | None:
         if self._closing:  # not acked: Slack redelivers to an instance that is up
             return BoltResponse(status=503, body="shutting down")
         found = classify(body, await self._whoami(), self.rules)
@@ -165,15 +180,12 @@ class SlackAdapter:
             self._count("ignored")
             return None
         retries = retry_num(request.headers)
+        # One claim per event, on the message: a redelivered event and a second event for the same message
+        # (app_mention + message.im) are both caught by it, and it is the only database write before the ack.
         message_key = f"{found.channel}:{found.message_id}"
-        if not await self.claims.claim_event(PLATFORM, found.event_id or message_key):
-            log.info("Slack event %s (retry %d) was already taken: acknowledged, not processed again",
-                     found.event_id, retries)
-            self._count("duplicate")
-            return None
         if not await self.claims.claim_event("slack-message", message_key):
-            log.info("Slack message %s arrived again in event %s: not processed again", message_key,
-                     found.event_id)
+            log.info("Slack message %s (event %s, retry %d) was already taken: acknowledged, not processed again",
+                     message_key, found.event_id, retries)
             self._count("duplicate")
             return None
         if found.trigger != "thread":  # a thread message counts once we know the bot is part of the thread
@@ -190,8 +202,14 @@ class SlackAdapter:
         task.add_done_callback(self._tasks.discard)
 
     # --- the turn, in the background ----------------------------------------------------------------------
+    async def _after_acks(self) -> None:
+        """Let the acks of a burst go out first: a turn's database writes and Slack calls would slow them."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._acked.wait(), timeout=ACK_FIRST_SECONDS)
+
     async def _answer(self, msg: InboundMessage) -> None:
         try:
+            await self._after_acks()
             if msg.trigger == "thread":
                 mine = await self._bot_in_thread(msg.channel, msg.thread)
                 self._count("thread" if mine else "ignored")

@@ -1,10 +1,10 @@
-"""Keeps the benchmark scripts from rotting: benchmark 1 in quick mode (a few real turns, both variants)."""
+"""Keeps the benchmark scripts from rotting: benchmarks 1 and 5 in quick mode (a few real turns, a small burst)."""
 
 from __future__ import annotations
 
 import time
 
-from bench import overhead
+from bench import overhead, slack_ack
 
 
 def test_overhead_benchmark_runs_in_quick_mode(capsys):
@@ -13,4 +13,14 @@ def test_overhead_benchmark_runs_in_quick_mode(capsys):
     out = capsys.readouterr().out
     assert result["a"] > 0 and result["b"] > 0 and result["b/a"] == result["b"] / result["a"]
     assert "b/a =" in out and "profile of (b)" in out and "yokebot (bot/)" in out
+    assert time.perf_counter() - started < 30
+
+
+def test_slack_ack_benchmark_runs_in_quick_mode(capsys):
+    started = time.perf_counter()
+    result = slack_ack.main(["--quick"])  # raises if an event is not acked, not answered, or answered twice
+    out = capsys.readouterr().out
+    assert set(result) == {"socket/sqlite", "http/sqlite"}
+    assert all(0 < r["p50"] <= r["p99"] <= r["max"] for r in result.values())
+    assert out.count("ack p50") == 2 and "all 20 answered, once each" in out
     assert time.perf_counter() - started < 30

@@ -7,10 +7,12 @@ Every Web API call is recorded in `calls` as `Call(method, params)`; `fail(metho
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import itertools
 import json
+import sys
 import threading
 import time
 import uuid
@@ -18,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import yarl
 from aiohttp import WSMsgType, web
 
 from tests.fakes.loopback import LoopbackServer
@@ -59,6 +62,18 @@ def event_callback(event: dict[str, Any], event_id: str | None = None) -> dict[s
     }
 
 
+def burst_envelope(envelope_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A first delivery of an events_api envelope, as `FakeSlack.push` sends it."""
+    return {
+        "envelope_id": envelope_id,
+        "type": "events_api",
+        "payload": payload,
+        "accepts_response_payload": False,
+        "retry_attempt": 0,
+        "retry_reason": "",
+    }
+
+
 def sign(secret: str, body: str, timestamp: int | None = None) -> dict[str, str]:
     """Headers Slack sends with an HTTP event: `v0=HMAC_SHA256(secret, "v0:{ts}:{body}")`."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
@@ -78,6 +93,7 @@ class FakeSlack:
         self.messages: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (channel, thread ts) -> messages
         self.uploads: dict[str, bytes] = {}
         self.acks: list[str] = []
+        self.ack_times: dict[str, float] = {}  # envelope_id -> time.perf_counter() when its ack arrived
         self.connections = 0
         self._ts = itertools.count(1)
         self._lock = threading.Lock()
@@ -183,9 +199,65 @@ class FakeSlack:
                     if "envelope_id" in data:
                         with self._lock:
                             self.acks.append(data["envelope_id"])
+                            self.ack_times[data["envelope_id"]] = time.perf_counter()
         finally:
             self._sockets.remove(ws)
         return ws
+
+    # --- bursts, for the acknowledgement benchmark (bench/slack_ack.py) ----------------------------------
+    def push_burst(self, payloads: list[dict[str, Any]], timeout: float = 20.0) -> list[float | None]:
+        """Push one envelope per payload, back to back, over every Socket Mode connection; per envelope, the
+        seconds from its send to its ack (None when no ack came within `timeout`)."""
+        return self.server.call(self._push_burst(payloads, timeout))
+
+    async def _push_burst(self, payloads: list[dict[str, Any]], timeout: float) -> list[float | None]:
+        frames = [(eid, json.dumps(burst_envelope(eid, p))) for eid, p in ((uuid.uuid4().hex, p) for p in payloads)]
+        sent: dict[str, float] = {}
+        for envelope_id, text in frames:
+            sent[envelope_id] = time.perf_counter()
+            await self._send_all(text)
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline and not all(eid in self.ack_times for eid in sent):
+            await asyncio.sleep(0.005)
+        with self._lock:
+            return [self.ack_times[eid] - t if eid in self.ack_times else None for eid, t in sent.items()]
+
+    def post_burst(
+        self, url: str, secret: str, payloads: list[dict[str, Any]], timeout: float = 20.0
+    ) -> list[tuple[int, float]]:
+        """POST one signed event per payload to `url`, all at once, each on a connection of its own; per event,
+        (the HTTP status, or 0 when it failed; seconds from its connect to the response's status line).
+        Plain sockets with prepared bytes, so that the client's own CPU hardly counts in the times."""
+        return self.server.call(self._post_burst(url, secret, payloads, timeout))
+
+    async def _post_burst(
+        self, url: str, secret: str, payloads: list[dict[str, Any]], timeout: float
+    ) -> list[tuple[int, float]]:
+        target = yarl.URL(url)
+        host, port = target.host or "127.0.0.1", target.port or 80
+
+        def request(payload: dict[str, Any]) -> bytes:
+            body = json.dumps(payload)
+            head = [f"POST {target.raw_path_qs} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}",
+                    "Connection: close", *(f"{k}: {v}" for k, v in sign(secret, body).items())]
+            return ("\r\n".join(head) + "\r\n\r\n" + body).encode()
+
+        async def one(data: bytes) -> tuple[int, float]:
+            start = time.perf_counter()
+            writer: asyncio.StreamWriter | None = None
+            try:
+                async with asyncio.timeout(timeout):
+                    reader, writer = await asyncio.open_connection(host, port)
+                    writer.write(data)
+                    status = int((await reader.readline()).split()[1])
+                return status, time.perf_counter() - start
+            except (TimeoutError, OSError, IndexError, ValueError):
+                return 0, time.perf_counter() - start
+            finally:
+                if writer is not None:
+                    writer.close()
+
+        return list(await asyncio.gather(*(one(request(p)) for p in payloads)))
 
     # --- Web API ------------------------------------------------------------------------------------------
     async def _params(self, request: web.Request) -> dict[str, Any]:
@@ -292,3 +364,32 @@ async def eventually(predicate: Any, timeout: float = 10.0, what: str = "conditi
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+def serve_stdio() -> None:
+    """`python -m tests.fakes.slack_server`: the fake in a process of its own (bench/slack_ack.py), so its CPU
+    never counts against the bot. Prints `READY <api_url>`, then answers one JSON line per request line
+    `{"op": "push_burst" | "post_burst" | "count" | "connections", "args": {...}}` until stdin closes."""
+    fake = FakeSlack().start()
+    ops: dict[str, Any] = {
+        "push_burst": fake.push_burst,
+        "post_burst": fake.post_burst,
+        "count": lambda method: len(fake.calls_to(method)),
+        "connections": lambda: fake.connections,
+    }
+    print(f"READY {fake.api_url}", flush=True)
+    try:
+        for line in sys.stdin:
+            request = json.loads(line)
+            try:
+                reply: dict[str, Any] = {"result": ops[request["op"]](**request.get("args", {}))}
+            except Exception as exc:  # the caller reports it
+                reply = {"error": f"{type(exc).__name__}: {exc}"}
+            print(json.dumps(reply), flush=True)
+    finally:
+        with contextlib.suppress(Exception):
+            fake.stop()
+
+
+if __name__ == "__main__":
+    serve_stdio()

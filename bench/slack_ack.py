@@ -1,0 +1,344 @@
+"""Benchmark 5: Slack acknowledgement latency. The fake Slack, in a process of its own, sends a burst of 200
+events at once, as Socket Mode envelopes and (second variant) as signed HTTP POSTs to /slack/events, and
+records per event the time from its send to its ack (`{"envelope_id"}` back on the websocket; HTTP: the 200).
+The model (also its own process) answers after 300 ms per call, so the acks must not wait for the turns.
+
+The bot is wired as `yokebot run` wires it (build_app, the Slack adapter, an aiohttp server for HTTP mode),
+with the benchmark agent; its event claims are timed on the way through (a wrapper around the store, passed
+in where the store would be), to tell the database's share of the ack time from Bolt's and the loop's.
+After the burst it waits until every event got its answer in Slack, once: acks must not lose the work."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from aiohttp import web
+from sqlalchemy import Table
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bench._common import (
+    ROOT,
+    StallMeter,
+    bench_settings,
+    fake_llm,
+    header,
+    percentile,
+    pg_available,
+    pg_database,
+    registry,
+    sqlite_url,
+    verdict,
+    workdir,
+    write_bench_agent,
+)
+from bot.app import App, build_app
+from bot.chat.slack_adapter import EVENTS_PATH, SlackAdapter
+from bot.chat.slack_events import EventClaims
+from bot.store.models import ProcessedEventRow
+from tests.fakes.slack_server import BOT_USER, event_callback
+
+TARGET_P99_MS = 100.0
+SECRET = "bench-signing-secret"
+CHANNEL = "C_BENCH"
+WARMUP = 5
+
+
+# --- the fake Slack, in its own process -----------------------------------------------------------------
+class FakeSlackProcess:
+    """`python -m tests.fakes.slack_server`, driven over its stdin/stdout (one JSON line each way)."""
+
+    def __init__(self, proc: subprocess.Popen[str], api_url: str) -> None:
+        self.proc, self.api_url = proc, api_url
+
+    def _request(self, op: str, **args: Any) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, "args": args}) + "\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        if "error" in reply:
+            raise RuntimeError(f"the fake Slack failed {op}: {reply['error']}")
+        return reply["result"]
+
+    async def request(self, op: str, **args: Any) -> Any:
+        # in a thread: the bot under test shares this event loop and must keep running while we wait
+        return await asyncio.to_thread(self._request, op, **args)
+
+
+@contextmanager
+def fake_slack_process() -> Iterator[FakeSlackProcess]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.slack_server"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        if not line.startswith("READY "):
+            raise RuntimeError(f"the fake Slack did not start (said {line!r})")
+        yield FakeSlackProcess(proc, line.split(" ", 1)[1])
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --- the bot under test ---------------------------------------------------------------------------------
+class TimedClaims:
+    """The store's claim_event, timed: how much of each ack is the exactly-once database write."""
+
+    def __init__(self, inner: EventClaims) -> None:
+        self.inner = inner
+        self.seconds: list[float] = []
+
+    async def claim_event(self, platform: str, event_id: str) -> bool:
+        start = time.perf_counter()
+        try:
+            return await self.inner.claim_event(platform, event_id)
+        finally:
+            self.seconds.append(time.perf_counter() - start)
+
+
+class GroupedClaims:
+    """A prototype of a batched claim for the store (`--grouped-claims`; it lives here, not in bot/store):
+    claims that arrive while a transaction runs wait for the next one, which inserts them all at once with
+    ON CONFLICT DO NOTHING ... RETURNING. The same guarantee, one transaction per group instead of per event."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.groups: list[int] = []
+        self._pending: list[tuple[tuple[str, str], asyncio.Future[bool]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def claim_event(self, platform: str, event_id: str) -> bool:
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append(((platform, event_id), done))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush())
+        return await done
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                group, self._pending = self._pending, []
+                self.groups.append(len(group))
+                try:
+                    won = await self._insert(list(dict.fromkeys(key for key, _ in group)))
+                except Exception as exc:  # every claim of the group fails: none of them is acked
+                    for _, done in group:
+                        done.set_exception(exc)
+                    continue
+                for key, done in group:
+                    done.set_result(key in won)
+                    won.discard(key)  # the same key twice in one group: the first one wins
+        finally:
+            self._flusher = None
+
+    async def _insert(self, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
+        table = cast(Table, ProcessedEventRow.__table__)
+        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        now = datetime.now(UTC)
+        stmt = (insert(table).values([{"platform": p, "event_id": e, "received_at": now} for p, e in keys])
+                .on_conflict_do_nothing().returning(table.c.platform, table.c.event_id))
+        async with self.engine.begin() as conn:
+            return {(str(p), str(e)) for p, e in (await conn.execute(stmt)).all()}
+
+
+@dataclass
+class Bot:
+    app: App
+    adapter: SlackAdapter
+    claims: TimedClaims
+    events_url: str = ""
+
+
+async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str, slack_url: str, wd: Path,
+                    overrides: dict[str, Any], grouped: bool = False) -> Bot:
+    tokens: dict[str, Any] = {"slack_bot_token": "xoxb-bench-token", "slack_api_url": slack_url}
+    tokens["slack_app_token" if mode == "socket" else "slack_signing_secret"] = \
+        "xapp-bench-token" if mode == "socket" else SECRET
+    settings = bench_settings(db_url, llm_url, write_bench_agent(wd), **tokens, **overrides)
+    app = await build_app(settings, registry=registry())
+    stack.push_async_callback(app.close)
+    client = getattr(app.service.loop.model, "client", None)
+    if client is not None:  # App.close() leaves the SDK client to the garbage collector
+        stack.push_async_callback(client.close)
+    claims = TimedClaims(GroupedClaims(app.store.engine) if grouped else app.store)
+    adapter = SlackAdapter(app.settings, app.service, app.profiles, claims, app.metrics)  # as build_slack does
+    bot = Bot(app, adapter, claims)
+    if mode == "http":  # served the way bot/runner.py serves it: an aiohttp app, a TCPSite with its defaults
+        http = web.Application()
+        adapter.mount(http)
+        runner = web.AppRunner(http)
+        await runner.setup()
+        stack.push_async_callback(runner.cleanup)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        bot.events_url = f"http://127.0.0.1:{port}{EVENTS_PATH}"
+    await adapter.start()
+    stack.push_async_callback(adapter.stop)
+    return bot
+
+
+# --- the burst --------------------------------------------------------------------------------------------
+_counter = iter(range(1, 10**9))
+
+
+def mentions(n: int) -> list[dict[str, Any]]:
+    """n mentions, each a new message (a new thread, so a new session) with its own event_id."""
+    out = []
+    for _ in range(n):
+        k = next(_counter)
+        ts = f"{1_800_000_000 + k}.{k:06d}"
+        event = {"type": "app_mention", "user": f"U{k:07d}", "text": f"<@{BOT_USER}> run the two echoes",
+                 "ts": ts, "channel": CHANNEL, "event_ts": ts}
+        out.append(event_callback(event, f"EvBENCH{k:08d}"))
+    return out
+
+
+async def send(fake: FakeSlackProcess, bot: Bot, mode: str, n: int) -> list[float]:
+    """Send n events at once; per event, seconds to its ack. Raises when one is not acknowledged."""
+    payloads = mentions(n)
+    if mode == "socket":
+        times = await fake.request("push_burst", payloads=payloads)
+        missing = sum(1 for t in times if t is None)
+    else:
+        results = await fake.request("post_burst", url=bot.events_url, secret=SECRET, payloads=payloads)
+        times = [t for _status, t in results]
+        missing = sum(1 for status, _t in results if status != 200)
+    if missing:
+        raise RuntimeError(f"{missing} of {n} events were not acknowledged")
+    return times
+
+
+async def answered(fake: FakeSlackProcess, expected: int, timeout: float) -> float:
+    """Wait until Slack got `expected` answers in all; returns the seconds it took. More is a failure too."""
+    start = time.perf_counter()
+    while (posts := await fake.request("count", method="chat.postMessage")) < expected:
+        if time.perf_counter() - start > timeout:
+            raise RuntimeError(f"only {posts} of {expected} events were answered after {timeout:.0f} s")
+        await asyncio.sleep(0.1)
+    if posts > expected:
+        raise RuntimeError(f"{posts} answers for {expected} events: some event was processed twice")
+    return time.perf_counter() - start
+
+
+@dataclass
+class Result:
+    acks_ms: list[float]
+    claims_ms: list[float]
+    stall_ms: float
+    answered_s: float
+    groups: list[int] = field(default_factory=list)
+
+    def summary(self) -> dict[str, float]:
+        return {"p50": percentile(self.acks_ms, 50), "p99": percentile(self.acks_ms, 99),
+                "max": max(self.acks_ms), "claim_p50": percentile(self.claims_ms, 50),
+                "claim_p99": percentile(self.claims_ms, 99), "stall": self.stall_ms, "answered_s": self.answered_s}
+
+
+@dataclass(frozen=True)
+class Plan:
+    n: int
+    latency: float
+    overrides: dict[str, Any]
+    grouped: bool = False
+
+
+async def database(stack: AsyncExitStack, backend: str, wd: Path) -> str | None:
+    if backend != "postgresql":
+        return sqlite_url(wd, f"slack-{next(_counter)}.db")
+    if not await pg_available():
+        print("  PostgreSQL is not reachable: skipped")
+        return None
+    return await stack.enter_async_context(pg_database())
+
+
+async def variant(fake: FakeSlackProcess, llm_url: str, wd: Path, mode: str, backend: str,
+                  plan: Plan) -> Result | None:
+    async with AsyncExitStack() as stack:
+        db_url = await database(stack, backend, wd)
+        if db_url is None:
+            return None
+        connections = await fake.request("connections")
+        bot = await start_bot(stack, mode, db_url, llm_url, fake.api_url, wd, plan.overrides, plan.grouped)
+        while mode == "socket" and await fake.request("connections") <= connections:
+            await asyncio.sleep(0.02)
+        posts = await fake.request("count", method="chat.postMessage")
+        await send(fake, bot, mode, WARMUP)  # connections, compiled statements, Bolt's first request
+        await answered(fake, posts + WARMUP, timeout=30)
+        bot.claims.seconds.clear()
+        getattr(bot.claims.inner, "groups", []).clear()
+        with StallMeter() as meter:
+            await asyncio.sleep(0.05)  # the ticker is running before the burst
+            acks = await send(fake, bot, mode, plan.n)
+            stall = meter.max_late
+        slots = bot.app.settings.slack_max_concurrent_turns
+        took = await answered(fake, posts + WARMUP + plan.n, timeout=30 + plan.n * 3 * plan.latency / slots * 2)
+        groups = list(getattr(bot.claims.inner, "groups", []))
+        return Result([t * 1000 for t in acks], [t * 1000 for t in bot.claims.seconds], stall * 1000, took, groups)
+
+
+def report(label: str, r: Result, n: int) -> None:
+    s = r.summary()
+    print(f"  {label:20} ack p50 {s['p50']:6.1f} ms, p99 {s['p99']:6.1f} ms, max {s['max']:6.1f} ms "
+          f"[target p99 < {TARGET_P99_MS:.0f} ms: {verdict(s['p99'] < TARGET_P99_MS)}]")
+    groups = f" (transactions of {', '.join(map(str, r.groups[:6]))}{'...' if len(r.groups) > 6 else ''})" \
+        if r.groups else ""
+    print(f"  {'':20} claim_event p50 {s['claim_p50']:5.1f} ms, p99 {s['claim_p99']:5.1f} ms{groups}; "
+          f"longest loop stall {s['stall']:5.1f} ms; all {n} answered, once each, {s['answered_s']:.1f} s later")
+
+
+async def run(plan: Plan, modes: list[str], backends: list[str]) -> dict[str, dict[str, float]]:
+    slots = plan.overrides.get("slack_max_concurrent_turns", "default")
+    claims = "grouped claims (prototype)" if plan.grouped else "the store's claim_event"
+    header(f"5. Slack ack latency: a burst of {plan.n} events, model {plan.latency * 1000:.0f} ms per call, "
+           f"turn slots {slots}, {claims}")
+    out: dict[str, dict[str, float]] = {}
+    with fake_llm(plan.latency) as llm_url, fake_slack_process() as fake, workdir() as wd:
+        for backend in backends:
+            for mode in modes:
+                r = await variant(fake, llm_url, wd, mode, backend, plan)
+                if r is not None:
+                    report(f"{mode}/{backend}", r, plan.n)
+                    out[f"{mode}/{backend}"] = r.summary()
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    p = argparse.ArgumentParser(description="Benchmark 5: Slack acknowledgement latency")
+    p.add_argument("--quick", action="store_true", help="a burst of 20, 50 ms model latency, SQLite only")
+    p.add_argument("--events", type=int, default=200)
+    p.add_argument("--latency", type=float, default=None, help="model latency per call, seconds (0.3)")
+    p.add_argument("--slots", type=int, default=None, help="YOKEBOT_SLACK_MAX_CONCURRENT_TURNS (default: its default)")
+    p.add_argument("--mode", choices=["socket", "http"], action="append", help="repeatable; default both")
+    p.add_argument("--grouped-claims", action="store_true",
+                   help="claim through the batched-claim prototype instead of the store's claim_event")
+    p.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
+    args = p.parse_args(argv)
+    latency = args.latency if args.latency is not None else 0.05 if args.quick else 0.3
+    plan = Plan(20 if args.quick else args.events, latency,
+                {} if args.slots is None else {"slack_max_concurrent_turns": args.slots}, args.grouped_claims)
+    backends = ["sqlite"] if args.quick or args.no_pg else ["sqlite", "postgresql"]
+    return asyncio.run(run(plan, args.mode or ["socket", "http"], backends))
+
+
+if __name__ == "__main__":
+    main()

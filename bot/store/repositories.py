@@ -8,17 +8,22 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import cache
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 from bot.engine.messages import Message, ToolCall, ToolResult, Usage
 from bot.engine.ports import LLMCallRecord, MemoryItem, SessionRecord
+from bot.store.claims import GroupedClaims
 from bot.store.models import (
     Base,
     LLMCallRow,
@@ -85,6 +90,14 @@ class RecentSessions:
             self._items.popitem(last=False)
 
 
+@cache
+def _claim_insert(dialect: str) -> Executable:
+    """INSERT ... ON CONFLICT DO NOTHING RETURNING the keys that were new (SQLite >= 3.35 and PostgreSQL)."""
+    dialect_insert = sqlite_insert if dialect == "sqlite" else pg_insert
+    stmt = dialect_insert(EVENTS).on_conflict_do_nothing()
+    return stmt.returning(EVENTS.c.platform, EVENTS.c.event_id)
+
+
 def new_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -106,6 +119,7 @@ class SqlStore:
         self.engine = engine
         self.writes = WriteBehind(engine)
         self._recent = RecentSessions()
+        self._claims = GroupedClaims(self._insert_new_events)
 
     async def _rows(self, statement: Executable, params: dict[str, Any]) -> list[Any]:
         if self.writes.threaded:  # SQLite: one hop to the writer's thread instead of several through aiosqlite
@@ -233,13 +247,18 @@ class SqlStore:
     # --- exactly-once platform events ----------------------------------------------------------------------
     async def claim_event(self, platform: str, event_id: str) -> bool:
         """True the first time (platform, event_id) is seen, in any process sharing the database."""
-        try:
+        return await self._claims.claim(platform, event_id)
+
+    async def _insert_new_events(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+        now = utcnow()
+        rows = [{"platform": p, "event_id": e, "received_at": now} for p, e in keys]
+        if self.writes.threaded:
+            inserted = await self.writes.call(lambda conn: conn.execute(_claim_insert("sqlite"), rows).all(),
+                                              write=True)
+        else:
             async with self.engine.begin() as conn:
-                await conn.execute(insert(EVENTS).values(
-                    platform=platform, event_id=event_id, received_at=utcnow()))
-            return True
-        except IntegrityError:
-            return False
+                inserted = (await conn.execute(_claim_insert(self.engine.dialect.name), rows)).all()
+        return {(r.platform, r.event_id) for r in inserted}
 
     async def prune_events(self, before: datetime) -> int:
         t = EVENTS

@@ -1,0 +1,46 @@
+"""Exactly-once claims, grouped into few transactions: every key wins exactly once, across bursts,
+duplicates inside one burst, stores sharing a database (two instances), and restarts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import text
+
+from bot.store.db import create_engine, ensure_schema
+from bot.store.repositories import SqlStore
+
+
+@pytest.fixture
+async def engine(db_url: str):
+    engine = create_engine(db_url)
+    await ensure_schema(engine)
+    yield engine
+    await engine.dispose()
+
+
+async def test_a_burst_with_duplicates_claims_each_key_once(engine):
+    first, second = SqlStore(engine), SqlStore(engine)  # two instances on one database
+    keys = [("slack-message", f"C1:{i}") for i in range(100)]
+    deliveries = [(store, key) for key in keys for store in (first, second, first)]
+    won = await asyncio.gather(*(store.claim_event(*key) for store, key in deliveries))
+    winners = [key for (_, key), ok in zip(deliveries, won, strict=True) if ok]
+    assert sorted(winners) == sorted(keys)
+    # a redelivery later (or after a restart: a fresh store) is a duplicate
+    restarted = SqlStore(engine)
+    assert await restarted.claim_event("slack-message", "C1:7") is False
+    assert await restarted.claim_event("discord", "C1:7") is True  # keys are per platform
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM processed_events"))).scalar() == 101
+    for s in (first, second, restarted):
+        await s.close()
+
+
+async def test_a_database_error_reaches_every_waiting_claim(engine):
+    store = SqlStore(engine)
+    async with engine.begin() as conn:
+        await conn.execute(text("DROP TABLE processed_events"))
+    results = await asyncio.gather(*(store.claim_event("slack", str(i)) for i in range(5)), return_exceptions=True)
+    assert all(isinstance(r, Exception) for r in results)
+    await store.close()

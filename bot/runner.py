@@ -53,10 +53,19 @@ async def _nothing() -> None:
     return None
 
 
+def _restore_signals(loop: asyncio.AbstractEventLoop) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
+
+
 async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run until `stop` is set (SIGTERM/SIGINT set it); everything started is stopped in reverse order."""
     stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # first: a SIGTERM during start-up also stops cleanly
+        loop.add_signal_handler(sig, stop.set)
     async with AsyncExitStack() as stack:
+        stack.callback(_restore_signals, loop)
         bot = await build_app(settings)
         stack.push_async_callback(bot.close)
         http = web.Application()
@@ -77,9 +86,6 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         if discord_adapter is not None:
             stack.push_async_callback(discord_adapter.stop)
         stack.push_async_callback(await start_scheduling(bot))  # after the adapters: it posts through them
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         log.info("yokebot is running: http on :%s, agents %s", settings.http_port, ", ".join(bot.profiles))
         await stop.wait()
         log.info("stopping")

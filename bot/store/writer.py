@@ -59,14 +59,19 @@ class WriteBehind:
         self._failures: list[tuple[int, int, BaseException]] = []  # (first seq, last seq, error)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._error: BaseException | None = None
+
+    def _ensure_writer(self) -> None:
+        """Start the writer task on the running loop (again, if it ended or a new loop took over)."""
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(self._run(), name="yokebot-write-behind")
+        self._wake.set()
 
     def put(self, statement: Executable, params: dict[str, Any]) -> None:
         self._pending.append((statement, params))
         self._queued += 1
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="yokebot-write-behind")
-        self._wake.set()
+        self._ensure_writer()
 
     async def flush(self) -> None:
         """Return once every write queued before this call is committed; raise WriteFailed if one was not."""
@@ -75,6 +80,7 @@ class WriteBehind:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((self._done, target, future))
+        self._ensure_writer()
         await future
 
     async def close(self) -> None:
@@ -89,7 +95,7 @@ class WriteBehind:
             self._task = None
         if self._thread is not None and self._sync is not None:
             self._thread.shutdown(wait=True)
-            self._sync.dispose()
+            self._sync.dispose()  # a later use opens a fresh connection, on a fresh thread
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer")
 
     async def _run(self) -> None:

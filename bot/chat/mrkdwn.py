@@ -20,7 +20,7 @@ INLINE_CODE_RE = re.compile(r"(`+)(.+?)\1")
 IMAGE_RE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 LINK_RE = re.compile(r"\[([^\]]+)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 AUTOLINK_RE = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
-SLACK_TOKEN_RE = re.compile(r"<(?:[@#!][A-Za-z0-9^|_-]+[^>]*)>")  # <@U123>, <#C123|x>, <!here>
+SLACK_TOKEN_RE = re.compile(r"<(?:[@#][A-Za-z0-9^|_-]+[^>]*)>")  # <@U123>, <#C123|x>; never <!here>
 BOLD_RE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 ITALIC_STAR_RE = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
 STRIKE_RE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
@@ -42,9 +42,16 @@ class _Protected:
         return f"\x00{len(self.pieces) - 1}\x00"
 
     def restore(self, text: str) -> str:
-        while PLACEHOLDER_RE.search(text):
-            text = PLACEHOLDER_RE.sub(lambda m: self.pieces[int(m.group(1))], text)
+        # pieces nest (a bold span around inline code), but never deeper than the number of pieces
+        for _ in range(len(self.pieces) + 1):
+            if not PLACEHOLDER_RE.search(text):
+                break
+            text = PLACEHOLDER_RE.sub(self._piece, text)
         return text
+
+    def _piece(self, match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        return self.pieces[index] if index < len(self.pieces) else "\ufffd"
 
 
 def _link(url: str, label: str) -> str:
@@ -115,7 +122,8 @@ def block_line(line: str) -> str:
 
 
 def to_mrkdwn(markdown: str) -> str:
-    lines = markdown.replace("\r\n", "\n").split("\n")
+    # NUL is our placeholder marker: model text must never contain one
+    lines = markdown.replace("\x00", "\ufffd").replace("\r\n", "\n").split("\n")
     out: list[str] = []
     i = 0
     while i < len(lines):

@@ -135,12 +135,19 @@ class SlackAdapter:
         self._closing = True
         if self.socket is not None:
             await self.socket.close_async()
-        tasks = set(self._tasks)
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=self.settings.slack_drain_seconds)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        deadline = asyncio.get_running_loop().time() + self.settings.slack_drain_seconds
+        # events already past the closing check are claimed and acked: wait for them to spawn their turn
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._acked.wait(), timeout=min(5.0, self.settings.slack_drain_seconds))
+        while self._tasks:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                pending = set(self._tasks)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+            await asyncio.wait(set(self._tasks), timeout=left)
 
     @property
     def busy(self) -> int:
@@ -252,6 +259,11 @@ class SlackAdapter:
         except SlackApiError as exc:
             log.error("could not post the answer to %s in %s: %s", ts, channel, exc.response.get("error"))
             ok = False
+        except Exception:  # formatting or transport: the user still gets one sentence, and the mark
+            log.exception("could not post the answer to %s in %s", ts, channel)
+            ok = False
+            with contextlib.suppress(Exception):
+                await self.poster.post(channel, SORRY, thread)
         await self.poster.finish(channel, ts, ok)
 
     async def _last_word(self, channel: str, ts: str, thread: str | None) -> None:

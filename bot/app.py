@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
-from bot.engine.errors import UnknownAgent
+from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.executor import ToolExecutor, ToolPolicy
 from bot.engine.loop import ReActLoop
 from bot.engine.model import ChatModel, OpenAIChatModel, RetryPolicy
@@ -67,7 +69,16 @@ def load_profiles(settings: Settings, registry: dict[str, Tool]) -> dict[str, Ag
 async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[AsyncEngine, SqlStore]:
     engine = create_engine(settings.database_url)
     if migrate:
-        await ensure_schema(engine)
+        try:
+            await ensure_schema(engine)
+        except (OSError, SQLAlchemyError) as exc:
+            await engine.dispose()
+            where = make_url(settings.database_url).render_as_string(hide_password=True)
+            orig = getattr(exc, "orig", None) or exc
+            first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+            raise ConfigError(
+                f"Could not open the database at {where} ({first}); check YOKEBOT_DATABASE_URL."
+            ) from None
     return engine, SqlStore(engine)
 
 

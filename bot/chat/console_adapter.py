@@ -11,6 +11,7 @@ from rich.markdown import Markdown
 from rich.status import Status
 
 from bot.chat.base import InboundMessage
+from bot.engine.errors import YokebotError
 from bot.engine.loop import LoopEvent
 from bot.engine.messages import TurnResult
 from bot.engine.service import AgentService
@@ -67,7 +68,11 @@ class ConsoleAdapter:
                 continue
             if text in ("/quit", "/exit"):
                 return
-            result = await self.turn(text)
+            try:
+                result = await self.turn(text)
+            except YokebotError as exc:  # e.g. the database refused the turn's records: say so, keep chatting
+                self.console.print(f"[red]error:[/red] {exc}", highlight=False)
+                continue
             self.console.print(Markdown(result.answer or "(no answer)"))
             if result.hit_iteration_limit:
                 self.console.print("[yellow](iteration limit reached)[/yellow]")

@@ -113,6 +113,19 @@ class AgentService:
         self.store, self.loop, self.profiles = store, loop, profiles
         self.notifier, self.memory = notifier, memory
         self.locks = KeyedLocks()
+        self._background: set[asyncio.Task[None]] = set()
+
+    def _finish_in_background(self, turn_id: str, error: str) -> None:
+        async def finish() -> None:
+            try:
+                await self.store.finish_turn(turn_id, answer="", iterations=0, hit_limit=False, usage=Usage(),
+                                             error=error)
+            except Exception:
+                log.warning("could not record the end of turn %s", turn_id, exc_info=True)
+
+        task = asyncio.get_running_loop().create_task(finish())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def open_session(self, req: TurnRequest) -> SessionRecord:
         if req.session_id:
@@ -140,6 +153,9 @@ class AgentService:
 
             try:
                 out = await self.loop.run(run, history, req.text, emit, observe)
+            except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever
+                self._finish_in_background(turn_id, "yokebot stopped during this turn")
+                raise
             except Exception as exc:
                 log.exception("turn %s in session %s failed", turn_id, session.id)
                 await self.store.finish_turn(turn_id, answer="", iterations=0, hit_limit=False,

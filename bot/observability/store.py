@@ -53,8 +53,13 @@ class ObservedStore:
     async def finish_turn(
         self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
     ) -> None:
-        await self.inner.finish_turn(turn_id, answer=answer, iterations=iterations, hit_limit=hit_limit,
-                                     usage=usage, error=error)
+        try:
+            await self.inner.finish_turn(turn_id, answer=answer, iterations=iterations, hit_limit=hit_limit,
+                                         usage=usage, error=error)
+        finally:
+            self._count_finish(turn_id, iterations, hit_limit, usage, error)
+
+    def _count_finish(self, turn_id: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None) -> None:
         started, agent, trigger = self._started.pop(turn_id, (time.perf_counter(), "unknown", "unknown"))
         status = "error" if error else ("limit" if hit_limit else "ok")
         seconds = time.perf_counter() - started

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import cache
-from typing import Any, cast
+from typing import Any, cast, overload
 
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -98,6 +98,21 @@ def _claim_insert(dialect: str) -> Executable:
     return stmt.returning(EVENTS.c.platform, EVENTS.c.event_id)
 
 
+@overload
+def _text(value: str) -> str: ...
+@overload
+def _text(value: str | None) -> str | None: ...
+def _text(value: str | None) -> str | None:
+    """PostgreSQL refuses NUL in text; model output and chat messages can carry one."""
+    return value.replace("\x00", "\ufffd") if value else value
+
+
+def _short(value: str | None, limit: int) -> str | None:
+    """Fit a model-chosen name or id into its column (PostgreSQL enforces VARCHAR lengths; SQLite does not)."""
+    value = _text(value)
+    return value if value is None or len(value) <= limit else value[: limit - 1] + "…"
+
+
 def new_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -134,9 +149,9 @@ class SqlStore:
         async with self.engine.begin() as conn:
             await conn.execute(statement, params)
 
-    async def flush(self) -> None:
-        """Wait until every queued row is committed (a finished turn's rows always are)."""
-        await self.writes.flush()
+    async def flush(self, turn_id: str | None = None) -> None:
+        """Wait until every queued row is committed; with a turn id, raise WriteFailed if one of its was refused."""
+        await self.writes.flush(turn_id)
 
     async def close(self) -> None:
         await self.writes.close()
@@ -174,46 +189,55 @@ class SqlStore:
 
     async def append(self, session_id: str, turn_id: str, message: Message) -> None:
         self.writes.put(_INSERT_MESSAGE, {
-                "session_id": session_id, "turn_id": turn_id, "role": message.role,
-                "content": message.content, "tool_calls": [c.to_dict() for c in message.tool_calls] or None,
-                "tool_call_id": message.tool_call_id, "name": message.name, "created_at": utcnow(),
-        })
+            "session_id": session_id, "turn_id": turn_id, "role": message.role, "content": _text(message.content),
+            "tool_calls": [c.to_dict() for c in message.tool_calls] or None,
+            "tool_call_id": _short(message.tool_call_id, 128), "name": _short(message.name, 128),
+            "created_at": utcnow(),
+        }, turn_id)
 
     # --- turns ----------------------------------------------------------------------------------------------
     async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None:
         now = utcnow()
         self.writes.put(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
-                                       "user": user, "text": text, "started_at": now, "status": "running"})
-        self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now})
+                                       "user": _short(user, 255), "text": _text(text), "started_at": now,
+                                       "status": "running"}, turn_id)
+        self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now}, turn_id)
 
-    async def finish_turn(
+    def queue_finish(
         self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
     ) -> None:
         status = "error" if error else ("limit" if hit_limit else "ok")
         self.writes.put(_FINISH_TURN, {
-            "b_id": turn_id, "answer": answer, "iterations": iterations, "hit_limit": hit_limit,
+            "b_id": turn_id, "answer": _text(answer), "iterations": iterations, "hit_limit": hit_limit,
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "status": status, "error": error, "finished_at": utcnow(),
-        })
-        await self.writes.flush()
+            "status": status, "error": _text(error), "finished_at": utcnow(),
+        }, turn_id)
+
+    async def finish_turn(
+        self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
+    ) -> None:
+        """Record the outcome and wait until every row of the turn is committed (WriteFailed if one was not)."""
+        self.queue_finish(turn_id, answer=answer, iterations=iterations, hit_limit=hit_limit, usage=usage,
+                          error=error)
+        await self.writes.flush(turn_id)
 
     # --- audit ----------------------------------------------------------------------------------------------
     async def record_llm_call(self, record: LLMCallRecord) -> None:
         self.writes.put(_INSERT_LLM_CALL, {
-                "session_id": record.session_id, "turn_id": record.turn_id, "agent": record.agent,
-                "model": record.model, "attempt": record.attempt, "request": record.request,
-                "response": record.response, "prompt_tokens": record.usage.prompt_tokens,
-                "completion_tokens": record.usage.completion_tokens, "latency_ms": record.latency_ms,
-                "finish_reason": record.finish_reason, "error": record.error, "created_at": utcnow(),
-        })
+            "session_id": record.session_id, "turn_id": record.turn_id, "agent": record.agent,
+            "model": _short(record.model, 128), "attempt": record.attempt, "request": record.request,
+            "response": record.response, "prompt_tokens": record.usage.prompt_tokens,
+            "completion_tokens": record.usage.completion_tokens, "latency_ms": record.latency_ms,
+            "finish_reason": _short(record.finish_reason, 32), "error": _text(record.error), "created_at": utcnow(),
+        }, record.turn_id)
 
     async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
         self.writes.put(_INSERT_TOOL_CALL, {
-                "session_id": session_id, "turn_id": turn_id, "agent": agent, "call_id": result.call_id,
-                "tool": result.tool, "arguments": result.arguments, "result": result.content,
-                "status": result.status, "reason": result.reason, "attempts": result.attempts,
-                "duration_ms": result.duration_ms, "created_at": utcnow(),
-        })
+            "session_id": session_id, "turn_id": turn_id, "agent": agent, "call_id": _short(result.call_id, 128),
+            "tool": _short(result.tool, 64), "arguments": result.arguments, "result": _text(result.content),
+            "status": result.status, "reason": _text(result.reason), "attempts": result.attempts,
+            "duration_ms": result.duration_ms, "created_at": utcnow(),
+        }, turn_id)
 
     # --- memory ---------------------------------------------------------------------------------------------
     async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:

@@ -17,17 +17,27 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy import create_engine as create_sync_engine
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
+from bot.engine.errors import YokebotError
+
 log = logging.getLogger(__name__)
 
-Write = tuple[Executable, dict[str, Any]]
+Write = tuple[Executable, dict[str, Any], str | None]  # statement, parameters, owner (a turn id)
 T = TypeVar("T")
 
 
-class WriteFailed(RuntimeError):
-    """Rows could not be committed after retries; the message says how many and why."""
+class WriteFailed(YokebotError):
+    """Some of a turn's rows could not be committed; the message is one sentence, the details are logged."""
+
+
+def _transient(exc: BaseException) -> bool:
+    """Worth retrying: the database is busy, restarting or unreachable. A bad row is not."""
+    if isinstance(exc, OperationalError | InterfaceError | OSError):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
 def _sqlite_writer(engine: AsyncEngine) -> Engine | None:
@@ -55,8 +65,8 @@ class WriteBehind:
         self._pending: list[Write] = []
         self._queued = 0  # sequence number of the last queued write
         self._done = 0  # sequence number of the last write committed (or given up on)
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (done at wait, target, future)
-        self._failures: list[tuple[int, int, BaseException]] = []  # (first seq, last seq, error)
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (target sequence number, future)
+        self._failed: dict[str, str] = {}  # owner -> why some of its rows were refused
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -68,27 +78,26 @@ class WriteBehind:
             self._task = loop.create_task(self._run(), name="yokebot-write-behind")
         self._wake.set()
 
-    def put(self, statement: Executable, params: dict[str, Any]) -> None:
-        self._pending.append((statement, params))
+    def put(self, statement: Executable, params: dict[str, Any], owner: str | None = None) -> None:
+        self._pending.append((statement, params, owner))
         self._queued += 1
         self._ensure_writer()
 
-    async def flush(self) -> None:
-        """Return once every write queued before this call is committed; raise WriteFailed if one was not."""
+    async def flush(self, owner: str | None = None) -> None:
+        """Return once every write queued before this call is committed (or given up on); with an owner,
+        raise WriteFailed if any of that owner's rows was refused."""
         target = self._queued
-        if self._done >= target:
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((self._done, target, future))
-        self._ensure_writer()
-        await future
+        if self._done < target:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append((target, future))
+            self._ensure_writer()
+            await future
+        if owner is not None and owner in self._failed:
+            raise WriteFailed(f"the database refused part of this turn's records ({self._failed.pop(owner)})")
 
     async def close(self) -> None:
         if self._queued > self._done:
-            try:
-                await self.flush()
-            except WriteFailed:
-                log.exception("rows were lost at shutdown")
+            await self.flush()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -104,28 +113,44 @@ class WriteBehind:
             self._wake.clear()
             while self._pending:
                 batch, self._pending = self._pending, []
-                error = await self._commit(batch)
-                if error is not None:
-                    self._failures.append((self._done + 1, self._done + len(batch), error))
+                if not await self._commit_retrying(batch):
+                    await self._commit_one_by_one(batch)
                 self._done += len(batch)
                 self._release()
 
-    async def _commit(self, batch: list[Write]) -> BaseException | None:
+    async def _commit(self, batch: list[Write]) -> None:
+        if self._thread is not None:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._commit_sync, batch)
+            return
+        async with self.engine.begin() as conn:
+            for statement, group in _runs(batch):
+                await conn.execute(statement, group)  # executemany, in queue order
+
+    async def _commit_retrying(self, batch: list[Write]) -> bool:
+        """Commit the batch in one transaction, retrying while the database is only busy or away."""
         for attempt in range(1, self.attempts + 1):
             try:
-                if self._thread is not None:
-                    await asyncio.get_running_loop().run_in_executor(self._thread, self._commit_sync, batch)
-                else:
-                    async with self.engine.begin() as conn:
-                        for statement, group in _runs(batch):
-                            await conn.execute(statement, group)  # executemany, in queue order
-                return None
-            except Exception as exc:  # the database is down, busy, or a row is bad
-                if attempt == self.attempts:
-                    log.error("could not commit %d audit rows after %d attempts: %s", len(batch), attempt, exc)
-                    return exc
+                await self._commit(batch)
+                return True
+            except Exception as exc:
+                if not _transient(exc) or attempt == self.attempts:
+                    log.warning("a batch of %d rows failed (%s); committing them one by one", len(batch),
+                                _first_line(exc))
+                    return False
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-        return None  # pragma: no cover
+        return False  # pragma: no cover
+
+    async def _commit_one_by_one(self, batch: list[Write]) -> None:
+        """One refused row must not take the other turns' rows with it: each row alone, failures noted."""
+        for write in batch:
+            try:
+                await self._commit([write])
+            except Exception as exc:
+                reason = _first_line(exc)
+                log.error("a %s row of turn %s was refused by the database: %s",
+                          getattr(write[0], "table", "?"), write[2], reason)
+                if write[2] is not None:
+                    self._failed.setdefault(write[2], reason)
 
     @property
     def threaded(self) -> bool:
@@ -150,25 +175,22 @@ class WriteBehind:
                 conn.execute(statement, group)
 
     def _release(self) -> None:
-        still: list[tuple[int, int, asyncio.Future[None]]] = []
-        for since, target, future in self._waiters:
+        still: list[tuple[int, asyncio.Future[None]]] = []
+        for target, future in self._waiters:
             if target > self._done:
-                still.append((since, target, future))
-                continue
-            # a failed batch that may have held rows of this waiter fails it (conservatively)
-            error = next((e for lo, hi, e in self._failures if lo <= target and hi > since), None)
-            if future.done():
-                continue
-            if error is None:
+                still.append((target, future))
+            elif not future.done():
                 future.set_result(None)
-            else:
-                future.set_exception(WriteFailed(f"the database did not accept this turn's records: {error}"))
         self._waiters = still
-        oldest = min((since for since, _, _ in still), default=self._done)
-        self._failures = [f for f in self._failures if f[1] > oldest]
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's message without the SQL and parameters SQLAlchemy appends (they may hold user text)."""
+    orig = getattr(exc, "orig", None) or exc
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0][:300]
 
 
 def _runs(batch: list[Write]) -> Iterable[tuple[Executable, list[dict[str, Any]]]]:
     """Consecutive writes of the same statement with the same columns go out as one executemany."""
     for (statement, _keys), items in groupby(batch, key=lambda w: (w[0], tuple(w[1]))):
-        yield statement, [params for _, params in items]
+        yield statement, [params for _, params, _ in items]

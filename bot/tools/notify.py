@@ -17,7 +17,9 @@ from bot.engine.tooling import Tool, ToolContext, ToolSettings, tool
 
 MAX_MESSAGE_CHARS = 3000
 # Broadcast pings wake up a whole channel; an agent does not get to do that.
-_BROADCAST = re.compile(r"<!(channel|here|everyone|subteam\^[^>|]*)(\|[^>]*)?>|@(channel|here|everyone)\b", re.IGNORECASE)
+_BROADCAST = re.compile(
+    r"<!(channel|here|everyone|subteam\^[^>|]*)(\|[^>]*)?>|@(channel|here|everyone)\b", re.IGNORECASE
+)
 
 
 class NotifySettings(ToolSettings):

@@ -53,14 +53,31 @@ async def test_a_refused_row_fails_the_flush_that_waits_for_it(store: SqlStore):
     good = await store.session_for("t", "c", "good", "a")
     await store.append(good.id, "turn", Message.user("kept"))
     await store.flush()
-    # a message for a session that does not exist violates the foreign key on both databases
-    await store.append("no-such-session", "turn", Message.user("orphan"))
-    with pytest.raises(WriteFailed, match="did not accept this turn's records"):
-        await store.flush()
-    # the queue keeps working for everyone else afterwards
-    await store.append(good.id, "turn", Message.user("after"))
-    await store.flush()
-    assert await _contents(store, good.id) == ["kept", "after"]
+    # a message for a session that does not exist violates the foreign key on both databases; it is queued
+    # in the same batch as another turn's good rows, which must survive it
+    await store.append(good.id, "turn-good", Message.user("same batch"))
+    await store.append("no-such-session", "turn-bad", Message.user("orphan"))
+    await store.append(good.id, "turn-good", Message.user("after"))
+    await store.flush("turn-good")
+    with pytest.raises(WriteFailed, match="refused part of this turn's records"):
+        await store.flush("turn-bad")
+    await store.flush("turn-bad")  # reported once
+    assert await _contents(store, good.id) == ["kept", "same batch", "after"]
+
+
+async def test_text_the_database_would_refuse_is_made_to_fit(store: SqlStore):
+    from bot.engine.messages import ToolResult
+
+    s = await store.session_for("t", "c", "nul", "a")
+    await store.start_turn(s.id, "t1", "test", "u", "hello\x00world")
+    await store.append(s.id, "t1", Message.user("hello\x00world"))
+    await store.record_tool_call(s.id, "t1", "a", ToolResult("c" * 300, "x" * 100, {}, "out\x00put", "error"))
+    await store.flush("t1")
+    async with store.engine.connect() as conn:
+        tool = (await conn.execute(text("SELECT tool, call_id, result FROM tool_invocations"))).one()
+        turn = (await conn.execute(text("SELECT text FROM turns"))).one()
+    assert len(tool.tool) == 64 and len(tool.call_id) == 128 and tool.result == "out\ufffdput"
+    assert turn.text == "hello\ufffdworld"
 
 
 async def test_close_commits_what_is_queued(db_url: str):

@@ -225,3 +225,27 @@ async def test_default_iteration_cap_is_ten(tmp_path, sqlite_url, fake_llm: Fake
         assert len(result.tool_calls) == 10
     finally:
         await app.close()
+
+
+async def test_a_turn_cancelled_at_shutdown_is_recorded_as_stopped(sqlite_url, fake_llm: FakeOpenAI, agents_dir):
+    from bot.app import build_app
+    from tests.conftest import make_settings
+    from tests.helpers import registry
+
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir), registry=registry())
+    fake_llm.hang(5)
+    task = asyncio.create_task(app.service.handle(req("slow one", thread="t-cancel")))
+    while not fake_llm.requests:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    results = await asyncio.gather(task, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    await asyncio.sleep(0)  # let the background finish be queued
+    await app.close()
+    from bot.store.db import create_engine
+    engine = create_engine(sqlite_url)
+    async with engine.connect() as conn:
+        from sqlalchemy import text
+        row = (await conn.execute(text("SELECT status, error FROM turns"))).one()
+    await engine.dispose()
+    assert row.status == "error" and row.error == "yokebot stopped during this turn"

@@ -30,14 +30,20 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), MARK),  # Google API keys
     (re.compile(r"\b[MN][A-Za-z\d_-]{23,27}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,40}\b"), MARK),  # Discord bot
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MARK),  # JWTs
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@"), r"\1" + MARK + "@"),  # URL passwords
+    # URL passwords, up to the last @ before the host (a password may contain @)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^\s/]+@(?=[^@\s]*(?:[/\s]|$))"), r"\1" + MARK + "@"),
     (
+        # key = value, key: value, "key": "value" (JSON), key="value"
         re.compile(
             r"(?i)\b([A-Za-z0-9_.-]*(?:password|passwd|secret|api_?key|access_?key|token|private_?key)"
-            r"[A-Za-z0-9_.-]*)(\s*[:=]\s*)(?!\d{1,9}\b)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
+            r"[A-Za-z0-9_.-]*[\"']?)(\s*[:=]\s*)(?!\d{1,9}\b)(\"[^\"]*\"|'[^']*'|[^\s,;&}]+)"
         ),
         r"\1\2" + MARK,
     ),
+    # --password VALUE, --token VALUE on a command line
+    (re.compile(r"(?i)(--(?:password|passwd|secret|token|api-key)\s+)\S+"), r"\1" + MARK),
+    # <password>value</password>
+    (re.compile(r"(?i)(<(password|secret|token|api_?key)>)[^<]*(</\2>)"), r"\1" + MARK + r"\3"),
 )
 
 

@@ -102,9 +102,22 @@ def build_trigger(schedule: Schedule) -> BaseTrigger:
     return IntervalTrigger(seconds=seconds, start_date=start, timezone=tz)
 
 
+def repeated_wall_time(schedule: Schedule, planned_at: datetime) -> bool:
+    """A cron time on the second pass through an hour the clock was set back over (end of daylight saving):
+    that wall-clock time already ran an hour earlier. APScheduler 3 fires both; a daily report must not."""
+    return bool(schedule.cron) and as_utc(planned_at).astimezone(ZoneInfo(schedule.timezone)).fold == 1
+
+
+def _second_pass(trigger: BaseTrigger, at: datetime) -> bool:
+    return isinstance(trigger, CronTrigger) and at.astimezone(trigger.timezone).fold == 1
+
+
 def next_fire(trigger: BaseTrigger, after: datetime) -> datetime | None:
-    """The first planned time strictly after `after`, in UTC."""
+    """The first planned time strictly after `after`, in UTC (a cron time repeated by a DST change once)."""
     found = trigger.get_next_fire_time(None, after + TICK)
+    while found is not None and _second_pass(trigger, found):
+        # step in UTC: local wall-clock arithmetic drops the fold and lands before `found` again
+        found = trigger.get_next_fire_time(None, as_utc(found) + TICK)
     return as_utc(found) if found is not None else None
 
 

@@ -14,7 +14,7 @@ from typing import Protocol
 from bot.chat.notifier import AdapterNotifier
 from bot.engine.ports import SessionStore
 from bot.engine.service import AgentService, TurnRequest
-from bot.scheduling.model import Schedule, as_utc, utcnow
+from bot.scheduling.model import Schedule, as_utc, repeated_wall_time, utcnow
 from bot.scheduling.store import ScheduleStore
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,11 @@ class ScheduleRunner:
         schedule = await self.store.get(name)
         if schedule is None or not schedule.active:
             log.info("schedule %s is gone or no longer active; not running it", name)
+            return None
+        if repeated_wall_time(schedule, planned_at):
+            log.info("schedule %s at %s: the clock went back over this time, which already ran; skipping",
+                     name, planned_at.isoformat())
+            self.count(name, "skipped")
             return None
         late = (utcnow() - as_utc(planned_at)).total_seconds()
         if late > self.grace_seconds:

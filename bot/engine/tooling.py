@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -24,10 +24,6 @@ class ToolSettings(BaseModel):
 
     timeout: float | None = None
     max_attempts: int | None = None
-
-
-class SecretRedactor(Protocol):
-    def __call__(self, text: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +48,6 @@ class ToolContext:
     timezone: str = "UTC"
     notifier: Notifier | None = None
     memory: MemoryStore | None = None
-    extras: dict[str, Any] = field(default_factory=lambda: {})
     notify_policy: NotifySpec | None = None  # the profile's `notify:` (default target, allowed, dedup window)
 
 

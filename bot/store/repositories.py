@@ -10,7 +10,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime
 from functools import cache
 from typing import Any, cast, overload
 
@@ -36,6 +35,8 @@ from bot.store.models import (
     utcnow,
 )
 from bot.store.writer import WriteBehind
+
+Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
 
 
 def _t(model: type[Base]) -> Table:
@@ -136,10 +137,11 @@ class SqlStore:
         self._recent = RecentSessions()
         self._claims = GroupedClaims(self._insert_new_events)
 
-    async def _rows(self, statement: Executable, params: dict[str, Any]) -> list[Any]:
+    async def _rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
+        """Run a statement that returns rows (`write`: in a transaction that commits)."""
         if self.writes.threaded:  # SQLite: one hop to the writer's thread instead of several through aiosqlite
-            return await self.writes.call(lambda conn: list(conn.execute(statement, params).all()))
-        async with self.engine.connect() as conn:
+            return await self.writes.call(lambda conn: list(conn.execute(statement, params).all()), write=write)
+        async with self.engine.begin() if write else self.engine.connect() as conn:
             return list((await conn.execute(statement, params)).all())
 
     async def _execute(self, statement: Executable, params: dict[str, Any]) -> None:
@@ -261,13 +263,6 @@ class SqlStore:
             result = await conn.execute(delete(t).where(t.c.id == memory_id, t.c.agent == agent))
             return (result.rowcount or 0) > 0
 
-    async def count_memories(self, agent: str, channel: str | None) -> int:
-        t = MEM
-        async with self.engine.connect() as conn:
-            return int((await conn.execute(
-                select(func.count()).select_from(t).where(t.c.agent == agent, t.c.channel == channel)
-            )).scalar_one())
-
     # --- exactly-once platform events ----------------------------------------------------------------------
     async def claim_event(self, platform: str, event_id: str) -> bool:
         """True the first time (platform, event_id) is seen, in any process sharing the database."""
@@ -276,15 +271,5 @@ class SqlStore:
     async def _insert_new_events(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
         now = utcnow()
         rows = [{"platform": p, "event_id": e, "received_at": now} for p, e in keys]
-        if self.writes.threaded:
-            inserted = await self.writes.call(lambda conn: conn.execute(_claim_insert("sqlite"), rows).all(),
-                                              write=True)
-        else:
-            async with self.engine.begin() as conn:
-                inserted = (await conn.execute(_claim_insert(self.engine.dialect.name), rows)).all()
+        inserted = await self._rows(_claim_insert(self.engine.dialect.name), rows, write=True)
         return {(r.platform, r.event_id) for r in inserted}
-
-    async def prune_events(self, before: datetime) -> int:
-        t = EVENTS
-        async with self.engine.begin() as conn:
-            return (await conn.execute(delete(t).where(t.c.received_at < before))).rowcount or 0

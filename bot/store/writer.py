@@ -15,13 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 from bot.engine.errors import YokebotError
+from bot.store.db import sqlite_pragmas
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,7 @@ def _sqlite_writer(engine: AsyncEngine) -> Engine | None:
     url = engine.url
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
         return None
-    from bot.store.db import sqlite_pragmas  # local: db.py imports this module's users
-
     sync = create_sync_engine(url.set(drivername="sqlite"), pool_size=1, max_overflow=0)
-    from sqlalchemy import event
-
     event.listen(sync, "connect", sqlite_pragmas)
     return sync
 

@@ -53,21 +53,18 @@ def registry() -> dict[str, Tool]:
 
 # --- the fake model, in its own process ------------------------------------------------------------------
 @contextmanager
-def fake_llm(latency: float = 0.0) -> Iterator[str]:
-    """Start `python -m bench.fake_llm` and yield its base URL; stop it on exit."""
+def child_server(module: str, *args: str, what: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Run `python -m MODULE ARGS` (a fake that prints `READY <url>`), yield it and its URL; closing its stdin
+    on exit tells it to stop."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.fake_llm", "--latency", str(latency)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", module, *args], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().strip()
         if not line.startswith("READY "):
-            raise RuntimeError(f"the fake model server did not start (said {line!r})")
-        yield line.split(" ", 1)[1]
+            raise RuntimeError(f"{what} did not start (said {line!r})")
+        yield proc, line.split(" ", 1)[1]
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
@@ -76,6 +73,13 @@ def fake_llm(latency: float = 0.0) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextmanager
+def fake_llm(latency: float = 0.0) -> Iterator[str]:
+    """Start `python -m bench.fake_llm` and yield its base URL; stop it on exit."""
+    with child_server("bench.fake_llm", "--latency", str(latency), what="the fake model server") as (_, url):
+        yield url
 
 
 # --- the bot under test -----------------------------------------------------------------------------------

@@ -14,25 +14,19 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from aiohttp import web
-from sqlalchemy import Table
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench._common import (
-    ROOT,
     StallMeter,
     bench_settings,
+    child_server,
     fake_llm,
     header,
     percentile,
@@ -47,7 +41,6 @@ from bench._common import (
 from bot.app import App, build_app
 from bot.chat.slack_adapter import EVENTS_PATH, SlackAdapter
 from bot.chat.slack_events import EventClaims
-from bot.store.models import ProcessedEventRow
 from tests.fakes.slack_server import BOT_USER, event_callback
 
 TARGET_P99_MS = 100.0
@@ -79,24 +72,8 @@ class FakeSlackProcess:
 
 @contextmanager
 def fake_slack_process() -> Iterator[FakeSlackProcess]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.slack_server"],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        if not line.startswith("READY "):
-            raise RuntimeError(f"the fake Slack did not start (said {line!r})")
-        yield FakeSlackProcess(proc, line.split(" ", 1)[1])
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with child_server("tests.fakes.slack_server", what="the fake Slack") as (proc, url):
+        yield FakeSlackProcess(proc, url)
 
 
 # --- the bot under test ---------------------------------------------------------------------------------
@@ -115,51 +92,6 @@ class TimedClaims:
             self.seconds.append(time.perf_counter() - start)
 
 
-class GroupedClaims:
-    """A prototype of a batched claim for the store (`--grouped-claims`; it lives here, not in bot/store):
-    claims that arrive while a transaction runs wait for the next one, which inserts them all at once with
-    ON CONFLICT DO NOTHING ... RETURNING. The same guarantee, one transaction per group instead of per event."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self.groups: list[int] = []
-        self._pending: list[tuple[tuple[str, str], asyncio.Future[bool]]] = []
-        self._flusher: asyncio.Task[None] | None = None
-
-    async def claim_event(self, platform: str, event_id: str) -> bool:
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._pending.append(((platform, event_id), done))
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush())
-        return await done
-
-    async def _flush(self) -> None:
-        try:
-            while self._pending:
-                group, self._pending = self._pending, []
-                self.groups.append(len(group))
-                try:
-                    won = await self._insert(list(dict.fromkeys(key for key, _ in group)))
-                except Exception as exc:  # every claim of the group fails: none of them is acked
-                    for _, done in group:
-                        done.set_exception(exc)
-                    continue
-                for key, done in group:
-                    done.set_result(key in won)
-                    won.discard(key)  # the same key twice in one group: the first one wins
-        finally:
-            self._flusher = None
-
-    async def _insert(self, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
-        table = cast(Table, ProcessedEventRow.__table__)
-        insert = pg_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
-        now = datetime.now(UTC)
-        stmt = (insert(table).values([{"platform": p, "event_id": e, "received_at": now} for p, e in keys])
-                .on_conflict_do_nothing().returning(table.c.platform, table.c.event_id))
-        async with self.engine.begin() as conn:
-            return {(str(p), str(e)) for p, e in (await conn.execute(stmt)).all()}
-
-
 @dataclass
 class Bot:
     app: App
@@ -169,7 +101,7 @@ class Bot:
 
 
 async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str, slack_url: str, wd: Path,
-                    overrides: dict[str, Any], grouped: bool = False) -> Bot:
+                    overrides: dict[str, Any]) -> Bot:
     tokens: dict[str, Any] = {"slack_bot_token": "xoxb-bench-token", "slack_api_url": slack_url}
     tokens["slack_app_token" if mode == "socket" else "slack_signing_secret"] = \
         "xapp-bench-token" if mode == "socket" else SECRET
@@ -179,7 +111,7 @@ async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str,
     client = getattr(app.service.loop.model, "client", None)
     if client is not None:  # App.close() leaves the SDK client to the garbage collector
         stack.push_async_callback(client.close)
-    claims = TimedClaims(GroupedClaims(app.store.engine) if grouped else app.store)
+    claims = TimedClaims(app.store)
     adapter = SlackAdapter(app.settings, app.service, app.profiles, claims, app.metrics)  # as build_slack does
     bot = Bot(app, adapter, claims)
     if mode == "http":  # served the way bot/runner.py serves it: an aiohttp app, a TCPSite with its defaults
@@ -259,7 +191,6 @@ class Plan:
     n: int
     latency: float
     overrides: dict[str, Any]
-    grouped: bool = False
 
 
 async def database(stack: AsyncExitStack, backend: str, wd: Path) -> str | None:
@@ -278,7 +209,7 @@ async def variant(fake: FakeSlackProcess, llm_url: str, wd: Path, mode: str, bac
         if db_url is None:
             return None
         connections = await fake.request("connections")
-        bot = await start_bot(stack, mode, db_url, llm_url, fake.api_url, wd, plan.overrides, plan.grouped)
+        bot = await start_bot(stack, mode, db_url, llm_url, fake.api_url, wd, plan.overrides)
         while mode == "socket" and await fake.request("connections") <= connections:
             await asyncio.sleep(0.02)
         posts = await fake.request("count", method="chat.postMessage")
@@ -308,9 +239,8 @@ def report(label: str, r: Result, n: int) -> None:
 
 async def run(plan: Plan, modes: list[str], backends: list[str]) -> dict[str, dict[str, float]]:
     slots = plan.overrides.get("slack_max_concurrent_turns", "default")
-    claims = "grouped claims (prototype)" if plan.grouped else "the store's claim_event"
     header(f"5. Slack ack latency: a burst of {plan.n} events, model {plan.latency * 1000:.0f} ms per call, "
-           f"turn slots {slots}, {claims}")
+           f"turn slots {slots}")
     out: dict[str, dict[str, float]] = {}
     with fake_llm(plan.latency) as llm_url, fake_slack_process() as fake, workdir() as wd:
         for backend in backends:
@@ -329,13 +259,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     p.add_argument("--latency", type=float, default=None, help="model latency per call, seconds (0.3)")
     p.add_argument("--slots", type=int, default=None, help="YOKEBOT_SLACK_MAX_CONCURRENT_TURNS (default: its default)")
     p.add_argument("--mode", choices=["socket", "http"], action="append", help="repeatable; default both")
-    p.add_argument("--grouped-claims", action="store_true",
-                   help="claim through the batched-claim prototype instead of the store's claim_event")
     p.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
     args = p.parse_args(argv)
     latency = args.latency if args.latency is not None else 0.05 if args.quick else 0.3
     plan = Plan(20 if args.quick else args.events, latency,
-                {} if args.slots is None else {"slack_max_concurrent_turns": args.slots}, args.grouped_claims)
+                {} if args.slots is None else {"slack_max_concurrent_turns": args.slots})
     backends = ["sqlite"] if args.quick or args.no_pg else ["sqlite", "postgresql"]
     return asyncio.run(run(plan, args.mode or ["socket", "http"], backends))
 

@@ -12,7 +12,9 @@ from sqlalchemy import text
 
 from bot.app import App, build_app
 from bot.config import Settings
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.slack_server import FakeSlack
 from tests.helpers import registry, write_agent
 
 PG_ADMIN_URL = os.environ.get("YOKEBOT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
@@ -88,6 +90,20 @@ def sqlite_url(tmp_path: Path) -> str:
 @pytest.fixture
 def fake_llm() -> Iterator[FakeOpenAI]:
     server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[FakeSlack]:
+    server = FakeSlack().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_discord() -> Iterator[FakeDiscord]:
+    server = FakeDiscord().start()
     yield server
     server.stop()
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,21 @@ def write_agent(agents_dir: Path, name: str, front: str, body: str = "You are a 
     path = base / "AGENT.md"
     path.write_text(f"---\n{front.strip()}\n---\n{body}\n")
     return path
+
+
+async def eventually(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll `predicate()` (sync or async) until it is truthy and return that value; the fakes run in other
+    threads, so what a test waits for arrives on its own time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
 
 
 def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,30 +6,21 @@ POST to /slack/events on a real aiohttp server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp import web
 
 from bot.app import App, build_app, build_slack
 from bot.chat.slack_adapter import EVENTS_PATH, SlackAdapter
-from bot.engine.tooling import Tool
-from tests.chat.ops_agent import nginx_logs, shipped_ops
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.slack_server import BOT_USER, FakeSlack, event_callback, eventually, sign
-from tests.helpers import registry
+from tests.fakes.slack_server import BOT_USER, FakeSlack, event_callback, sign
+from tests.helpers import eventually, registry
 
 SECRET = "test-signing-secret-123"
-
-
-def slack_registry() -> dict[str, Tool]:
-    """The built-in tools (the real notify, tail_log, ...) plus the test tools the `tester` agent uses."""
-    return registry()
 
 
 @dataclass
@@ -82,7 +73,7 @@ async def start_bot(
     else:
         tokens["slack_signing_secret"] = SECRET
     settings = make_settings(db, llm, agents, **{**tokens, **overrides})
-    app = await build_app(settings, registry=slack_registry())
+    app = await build_app(settings, registry=registry())
     adapter = build_slack(app)
     assert adapter is not None
     bot = SlackBot(app, adapter, fake, mode)
@@ -106,23 +97,7 @@ ALICE, MALLORY = "U_ALICE", "U_MALLORY"
 OPS = "C_OPS"
 
 
-@pytest.fixture
-def fake_slack() -> Iterator[FakeSlack]:
-    server = FakeSlack().start()
-    yield server
-    server.stop()
 
-
-@pytest.fixture
-def log_dir(tmp_path: Path) -> Path:
-    return nginx_logs(tmp_path)
-
-
-@pytest.fixture
-def slack_agents(agents_dir: Path, log_dir: Path) -> Path:
-    """`tester` (the default agent) and the shipped `ops` agent, which answers in #ops (C_OPS)."""
-    shipped_ops(agents_dir, log_dir, front=f'channels: ["{OPS}"]')
-    return agents_dir
 
 
 def mention(

@@ -4,7 +4,7 @@ model, turns audited in SQLite. What a user would see is read from what the fake
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import pytest
 from bot.app import App, build_app
 from bot.chat.discord_adapter import DiscordAdapter
 from bot.engine.errors import ConfigError, ToolFailed
-from tests.chat.ops_agent import nginx_logs, shipped_ops
+from tests.chat.ops_agent import shipped_ops
 from tests.conftest import make_settings, rows
 from tests.fakes.discord_server import (
     BOB,
@@ -28,7 +28,7 @@ from tests.fakes.discord_server import (
     FakeDiscord,
 )
 from tests.fakes.openai_server import FakeOpenAI, Step, call
-from tests.helpers import registry, tool_messages, write_agent
+from tests.helpers import eventually, registry, tool_messages, write_agent
 
 TOKEN = "discord-test-token-0123456789"
 
@@ -41,24 +41,7 @@ access:
 """
 
 
-async def eventually(predicate: Callable[[], Any], timeout: float = 8.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
 
-
-@pytest.fixture
-def fake_discord() -> Iterator[FakeDiscord]:
-    server = FakeDiscord().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def log_dir(tmp_path: Path) -> Path:
-    return nginx_logs(tmp_path)
 
 
 @pytest.fixture

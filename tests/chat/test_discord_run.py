@@ -4,10 +4,7 @@ the 2,000-character split and the routing / access rules."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from bot.chat.discord_adapter import invite_url
 from bot.chat.discord_output import LIMIT
@@ -15,18 +12,11 @@ from bot.chat.discord_routing import Origin, comma_list, entries, permitted, rou
 from bot.chat.formatting import split_message
 from bot.engine.profiles import AgentProfile
 from bot.runner import serve
-from tests.chat.test_discord import TOKEN, eventually
+from tests.chat.test_discord import TOKEN
 from tests.conftest import make_settings
 from tests.fakes.discord_server import DM_CHANNEL, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import write_agent
-
-
-@pytest.fixture
-def fake_discord() -> Iterator[FakeDiscord]:
-    server = FakeDiscord().start()
-    yield server
-    server.stop()
+from tests.helpers import eventually, write_agent
 
 
 async def test_yokebot_run_serves_discord_and_stops_cleanly(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ from tests.chat.slack_harness import OPS, answered, mention
 from tests.conftest import make_settings
 from tests.fakes.discord_server import GENERAL, OPS_ALERTS, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Step, call
-from tests.fakes.slack_server import FakeSlack, eventually
-from tests.helpers import write_agent
+from tests.fakes.slack_server import FakeSlack
+from tests.helpers import eventually, write_agent
 
 SLACK_TOKENS = {"slack_bot_token": "xoxb-serve-bot-token", "slack_app_token": "xapp-serve-app-token"}
 DISCORD_TOKEN = "discord-serve-token-0123456789"
@@ -62,19 +61,11 @@ async def scraped(settings: Any, name: str, **labels: str) -> float:
     return sample((await get(settings, "/metrics"))[1], name, **labels)
 
 
-async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
 
 @pytest.fixture
-def fake_slack() -> Iterator[FakeSlack]:
-    server = FakeSlack().start()
-    server.channels["C_REPORTS"] = "reports"
-    yield server
-    server.stop()
+def fake_slack(fake_slack: FakeSlack) -> FakeSlack:
+    fake_slack.channels["C_REPORTS"] = "reports"
+    return fake_slack
 
 
 class Served:
@@ -106,7 +97,7 @@ schedules:
     served = Served(settings)
     try:
         await eventually(lambda: fake_slack.posts("C_REPORTS"), what="the scheduled report in #reports")
-        await until(lambda: scraped(settings, "yokebot_schedule_runs_total", schedule="reporter/tick", status="ok"),
+        await eventually(lambda: scraped(settings, "yokebot_schedule_runs_total", schedule="reporter/tick", status="ok"),
                     what="the run counted in /metrics")
     finally:
         await served.stop()
@@ -119,12 +110,6 @@ schedules:
     assert runs and (runs[0].schedule, runs[0].kind) == ("reporter/tick", "scheduled")
     assert runs[0].posted_ref == f"slack:C_REPORTS:{post.result['ts']}"
 
-
-@pytest.fixture
-def fake_discord() -> Iterator[FakeDiscord]:
-    server = FakeDiscord().start()
-    yield server
-    server.stop()
 
 
 async def test_slack_and_discord_in_one_process_and_an_alert_from_discord_lands_in_slack(

@@ -1,4 +1,4 @@
-# ruff: noqa: F811 - pytest fixtures imported from the harness are "redefined" as test parameters
+
 """Slack end to end: real Bolt and slack_sdk against the fake Slack, real openai SDK against the fake model,
 real SQL. Socket Mode unless a test says otherwise."""
 
@@ -12,23 +12,20 @@ from pathlib import Path
 import pytest
 
 from bot.engine.errors import ToolFailed
-from tests.chat.slack_harness import (  # noqa: F401 - fixtures are used by name
+from tests.chat.slack_harness import (
     ALICE,
     MALLORY,
     OPS,
     SlackBot,
     answered,
-    fake_slack,
-    log_dir,
     mention,
     message,
-    slack_agents,
     start_bot,
 )
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, Step, call
-from tests.fakes.slack_server import BOT_ID, BOT_USER, FakeSlack, event_callback, eventually
-from tests.helpers import tool_messages, write_agent
+from tests.fakes.slack_server import BOT_ID, BOT_USER, FakeSlack, event_callback
+from tests.helpers import eventually, tool_messages, write_agent
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-# ruff: noqa: F811 - pytest fixtures imported from the harness are "redefined" as test parameters
+
 """How events reach the bot: exactly once in both modes (retries, duplicate event_ids, restarts, several
 instances on one database), signed HTTP requests, and `yokebot run` starting Slack in either mode."""
 
@@ -15,19 +15,16 @@ import pytest
 
 from bot.config import Settings
 from bot.runner import serve
-from tests.chat.slack_harness import (  # noqa: F401 - fixtures are used by name
+from tests.chat.slack_harness import (
     SECRET,
     answered,
-    fake_slack,
-    log_dir,
     mention,
-    slack_agents,
     start_bot,
 )
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.slack_server import FakeSlack, event_callback, eventually, sign
-from tests.helpers import write_agent
+from tests.fakes.slack_server import FakeSlack, event_callback, sign
+from tests.helpers import eventually, write_agent
 
 MODES = ["socket", "http"]
 

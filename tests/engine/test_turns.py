@@ -198,8 +198,7 @@ async def test_unknown_session_id_is_a_clear_error(bot: App):
         await bot.service.handle(req("hi", session_id="nope"))
 
 
-def test_json_trace_shape(bot: App):
-    del bot
+def test_json_trace_shape():
     from bot.engine.messages import ToolResult, TurnResult
 
     r = TurnResult("a", "s", "t", 2, False, (ToolResult("c", "echo", {"text": "x"}, "x", "ok"),))

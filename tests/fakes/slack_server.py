@@ -354,17 +354,6 @@ class FakeSlack:
         return web.Response(text=f"OK - {len(data)}")
 
 
-async def eventually(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll `predicate()` until it is truthy (the fake runs in another thread)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
 
 def serve_stdio() -> None:
     """`python -m tests.fakes.slack_server`: the fake in a process of its own (bench/slack_ack.py), so its CPU

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,6 @@ from bot.chat.base import OutboundMessage
 from bot.scheduling.service import SchedulerService
 from bot.scheduling.setup import build_scheduler
 from tests.conftest import make_settings
-from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import registry, write_agent
@@ -61,16 +58,6 @@ class RecordingAdapter:
 def answer_every_time(fake: FakeOpenAI, text: str = "All systems normal.") -> None:
     fake.handler = lambda body: Step("reply", content=text)
 
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], timeout: float = 8.0, what: str = "condition"
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Harness:
@@ -123,15 +110,8 @@ async def harness(sqlite_url: str, fake_llm: FakeOpenAI, sched_agents: Path) -> 
 
 
 @pytest.fixture
-def fake_slack() -> Iterator[FakeSlack]:
-    server = FakeSlack().start()
-    server.channels["C_REPORTS"] = "reports"
-    yield server
-    server.stop()
+def fake_slack(fake_slack: FakeSlack) -> FakeSlack:
+    fake_slack.channels["C_REPORTS"] = "reports"
+    return fake_slack
 
 
-@pytest.fixture
-def fake_discord() -> Iterator[FakeDiscord]:
-    server = FakeDiscord().start()
-    yield server
-    server.stop()

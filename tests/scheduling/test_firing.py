@@ -5,7 +5,8 @@ from __future__ import annotations
 from bot.scheduling.store import ScheduleStore
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI
-from tests.scheduling.conftest import Harness, answer_every_time, eventually
+from tests.helpers import eventually
+from tests.scheduling.conftest import Harness, answer_every_time
 
 
 async def test_a_profile_schedule_fires_runs_the_agent_and_posts_to_slack(

@@ -15,8 +15,8 @@ from bot.scheduling.model import Schedule, utcnow
 from bot.scheduling.setup import synced_store
 from bot.scheduling.store import ScheduleStore
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import write_agent
-from tests.scheduling.conftest import Harness, answer_every_time, eventually
+from tests.helpers import eventually, write_agent
+from tests.scheduling.conftest import Harness, answer_every_time
 
 
 def profile(*schedules: str) -> str:

@@ -261,7 +261,7 @@ async def test_an_unauthorised_user_gets_a_polite_refusal_and_no_model_call(
     mid = fake_discord.mention("restart nginx", author=CAROL)
     await eventually(lambda: fake_discord.posted)
     [refusal] = fake_discord.posted
-    assert refusal.channel == GENERAL and "not allowed" in refusal.content
+    assert refusal.channel == GENERAL and refusal.content.startswith("Sorry, you don't have access to me here.")
     assert refusal.body["message_reference"]["message_id"] == mid
     assert fake_llm.requests == [] and fake_discord.threads == {}
     assert await rows(app, "SELECT id FROM turns") == []
@@ -284,7 +284,7 @@ async def test_access_by_role_and_by_user_id_in_channels_and_dms(
         for p in fake_discord.posted_in(DM_CHANNEL)
     }
     assert dms[None] == "ok: alice in a DM: role looked up in the guild"
-    assert "not allowed" in dms[dm_carol]
+    assert dms[dm_carol].startswith("Sorry, you don't have access to me here.")
     assert len(fake_llm.requests) == 3
 
 

@@ -43,9 +43,15 @@ def entries(values: Iterable[str], platform: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def names(values: Iterable[str]) -> list[str]:
-    """Entries that are names (`#ops`, a role name): access lists match IDs only, so these match nothing."""
-    return sorted(v for v in values if v != DM and (v.startswith("#") or not any(c.isdigit() for c in v)))
+def names(values: Iterable[str], platform: str) -> list[str]:
+    """Entries that look like names (`#ops`, a role name): access lists match IDs only, so these match nothing.
+    IDs are digits on Discord and upper case on Slack (`C0123`, `S0456`)."""
+    def is_name(v: str) -> bool:
+        if v == DM:
+            return False
+        return v.startswith("#") or (not v.isdigit() if platform == "discord" else v != v.upper())
+
+    return sorted(v for v in values if is_name(v))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +113,10 @@ class Access:
 
     def name_entries(self, platform: str) -> list[str]:
         """Name-like entries in every access list, for a warning at start-up."""
-        found = names(self.platform_lists.channels | self.platform_lists.groups)
+        found = names(self.platform_lists.channels | self.platform_lists.groups, platform)
         for agent in sorted(self.profiles):
             lists = AccessList.of_profile(self.profiles[agent].access, agent, platform)
-            found += [f"{e} (agent {agent})" for e in names(lists.channels | lists.groups)]
+            found += [f"{e} (agent {agent})" for e in names(lists.channels | lists.groups, platform)]
         return found
 
 

@@ -13,7 +13,6 @@ import pytest
 from bot.app import App, build_app
 from bot.chat.discord_adapter import DiscordAdapter
 from bot.engine.errors import ConfigError, ToolFailed
-from tests.chat.ops_agent import shipped_ops
 from tests.conftest import make_settings, rows
 from tests.fakes.discord_server import (
     BOB,
@@ -28,27 +27,9 @@ from tests.fakes.discord_server import (
     FakeDiscord,
 )
 from tests.fakes.openai_server import FakeOpenAI, Step, call
-from tests.helpers import eventually, registry, tool_messages, write_agent
+from tests.helpers import eventually, registry, tool_messages
 
 TOKEN = "discord-test-token-0123456789"
-
-
-# The shipped ops agent, its alerts sent to the Discord team channel, answering the on-call role and Bob.
-OPS_ACCESS = f"""
-access:
-  roles: ["{ONCALL_ROLE}"]
-  users: ["discord:{BOB}"]
-"""
-
-
-
-
-
-@pytest.fixture
-def discord_agents(agents_dir: Path, log_dir: Path) -> Path:
-    shipped_ops(agents_dir, log_dir, front=OPS_ACCESS, notify_to="discord:#ops-alerts")
-    write_agent(agents_dir, "other", f"description: routed by channel\nchannels: ['discord:{OTHER}']")
-    return agents_dir
 
 
 async def start_bot(

@@ -116,5 +116,6 @@ def test_the_manifest_asks_for_the_events_and_scopes_the_adapter_uses():
         "groups:history",
         "channels:read",
         "groups:read",
+        "usergroups:read",
     }
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -57,6 +58,26 @@ def settings_or_exit() -> Settings:
         raise typer.Exit(2) from None
 
 
+def _chat_log(settings: Settings) -> Any:
+    """Log lines of `chat` (retries, warnings) go to a file, not between the answers: YOKEBOT_CHAT_LOG_FILE."""
+    path = settings.chat_log_file.expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stream = path.open("a", encoding="utf-8")
+    except OSError:
+        import io
+
+        stream = io.StringIO()  # nowhere to write: drop them rather than interleave them with the chat
+    setup_logging_to(settings, stream)
+    return stream
+
+
+def setup_logging_to(settings: Settings, stream: Any) -> None:
+    from bot.observability.logs import setup_logging as configure
+
+    configure(settings, quiet=True, stream=stream)
+
+
 @app.command()
 def chat(
     agent: AgentOpt = None,
@@ -64,20 +85,24 @@ def chat(
 ) -> None:
     """Talk to an agent in the terminal. The conversation continues across restarts (same session)."""
     from bot.app import build_app
-    from bot.chat.console_adapter import ConsoleAdapter
+    from bot.chat.console_adapter import ConsoleAdapter, TerminalAlerts
 
     settings = settings_or_exit()
-    setup_logging(settings, quiet=True)
+    chat_log = _chat_log(settings)
 
     async def main() -> None:
         bot = await build_app(settings)
         try:
             name = agent or settings.default_agent
             bot.profile(name)
+            alerts = TerminalAlerts(out)  # notify shows alerts here (console:terminal, or unconfigured platforms)
+            bot.notifier.register(alerts)  # type: ignore[arg-type]
+            bot.notifier.fallback = alerts
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             await ConsoleAdapter(bot.service, name, out, thread=thread).repl()
         finally:
             await bot.close()
+            chat_log.close()
 
     run_async(main)
 
@@ -112,11 +137,22 @@ def ask(
     if as_json:
         print(result.to_json())
     else:
-        out.print(result.answer, markup=False, highlight=False)
+        print_answer(result.answer)
         err.print(f"[dim]session {result.session_id} · {result.iterations} model call(s) · "
                   f"{len(result.tool_calls)} tool call(s)[/dim]")
     if result.error:
         raise typer.Exit(3)
+
+
+def print_answer(answer: str) -> None:
+    """Piped or redirected: the text exactly as the model wrote it. On a terminal: no markup, no emoji codes."""
+    if out.is_terminal:
+        from bot.chat import console_view
+
+        console_view.print_text(out, console_view.answer(answer))
+    else:
+        sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
+        sys.stdout.flush()
 
 
 @app.command()

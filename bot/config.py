@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +21,10 @@ class ModelPrice(BaseModel):
     output: float
 
 
+def _state_dir() -> Path:
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "yokebot"
+
+
 def _env(name: str) -> AliasChoices:
     return AliasChoices(name, name.lower())
 
@@ -32,6 +37,7 @@ class Settings(BaseSettings):
     default_agent: str = "ops"
     model: str = DEFAULT_MODEL
     http_port: int = 8080
+    chat_log_file: Path = Field(default_factory=lambda: _state_dir() / "chat.log")  # log lines of `yokebot chat`
     log_level: str = "INFO"
     log_format: str = "text"
     # YOKEBOT_MODEL_PRICES='{"gpt-5-mini": {"input": 0.25, "output": 2.0}}' for `yokebot usage` cost estimates

@@ -21,7 +21,8 @@ def yokebot(*args: str, env: dict[str, str], stdin: str | None = None, cwd: Path
 def base_env(tmp_path: Path, fake: FakeOpenAI | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "YOKEBOT_", "SLACK_", "DISCORD_"))}
     env.update(YOKEBOT_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}", YOKEBOT_AGENTS_DIR=str(tmp_path / "agents"),
-               YOKEBOT_MODEL="cli-model", COLUMNS="200", PYTHONPATH=str(ROOT))
+               YOKEBOT_MODEL="cli-model", COLUMNS="200", PYTHONPATH=str(ROOT),
+               YOKEBOT_CHAT_LOG_FILE=str(tmp_path / "chat.log"))
     if fake is not None:
         env.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="sk-cli-test-0000")
     return env

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -10,6 +11,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bot.config import Settings
@@ -26,7 +28,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(schedule_app, name="schedule")
 
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 AgentOpt = Annotated[
     str | None, typer.Option("--agent", "-a", help="Agent profile to use (default: YOKEBOT_DEFAULT_AGENT).")
@@ -44,17 +46,21 @@ def run_async(factory: Callable[[], Awaitable[T]]) -> T:
     try:
         return asyncio.run(factory())  # type: ignore[arg-type]
     except YokebotError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
 
 def settings_or_exit() -> Settings:
+    from bot.config import load_settings, unknown_variables
+
+    for warning in unknown_variables():  # a misspelt YOKEBOT_* variable would otherwise be silently ignored
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
     try:
-        return Settings()
-    except Exception as exc:  # pydantic ValidationError: a bad value in the environment or .env
-        err.print(f"[red]error:[/red] invalid settings: {exc}", highlight=False)
+        return load_settings()
+    except YokebotError as exc:  # a bad value in the environment or .env: the sentence names the variable
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None
 
 
@@ -160,9 +166,22 @@ def run() -> None:
     """Start every configured adapter, the scheduler and the HTTP server; stop cleanly on SIGTERM."""
     from bot.runner import serve
 
+    import errno
+
+    from bot.observability.http import NO_PLATFORM
+
     settings = settings_or_exit()
     setup_logging(settings)
-    run_async(lambda: serve(settings))
+    if settings.slack_bot_token is None and settings.discord_bot_token is None:
+        logging.getLogger("bot.cli").warning("%s.", NO_PLATFORM[0].upper() + NO_PLATFORM[1:])
+    try:
+        run_async(lambda: serve(settings))
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        err.print(f"[red]error:[/red] port {settings.http_port} is already in use; stop the other process or set "
+                  "YOKEBOT_HTTP_PORT to a free port.", highlight=False)
+        raise typer.Exit(1) from None
 
 
 @agents_app.command("list")
@@ -175,7 +194,7 @@ def agents_list() -> None:
     try:
         profiles = load_profiles(settings, builtin_tools())
     except YokebotError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
     table = Table("agent", "model", "tools", "description")
     for p in profiles.values():
@@ -194,7 +213,7 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     try:
         profile = ProfileLoader(settings.agents_dir, builtin_tools()).load(name)
     except YokebotError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
     out.print(f"[bold]{profile.name}[/bold]  ({profile.path})")
     out.print(f"model: {profile.model or settings.model}   max_iterations: {profile.max_iterations}   "
@@ -212,12 +231,23 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
     """Apply the database migrations (the embedded SQLite database is also migrated on first start)."""
     from bot.store.db import create_engine, upgrade
 
+    from alembic.util import CommandError
+    from sqlalchemy.exc import SQLAlchemyError
+
     settings = settings_or_exit()
 
     async def main() -> None:
         engine = create_engine(settings.database_url)
         try:
             await upgrade(engine, revision)
+        except CommandError as exc:  # an unknown revision: one sentence, not Alembic's traceback
+            raise YokebotError(f"cannot upgrade to {revision!r} ({exc}); use `yokebot db upgrade` for the "
+                               "newest schema") from None
+        except (OSError, SQLAlchemyError) as exc:
+            where = engine.url.render_as_string(hide_password=True)
+            first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+            raise YokebotError(f"could not open the database at {where} ({first[0]}); check "
+                               "YOKEBOT_DATABASE_URL") from None
         finally:
             await engine.dispose()
 

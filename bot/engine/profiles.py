@@ -44,16 +44,17 @@ _CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _CRON_TOKEN = re.compile(r"^(?:(\*)|([a-z0-9]+)(?:-([a-z0-9]+))?)(?:/(\d+))?$")
-_EVERY = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_EVERY = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
 def parse_every(text: str) -> int:
-    """`15m`, `1h30m`, `2d`, `90s` -> seconds. ValueError with a readable message otherwise."""
+    """`15m`, `1h30m`, `2d`, `2w`, `90s` -> seconds (`m` is minutes). The one duration grammar of yokebot:
+    schedules' `every`, and the CLI's `--since`, `--older-than`, `--every`. ValueError otherwise."""
     match = _EVERY.match(text.strip().lower().replace(" ", ""))
     if not text.strip() or match is None:
-        raise ValueError(f"{text!r} is not an interval; write it like 30s, 15m, 1h30m or 2d")
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+        raise ValueError(f"{text!r} is not an interval; write a duration like 30s, 15m, 1h30m, 7d or 2w (m is minutes)")
+    weeks, days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = (((weeks * 7 + days) * 24 + hours) * 60 + minutes) * 60 + seconds
     if total <= 0:
         raise ValueError(f"{text!r} is an empty interval")
     return total

@@ -184,6 +184,13 @@ def run() -> None:
         raise typer.Exit(1) from None
 
 
+def no_agents(settings: Settings) -> str:
+    where = settings.agents_dir.expanduser().resolve()
+    found = "does not exist" if not where.is_dir() else "holds no <name>/AGENT.md"
+    return (f"No agent profiles: {where} {found}. Set YOKEBOT_AGENTS_DIR to the folder with your agents "
+            "(the checkout's agents/ folder has ops and reporter), or run yokebot from the checkout.")
+
+
 @agents_app.command("list")
 def agents_list() -> None:
     """List the agent profiles and what they can do."""
@@ -196,6 +203,9 @@ def agents_list() -> None:
     except YokebotError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
+    if not profiles:
+        err.print(f"[red]error:[/red] {escape(no_agents(settings))}", highlight=False)
+        raise typer.Exit(1)
     table = Table("agent", "model", "tools", "description")
     for p in profiles.values():
         table.add_row(p.name, p.model or f"{settings.model} (default)", ", ".join(p.tools) or "-", p.description)
@@ -210,6 +220,9 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     from bot.tools import builtin_tools
 
     settings = settings_or_exit()
+    if not settings.agents_dir.expanduser().is_dir():
+        err.print(f"[red]error:[/red] {escape(no_agents(settings))}", highlight=False)
+        raise typer.Exit(1)
     try:
         profile = ProfileLoader(settings.agents_dir, builtin_tools()).load(name)
     except YokebotError as exc:

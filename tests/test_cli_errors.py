@@ -117,3 +117,26 @@ def test_misspelt_variables_in_the_env_file_are_found_too(tmp_path: Path):
     (tmp_path / ".env").write_text("# comment\nexport YOKEBOT_HTTP_PROT=9000\nYOKEBOT_MODEL=llama3\n")
     warnings = unknown_variables({}, tmp_path / ".env")
     assert warnings == ["YOKEBOT_HTTP_PROT is not a yokebot setting and is ignored; did you mean YOKEBOT_HTTP_PORT?"]
+
+
+def test_outside_the_checkout_agents_list_says_where_it_looked(tmp_path: Path):
+    env = base_env(tmp_path, None)
+    del env["YOKEBOT_AGENTS_DIR"], env["YOKEBOT_DATABASE_URL"]
+    for args in (("agents", "list"), ("agents", "show", "ops")):
+        out = yokebot(*args, env=env, cwd=tmp_path)
+        assert out.returncode == 1
+        line = one_sentence(out.stderr)
+        assert str(tmp_path / "agents") in line and "YOKEBOT_AGENTS_DIR" in line
+
+
+def test_read_only_commands_do_not_create_a_database(tmp_path: Path):
+    env = base_env(tmp_path, None)
+    del env["YOKEBOT_AGENTS_DIR"], env["YOKEBOT_DATABASE_URL"]
+    for args in (("sessions",), ("sessions", "--json"), ("usage",), ("trace", "abc"), ("agents", "list"),
+                 ("schedule", "list")):
+        out = yokebot(*args, env=env, cwd=tmp_path)
+        assert "Traceback" not in out.stderr, out.stderr
+    assert not (tmp_path / "yokebot.db").exists()
+    assert list(tmp_path.glob("yokebot.db*")) == []
+    out = yokebot("sessions", "--json", env=env, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "[]" and "no database at" in out.stderr

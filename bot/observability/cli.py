@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -36,9 +37,10 @@ def _with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
 
     settings = settings_or_exit()
     setup_logging(settings, quiet=True)
+    url = readable_url(settings)
 
     async def main() -> T:
-        engine = create_engine(settings.database_url)
+        engine = create_engine(url)
         try:
             await ensure_schema(engine)
             return await fn(engine, settings)
@@ -49,6 +51,22 @@ def _with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
             await engine.dispose()
 
     return run_async(main)
+
+
+def readable_url(settings: Settings) -> str:
+    """The database to read from. A read-only command does not create a SQLite file where it runs: when the
+    file is missing, it reads an empty in-memory database (and says so on stderr) instead."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(settings.database_url)
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or Path(database).expanduser().exists():
+        return settings.database_url
+    from bot.cli import err
+
+    err.print(f"[dim]no database at {database} yet (YOKEBOT_DATABASE_URL): nothing has been recorded[/dim]",
+              highlight=False)
+    return "sqlite+aiosqlite:///:memory:"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -44,6 +44,7 @@ _CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _CRON_TOKEN = re.compile(r"^(?:(\*)|([a-z0-9]+)(?:-([a-z0-9]+))?)(?:/(\d+))?$")
+CHAT_PLATFORMS = ("slack", "discord")  # what post_to may name (the adapters in bot/chat)
 _EVERY = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -154,6 +155,9 @@ class ScheduleSpec(_Strict):
         if value is not None and not re.match(r"^[a-z]+:\S+$", value):
             raise ValueError(f"{value!r} is not a channel target; write it as platform:channel, "
                              "like slack:#ops")
+        if value is not None and value.split(":", 1)[0] not in CHAT_PLATFORMS:
+            raise ValueError(f"{value!r} names an unknown platform; yokebot posts to "
+                             f"{' and '.join(CHAT_PLATFORMS)}, like slack:#ops or discord:123456789")
         return value
 
     @model_validator(mode="after")

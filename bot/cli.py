@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import textwrap
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -232,11 +233,21 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     out.print(f"model: {profile.model or settings.model}   max_iterations: {profile.max_iterations}   "
               f"max_history_turns: {profile.max_history_turns}   timezone: {profile.timezone}")
     for tname, tsettings in profile.tools.items():
-        out.print(f"tool [cyan]{tname}[/cyan]: {tsettings.model_dump(exclude_defaults=True) or 'defaults'}")
+        policy = tsettings.model_dump(mode="json", exclude_defaults=True)
+        out.print(f"tool [cyan]{tname}[/cyan]:" + ("" if policy else " defaults"), highlight=False)
+        if policy:
+            out.print(textwrap.indent(policy_yaml(policy), "  "), markup=False, highlight=False, soft_wrap=True)
     if profile.notify.default:
         out.print(f"notify: {profile.notify.default} (allowed also: {', '.join(profile.notify.allowed) or '-'})")
     out.rule("system prompt")
     out.print(PromptBuilder().system_prompt(profile), markup=False, highlight=False)
+
+
+def policy_yaml(policy: dict[str, Any]) -> str:
+    """A tool's sandbox policy as the YAML it is written in (AGENT.md), not as Python reprs."""
+    import yaml
+
+    return yaml.safe_dump(policy, sort_keys=False, default_flow_style=None, width=1_000_000).rstrip()
 
 
 @db_app.command("upgrade")
@@ -266,6 +277,26 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
 
     run_async(main)
     out.print(f"database at {settings.database_url.split('@')[-1]} is at revision {revision}")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("yokebot")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        print(f"yokebot {number}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool | None, typer.Option("--version", callback=_version, is_eager=True,
+                                                 help="Print the version and exit.")] = None,
+) -> None:
+    """yokebot: a self-hosted chat-ops agent for Slack and Discord."""
 
 
 def main() -> None:

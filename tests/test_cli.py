@@ -115,3 +115,28 @@ def test_bad_profile_is_reported_with_file_and_line(tmp_path: Path, fake_llm: Fa
     out = yokebot("ask", "hi", env=base_env(tmp_path, fake_llm))
     assert out.returncode == 1
     assert f"{bad / 'AGENT.md'}:2: unknown tool 'sudo'" in " ".join(out.stderr.split()).replace("AGENT.md: 2", "AGENT.md:2")
+
+
+def test_help_version_and_a_readable_policy(tmp_path: Path):
+    ops_agent(tmp_path)
+    env = base_env(tmp_path, None)
+    for args in (("--help",), ("ask", "--help"), ("db", "prune", "--help"), ("schedule", "add", "--help")):
+        out = yokebot(*args, env=env)
+        assert out.returncode == 0, out.stderr
+        assert "<bool>" not in out.stdout and "<str>" not in out.stdout and "{text}" not in out.stdout
+    assert "TEXT" in yokebot("ask", "--help", env=env).stdout
+    out = yokebot("--version", env=env)
+    assert out.returncode == 0 and out.stdout.startswith("yokebot ") and out.stdout.split()[1][0].isdigit()
+    out = yokebot("agents", "show", "ops", env=env)
+    assert out.returncode == 0
+    assert "tool read_file:\n  roots: [" in out.stdout and "('" not in out.stdout and "{'" not in out.stdout
+
+
+def test_a_relative_root_is_refused_with_the_line(tmp_path: Path):
+    agent = tmp_path / "agents" / "ops"
+    agent.mkdir(parents=True)
+    (agent / "AGENT.md").write_text("---\ntools:\n  read_file:\n    roots: [logs]\n---\nYou are ops.\n")
+    out = yokebot("agents", "show", "ops", env=base_env(tmp_path, None))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    text = " ".join(out.stderr.split())
+    assert "AGENT.md:4" in text.replace("AGENT.md: 4", "AGENT.md:4") and "'logs' is a relative path" in text

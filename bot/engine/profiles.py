@@ -61,6 +61,19 @@ def parse_every(text: str) -> int:
     return total
 
 
+def _refuse_relative_roots(conf: Any, tname: str, where: str, node: yaml.Node | None, first: int) -> None:
+    """`roots:` must be absolute: a relative root would depend on the directory yokebot was started in and,
+    resolved against the wrong one, deny everything (docs/sandbox.md)."""
+    roots: Any = conf.get("roots") if isinstance(conf, dict) else None
+    if not isinstance(roots, list | tuple):
+        return
+    for i, root in enumerate(cast(list[Any], list(roots))):
+        if isinstance(root, str) and not root.startswith("/"):
+            raise ProfileError(where, f"tools.{tname}.roots: {root!r} is a relative path; write it absolute "
+                               "(like /var/log/nginx), since yokebot may start in any directory",
+                               _line_of(node, ("tools", tname, "roots", i), first))
+
+
 def _cron_value(word: str, name: str, low: int, high: int) -> int:
     names = _MONTHS if name == "month" else _WEEKDAYS if name == "day_of_week" else ()
     if word in names:
@@ -383,6 +396,7 @@ class ProfileLoader:
             if tname not in self.registry:
                 known = ", ".join(sorted(self.registry))
                 raise ProfileError(where, f"unknown tool {tname!r} (available: {known})", _line_of(node, loc, first))
+            _refuse_relative_roots(conf, tname, where, node, first)
             try:
                 out[tname] = self.registry[tname].settings_model.model_validate(conf or {})
             except ValidationError as exc:

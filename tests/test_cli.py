@@ -140,3 +140,14 @@ def test_a_relative_root_is_refused_with_the_line(tmp_path: Path):
     assert out.returncode == 1 and "Traceback" not in out.stderr
     text = " ".join(out.stderr.split())
     assert "AGENT.md:4" in text.replace("AGENT.md: 4", "AGENT.md:4") and "'logs' is a relative path" in text
+
+
+def test_an_unknown_model_is_a_configuration_error_not_try_again_later(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_agent(tmp_path)
+    fake_llm.fail(404, code="model_not_found", message="model 'cli-model' not found")
+    out = yokebot("ask", "hello", env=base_env(tmp_path, fake_llm))
+    assert out.returncode == 3
+    answer = " ".join(out.stdout.split())
+    assert f"the model 'cli-model' is not known at {fake_llm.base_url} (HTTP 404)" in answer
+    assert "set YOKEBOT_MODEL" in answer and "try again later" not in answer
+    assert len(fake_llm.requests) == 1  # not retried either

@@ -165,11 +165,10 @@ def print_answer(answer: str) -> None:
 @app.command()
 def run() -> None:
     """Start every configured adapter, the scheduler and the HTTP server; stop cleanly on SIGTERM."""
-    from bot.runner import serve
-
     import errno
 
     from bot.observability.http import NO_PLATFORM
+    from bot.runner import serve
 
     settings = settings_or_exit()
     setup_logging(settings)
@@ -190,6 +189,27 @@ def no_agents(settings: Settings) -> str:
     found = "does not exist" if not where.is_dir() else "holds no <name>/AGENT.md"
     return (f"No agent profiles: {where} {found}. Set YOKEBOT_AGENTS_DIR to the folder with your agents "
             "(the checkout's agents/ folder has ops and reporter), or run yokebot from the checkout.")
+
+
+@app.command()
+def doctor() -> None:
+    """Check the model endpoint (and that it serves the model), the database, the Slack/Discord tokens and the
+    agents; say what to fix. Exits 1 when something would stop yokebot from answering."""
+    from bot.doctor import run_checks
+
+    settings = settings_or_exit()
+    setup_logging(settings, quiet=True)
+    checks = run_async(lambda: run_checks(settings))
+    for check in checks:
+        mark = "[yellow]![/yellow]" if check.warning else ("[green]✓[/green]" if check.ok else "[red]✗[/red]")
+        out.print(f"{mark} {escape(check.name)}: {escape(check.detail)}", highlight=False, soft_wrap=True)
+        if check.fix:
+            out.print(f"    [dim]fix:[/dim] {escape(check.fix)}", highlight=False, soft_wrap=True)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        err.print(f"[red]{len(failed)} problem(s) to fix[/red] before yokebot can answer.", highlight=False)
+        raise typer.Exit(1)
+    out.print("Ready.", highlight=False)
 
 
 @agents_app.command("list")
@@ -253,10 +273,10 @@ def policy_yaml(policy: dict[str, Any]) -> str:
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head") -> None:
     """Apply the database migrations (the embedded SQLite database is also migrated on first start)."""
-    from bot.store.db import create_engine, upgrade
-
     from alembic.util import CommandError
     from sqlalchemy.exc import SQLAlchemyError
+
+    from bot.store.db import create_engine, upgrade
 
     settings = settings_or_exit()
 

@@ -35,7 +35,8 @@ def _env(name: str) -> AliasChoices:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="YOKEBOT_", env_file=".env", extra="ignore")
+    # env_ignore_empty: `SLACK_BOT_TOKEN=` (as in .env.example) means unset, not an empty token
+    model_config = SettingsConfigDict(env_prefix="YOKEBOT_", env_file=".env", extra="ignore", env_ignore_empty=True)
 
     database_url: str = "sqlite+aiosqlite:///./yokebot.db"
     agents_dir: Path = Path("./agents")

@@ -33,3 +33,17 @@ def test_yokebot_commands_in_the_readme_exist():
     commands = set(group.commands)  # type: ignore[attr-defined]
     for cmd in re.findall(r"`yokebot ([a-z]+)", (ROOT / "README.md").read_text()):
         assert cmd in commands, f"README.md names `yokebot {cmd}`"
+
+
+def test_the_quick_start_names_what_a_local_model_server_needs():
+    text = (ROOT / "README.md").read_text()
+    quick = text[text.index("## Quick start"):text.index("## Command line")]
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "YOKEBOT_MODEL", "Ollama", "vLLM", "llama.cpp", "doctor"):
+        assert name in quick, name
+
+
+def test_the_readme_docker_run_publishes_the_port_and_mounts_the_logs():
+    text = (ROOT / "README.md").read_text()
+    run = next(line for line in text.splitlines() if line.startswith("docker run"))
+    following = text[text.index(run):].split("```")[0]
+    assert "-p 8080:8080" in following and "/var/log/nginx:/var/log/nginx:ro" in following

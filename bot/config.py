@@ -126,7 +126,8 @@ class Settings(BaseSettings):
         if self.openai_api_key is None and not self.openai_base_url:
             raise ConfigError(
                 "No model endpoint is configured: set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL (for an "
-                "OpenAI-compatible server such as Ollama, vLLM or llama.cpp), in the environment or in a .env file."
+                "OpenAI-compatible server such as Ollama, vLLM or llama.cpp, with YOKEBOT_MODEL naming a model it "
+                "serves), in the environment or in a .env file."
             )
 
     def api_key(self) -> str:

@@ -77,7 +77,7 @@ def test_notify_in_chat_without_slack_shows_the_alert_in_the_terminal(tmp_path: 
     assert "nginx: 502s since 08:00 [error]" in out.stdout
     assert "slack is not configured" in out.stdout
     assert "← ok" in out.stdout  # the tool call succeeded
-    tool_result = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"][0]["content"]
+    tool_result = next(m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool")["content"]
     assert "shown in the terminal only" in tool_result
 
 

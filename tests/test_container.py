@@ -58,7 +58,7 @@ def test_bubblewrap_is_installed_in_the_image():
 
 
 class _Health(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.send_response(200 if self.path == "/healthz" else 404)
         self.end_headers()
 

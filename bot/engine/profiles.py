@@ -64,10 +64,11 @@ def parse_every(text: str) -> int:
 def _refuse_relative_roots(conf: Any, tname: str, where: str, node: yaml.Node | None, first: int) -> None:
     """`roots:` must be absolute: a relative root would depend on the directory yokebot was started in and,
     resolved against the wrong one, deny everything (docs/sandbox.md)."""
-    roots: Any = conf.get("roots") if isinstance(conf, dict) else None
+    settings = cast(dict[str, Any], conf) if isinstance(conf, dict) else {}
+    roots: Any = settings.get("roots")
     if not isinstance(roots, list | tuple):
         return
-    for i, root in enumerate(cast(list[Any], list(roots))):
+    for i, root in enumerate(cast(list[Any], roots)):
         if isinstance(root, str) and not root.startswith("/"):
             raise ProfileError(where, f"tools.{tname}.roots: {root!r} is a relative path; write it absolute "
                                "(like /var/log/nginx), since yokebot may start in any directory",

@@ -24,7 +24,6 @@ from bot.engine.messages import TurnResult
 from bot.engine.service import AgentService
 
 PROMPT = "you> "
-short = view.short  # kept for callers of the old name
 
 
 class TerminalAlerts:

@@ -21,6 +21,8 @@ class LoopEvent:
 
 
 Emit = Callable[[Message], Awaitable[None]]
+# model errors that waiting does not fix: the answer names the setting instead of "try again later"
+CONFIGURATION_ERRORS = frozenset({"not_found", "auth", "insufficient_quota", "context_length_exceeded"})
 Observe = Callable[[LoopEvent], Awaitable[None]]
 
 
@@ -60,7 +62,8 @@ class ReActLoop:
                 response = await self.model.complete(request, meta)
             except ModelError as err:
                 out.error = str(err)
-                out.answer = f"Sorry, I could not finish this: {err}. Please try again later."
+                later = "" if err.code in CONFIGURATION_ERRORS else " Please try again later."
+                out.answer = f"Sorry, I could not finish this: {err}.{later}"
                 await emit(Message.assistant(out.answer))
                 return out
             out.usage += response.usage

@@ -193,7 +193,8 @@ class McpConnection:
             else:
                 http = httpx2.AsyncClient(headers=p.headers, timeout=httpx2.Timeout(10.0, read=self.timing.read_timeout))
                 await stack.enter_async_context(http)
-                transport = streamable_http_client(str(p.url), http_client=http)
+                # no DELETE on close: after a hang it would wait out the read timeout; sessions expire anyway
+                transport = streamable_http_client(str(p.url), http_client=http, terminate_on_close=False)
             client = await stack.enter_async_context(Client(transport, cache=None, client_info=info))
             yield client
 

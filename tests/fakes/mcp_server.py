@@ -68,8 +68,8 @@ def build(bad_schema: bool = False) -> FakeServer:
         os._exit(3)
 
     @mcp.tool(description="Block the whole server for an hour.")
-    def hang() -> str:
-        time.sleep(3600)
+    async def hang() -> str:
+        time.sleep(3600)  # noqa: ASYNC251 - on purpose: the event loop stops, so the server answers nothing
         return "woke up"
 
     @mcp.tool(description="Sleep asynchronously, then answer.")

@@ -2,7 +2,8 @@
 
 Ready means: the database answers a query on our schema (and, for SQLite, its file still exists), and every
 registered chat adapter that reports its connection (`is_connected()`, see bot/chat/base.py) is connected.
-With no adapters configured, readiness is the database alone."""
+With no adapters configured, readiness is the database alone. MCP servers are shown (`"mcp"`) but do not
+decide readiness: a down server costs its tools, not the bot, and is reconnected in the background."""
 
 from __future__ import annotations
 
@@ -59,7 +60,10 @@ async def readiness(bot: App) -> tuple[bool, dict[str, Any]]:
     db_ok, db_detail = await database_ready(bot.engine)
     adapters = adapters_ready(bot.notifier.adapters)
     ok = db_ok and all(state != "disconnected" for state in adapters.values())
-    return ok, {"status": "ready" if ok else "not ready", "database": db_detail, "adapters": adapters}
+    body: dict[str, Any] = {"status": "ready" if ok else "not ready", "database": db_detail, "adapters": adapters}
+    if bot.mcp is not None:
+        body["mcp"] = bot.mcp.states()
+    return ok, body
 
 
 def add_observability_routes(http: web.Application, bot: App) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from bot.config import Settings
 from bot.engine.errors import YokebotError
+from bot.mcp.cli import mcp_app
 from bot.scheduling.cli import schedule_app
 
 T = TypeVar("T")
@@ -23,6 +24,7 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 app.add_typer(db_app, name="db")
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(mcp_app, name="mcp")
 
 out = Console()
 err = Console(stderr=True)
@@ -165,6 +167,11 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
               f"max_history_turns: {profile.max_history_turns}   timezone: {profile.timezone}")
     for tname, tsettings in profile.tools.items():
         out.print(f"tool [cyan]{tname}[/cyan]: {tsettings.model_dump(exclude_defaults=True) or 'defaults'}")
+    for sname, spec in profile.mcp.items():
+        where = spec.url if spec.url else " ".join((spec.command or "", *spec.args))
+        out.print(f"mcp server [cyan]{sname}[/cyan] ({spec.transport}: {where}): "
+                  f"{', '.join(spec.allowed()) or 'no tools allowed'}  [dim](yokebot mcp tools {profile.name} "
+                  f"{sname} lists what it offers)[/dim]", highlight=False)
     if profile.notify.default:
         out.print(f"notify: {profile.notify.default} (allowed also: {', '.join(profile.notify.allowed) or '-'})")
     out.rule("system prompt")

@@ -122,3 +122,31 @@ def test_the_allowed_mcp_tools_are_the_profiles_tools_with_their_settings(tmp_pa
     assert list(profile.tools) == ["echo", "ops__add", "ops__pid"]
     assert profile.tools["ops__add"].timeout == 3
     assert profile.mcp["ops"].transport == "stdio"
+
+
+def test_mcp_tools_lists_what_a_server_offers_before_it_is_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+    from tests.helpers import write_agent
+
+    write_agent(tmp_path / "agents", "ops", "description: ops\nmcp:" + stdio_server("[echo, query]", "--bad-schema"))
+    monkeypatch.setenv("YOKEBOT_AGENTS_DIR", str(tmp_path / "agents"))
+    result = CliRunner().invoke(app, ["mcp", "tools", "ops", "ops", "--json"])
+    assert result.exit_code == 0, result.output
+    listing = json.loads(result.stdout)
+    by_name = {t["tool"]: t for t in listing["tools"]}
+    assert by_name["echo"]["allowed"] and by_name["echo"]["model_name"] == "ops__echo"
+    assert not by_name["drop_database"]["allowed"] and by_name["drop_database"]["description"] == (
+        "Drop the production database.")
+    assert "no \"items\" schema" in by_name["tag_hosts"]["schema_problem"]
+    assert by_name["add"]["input_schema"]["required"] == ["a", "b"]
+    assert listing["allowed_not_offered"] == ["query"]
+
+    shown = CliRunner().invoke(app, ["agents", "show", "ops"])
+    assert shown.exit_code == 0, shown.output
+    assert "tool ops__echo" in shown.stdout and "mcp server ops (stdio:" in shown.stdout
+
+    missing = CliRunner().invoke(app, ["mcp", "tools", "ops", "grafana"])
+    assert missing.exit_code == 1
+    assert "The agent 'ops' declares no MCP server 'grafana' (it declares: ops)." in " ".join(missing.stderr.split())

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import Any, Literal, TextIO
 
 import httpx2
 from mcp import Client, StdioServerParameters
@@ -40,7 +40,6 @@ class Timing:
     backoff_max: float = 60.0
     health: float = 30.0  # a connected server is checked this often (tools/list)
     health_timeout: float = 5.0
-    read_timeout: float = 300.0  # HTTP: the longest silence on a response stream
 
 
 class ServerUnavailable(Exception):
@@ -64,7 +63,7 @@ class _StderrToLog:
 
     def __init__(self, server: str) -> None:
         read_fd, write_fd = os.pipe()
-        self.file: IO[str] = os.fdopen(write_fd, "w")
+        self.file: TextIO = os.fdopen(write_fd, "w")  # closed by close()
         self._logger = logging.getLogger(f"bot.mcp.server.{server}")
         self._thread = threading.Thread(target=self._pump, args=(read_fd,), daemon=True, name=f"mcp-{server}")
         self._thread.start()
@@ -191,7 +190,8 @@ class McpConnection:
                 server = StdioServerParameters(command=str(p.command), args=list(p.args), env=p.env, cwd=p.cwd)
                 transport = stdio_client(server, errlog=errlog.file)
             else:
-                http = httpx2.AsyncClient(headers=p.headers, timeout=httpx2.Timeout(10.0, read=self.timing.read_timeout))
+                # no read timeout: a call is bounded by the executor's timeout, a health check by its own
+                http = httpx2.AsyncClient(headers=p.headers, timeout=httpx2.Timeout(10.0, read=None))
                 await stack.enter_async_context(http)
                 # no DELETE on close: after a hang it would wait out the read timeout; sessions expire anyway
                 transport = streamable_http_client(str(p.url), http_client=http, terminate_on_close=False)

@@ -60,8 +60,8 @@ class McpMetrics:
         self.up = Gauge("yokebot_mcp_server_up", "1 when the MCP server is connected.", ["server"], registry=registry)
         self.connects = Gauge("yokebot_mcp_server_connects", "Successful connections (more than 1: restarted).",
                               ["server"], registry=registry)
-        self.tools = Gauge("yokebot_mcp_server_tools", "Allowed tools of the server offered to the model now.", ["server"],
-                           registry=registry)
+        self.tools = Gauge("yokebot_mcp_server_tools", "Allowed tools of the server offered to the model now.",
+                           ["server"], registry=registry)
 
 
 class McpManager:

@@ -69,7 +69,7 @@ def build(bad_schema: bool = False) -> FakeServer:
 
     @mcp.tool(description="Block the whole server for an hour.")
     async def hang() -> str:
-        time.sleep(3600)  # noqa: ASYNC251 - on purpose: the event loop stops, so the server answers nothing
+        time.sleep(3600)  # on purpose: the event loop stops, so the server answers nothing
         return "woke up"
 
     @mcp.tool(description="Sleep asynchronously, then answer.")

@@ -148,9 +148,9 @@ class McpConnection:
                 delay = min(delay * 2, self.timing.backoff_max)
 
     async def _session(self) -> None:
-        async with self._connect() as client:
-            async with asyncio.timeout(self.timing.startup):
-                self.tools = await _list_tools(client)
+        async with asyncio.timeout(self.timing.startup) as deadline, self._connect() as client:
+            self.tools = await _list_tools(client)  # connecting and listing: within the start-up time
+            deadline.reschedule(None)
             self._client = client
             self.connects += 1
             self._set("up", None)

@@ -150,3 +150,22 @@ def test_mcp_tools_lists_what_a_server_offers_before_it_is_allowed(tmp_path: Pat
     missing = CliRunner().invoke(app, ["mcp", "tools", "ops", "grafana"])
     assert missing.exit_code == 1
     assert "The agent 'ops' declares no MCP server 'grafana' (it declares: ops)." in " ".join(missing.stderr.split())
+
+
+async def test_a_server_that_accepts_but_never_answers_does_not_hold_up_the_start(
+        tmp_path: Path, fake_llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch):
+    import time
+
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    with socket.socket() as silent:  # listens (the kernel accepts connections) and never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        started = time.monotonic()
+        app = await start_bot(tmp_path, fake_llm, http_server_entry(url, "[echo]"), mcp_startup_seconds=1.5)
+        try:
+            assert time.monotonic() - started < 8
+            assert app.mcp is not None and app.mcp.connections["ops"].state == "down"
+            assert app.mcp.connections["ops"].error == "TimeoutError"
+        finally:
+            await app.close()

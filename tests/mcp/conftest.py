@@ -14,7 +14,7 @@ import pytest
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
 FAST = dict(mcp_startup_seconds=15, mcp_backoff_base_seconds=0.2, mcp_backoff_max_seconds=1.0,
-            mcp_health_seconds=0.5, mcp_health_timeout_seconds=1.0)
+            mcp_health_seconds=2.0, mcp_health_timeout_seconds=3.0)
 TOKEN_ENV = "OPS_MCP_TOKEN"  # in yokebot's environment; the HTTP fake gets it as FAKE_MCP_TOKEN
 TOKEN = "tok-upstream-7f3a9c"
 

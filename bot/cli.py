@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from bot.config import Settings
+from bot.cli_support import err, out, run_async, settings_or_exit, setup_logging
 from bot.engine.errors import YokebotError
+from bot.observability.cli import register as register_observability
 from bot.scheduling.cli import schedule_app
 
-T = TypeVar("T")
+__all__ = ["app", "main", "run_async", "settings_or_exit", "setup_logging"]
 app = typer.Typer(help="yokebot: a self-hosted chat-ops agent for Slack and Discord.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 agents_app = typer.Typer(help="Inspect agent profiles (agents/<name>/AGENT.md).", no_args_is_help=True)
@@ -24,37 +22,9 @@ app.add_typer(agents_app, name="agents")
 app.add_typer(db_app, name="db")
 app.add_typer(schedule_app, name="schedule")
 
-out = Console()
-err = Console(stderr=True)
-
 AgentOpt = Annotated[
     str | None, typer.Option("--agent", "-a", help="Agent profile to use (default: YOKEBOT_DEFAULT_AGENT).")
 ]
-
-
-def setup_logging(settings: Settings, quiet: bool = False) -> None:
-    from bot.observability.logs import setup_logging as configure
-
-    configure(settings, quiet=quiet)
-
-
-def run_async(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; a YokebotError becomes one red sentence and exit code 1, not a traceback."""
-    try:
-        return asyncio.run(factory())  # type: ignore[arg-type]
-    except YokebotError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-
-
-def settings_or_exit() -> Settings:
-    try:
-        return Settings()
-    except Exception as exc:  # pydantic ValidationError: a bad value in the environment or .env
-        err.print(f"[red]error:[/red] invalid settings: {exc}", highlight=False)
-        raise typer.Exit(2) from None
 
 
 @app.command()
@@ -165,8 +135,6 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
               f"max_history_turns: {profile.max_history_turns}   timezone: {profile.timezone}")
     for tname, tsettings in profile.tools.items():
         out.print(f"tool [cyan]{tname}[/cyan]: {tsettings.model_dump(exclude_defaults=True) or 'defaults'}")
-    if profile.notify.default:
-        out.print(f"notify: {profile.notify.default} (allowed also: {', '.join(profile.notify.allowed) or '-'})")
     out.rule("system prompt")
     out.print(PromptBuilder().system_prompt(profile), markup=False, highlight=False)
 
@@ -193,10 +161,4 @@ def main() -> None:
     app()
 
 
-def _register_observability() -> None:
-    from bot.observability.cli import register
-
-    register(app, db_app)  # sessions, trace, usage, db prune
-
-
-_register_observability()
+register_observability(app, db_app)  # sessions, trace, usage, db prune

@@ -11,9 +11,10 @@ from rich.markdown import Markdown
 from rich.status import Status
 
 from bot.chat.base import InboundMessage
+from bot.engine.context import RunContext
 from bot.engine.errors import YokebotError
-from bot.engine.loop import LoopEvent
-from bot.engine.messages import TurnResult
+from bot.engine.hooks import TurnHooks
+from bot.engine.messages import ToolCall, ToolResult, TurnResult
 from bot.engine.service import AgentService
 
 STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow"}
@@ -23,6 +24,22 @@ def short(value: object, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class LiveView(TurnHooks):
+    """The console's live view of a turn: each tool call as it starts and ends, under a spinner."""
+
+    def __init__(self, console: Console, status: Status) -> None:
+        self.console, self.status = console, status
+
+    async def tool_started(self, run: RunContext, call: ToolCall) -> None:
+        self.status.update(f"running {call.name}…")
+        self.console.print(f"[dim]→ {call.name}({short(call.arguments)})[/dim]")
+
+    async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
+        style = STATUS_STYLE.get(result.status, "white")
+        self.console.print(f"[{style}]  ← {result.status}[/{style}] [dim]{short(result.content)}[/dim]")
+        self.status.update("thinking…")
 
 
 class ConsoleAdapter:
@@ -40,19 +57,9 @@ class ConsoleAdapter:
 
     async def turn(self, text: str) -> TurnResult:
         status = Status("thinking…", console=self.console)
-
-        async def observe(event: LoopEvent) -> None:
-            if event.kind == "tool_start" and event.call is not None:
-                status.update(f"running {event.call.name}…")
-                self.console.print(f"[dim]→ {event.call.name}({short(event.call.arguments)})[/dim]")
-            elif event.kind == "tool_end" and event.result is not None:
-                style = STATUS_STYLE.get(event.result.status, "white")
-                preview = short(event.result.content)
-                self.console.print(f"[{style}]  ← {event.result.status}[/{style}] [dim]{preview}[/dim]")
-                status.update("thinking…")
-
         with status:
-            return await self.service.handle(self.inbound(text).to_request(self.agent), observe)
+            return await self.service.handle(self.inbound(text).to_request(self.agent),
+                                             LiveView(self.console, status))
 
     async def repl(self) -> None:
         self.console.print(f"[bold]yokebot[/bold] — talking to agent [cyan]{self.agent}[/cyan]. "

@@ -13,6 +13,7 @@ from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.cli_support import run_async, settings_or_exit, setup_logging
 from bot.config import Settings
 from bot.engine.errors import YokebotError
 from bot.observability import render
@@ -29,7 +30,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def _with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
-    from bot.cli import run_async, settings_or_exit, setup_logging
     from bot.store.db import create_engine, ensure_schema
 
     settings = settings_or_exit()
@@ -55,7 +55,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _since(value: str | None) -> datetime | None:
-    from bot.cli import run_async
 
     if value is None:
         return None
@@ -134,7 +133,6 @@ def db_prune(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
 ) -> None:
     """Delete sessions idle for longer than --older-than, with their turns, messages, model and tool calls."""
-    from bot.cli import run_async
     from bot.observability.prune import prune
 
     async def span() -> datetime:

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from bot import cli_support
+
 schedule_app = typer.Typer(help="Scheduled agents: list, add, pause, run now, history.", no_args_is_help=True)
 
 NameArg = Annotated[
@@ -20,12 +22,6 @@ NameArg = Annotated[
 ]
 
 
-def _cli() -> Any:
-    import bot.cli  # late: bot.cli imports this module while it is being set up
-
-    return bot.cli
-
-
 @asynccontextmanager
 async def _opened() -> AsyncIterator[Any]:
     """(store, profiles): the schedule store on the configured database, the profiles' schedules synced in."""
@@ -34,7 +30,7 @@ async def _opened() -> AsyncIterator[Any]:
     from bot.scheduling.store import ScheduleStore
     from bot.tools import builtin_tools
 
-    settings = _cli().settings_or_exit()
+    settings = cli_support.settings_or_exit()
     profiles = load_profiles(settings, builtin_tools())
     engine, _ = await open_store(settings)
     try:
@@ -62,9 +58,9 @@ def schedule_list() -> None:
         async with _opened() as (store, _):
             return await store.all(), await store.last_runs()
 
-    schedules, last = _cli().run_async(main)
+    schedules, last = cli_support.run_async(main)
     if not schedules:
-        _cli().out.print(
+        cli_support.out.print(
             "No schedules. Declare them in a profile (schedules:) or use `yokebot schedule add`."
         )
         return
@@ -82,7 +78,7 @@ def schedule_list() -> None:
             _when_local(upcoming, s.timezone),
             last_text,
         )
-    _cli().out.print(table)
+    cli_support.out.print(table)
 
 
 @schedule_app.command("add")
@@ -123,7 +119,7 @@ def schedule_add(
         )
     except ValidationError as exc:
         problem = exc.errors()[0]
-        _cli().err.print(f"[red]error:[/red] {problem['msg'].removeprefix('Value error, ')}", highlight=False)
+        cli_support.err.print(f"[red]error:[/red] {problem['msg'].removeprefix('Value error, ')}", highlight=False)
         raise typer.Exit(2) from None
 
     async def main() -> Any:
@@ -134,8 +130,8 @@ def schedule_add(
                 raise ScheduleError(f"There is no agent {agent!r} (known agents: {known}).")
             return await store.add(replace(Schedule.from_profile(profile, spec), name=spec.name, source="runtime"))
 
-    added = _cli().run_async(main)
-    _cli().out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")
+    added = cli_support.run_async(main)
+    cli_support.out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")
 
 
 def _simple(action: str, name: str) -> None:
@@ -147,8 +143,8 @@ def _simple(action: str, name: str) -> None:
             schedule = await store.set_paused(name, action == "pause")
             return schedule.name
 
-    done = _cli().run_async(main)
-    _cli().out.print(f"{done}: {action}d")
+    done = cli_support.run_async(main)
+    cli_support.out.print(f"{done}: {action}d")
 
 
 @schedule_app.command("remove")
@@ -177,7 +173,7 @@ def schedule_run(name: NameArg) -> None:
     from bot.scheduling.model import utcnow
     from bot.scheduling.setup import schedule_runner, synced_store
 
-    cli = _cli()
+    cli = cli_support
     settings = cli.settings_or_exit()
     cli.setup_logging(settings, quiet=True)
 
@@ -238,12 +234,12 @@ def schedule_history(
             schedule = await store.resolve(name)
             return schedule, await store.history(schedule.name, limit)
 
-    schedule, runs = _cli().run_async(main)
+    schedule, runs = cli_support.run_async(main)
     if as_json:
         print(json.dumps([_run_json(r) for r in runs], ensure_ascii=False))
         return
     if not runs:
-        _cli().out.print(f"{schedule.name} has not run yet.")
+        cli_support.out.print(f"{schedule.name} has not run yet.")
         return
     table = Table("planned", "kind", "status", "took", "posted", "session", "error")
     for r in runs:
@@ -262,7 +258,7 @@ def schedule_history(
             r.session_id or "-",
             error,
         )
-    _cli().out.print(table)
+    cli_support.out.print(table)
 
 
 def _run_json(r: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ def test_shipped_agents_load_with_the_builtin_tools():
     profiles = ProfileLoader(REPO_AGENTS, builtin_tools()).load_all()
     assert {"ops", "reporter"} <= set(profiles)
     ops = profiles["ops"]
-    assert ops.notify.default == "slack:#ops-alerts"
+    assert ops.tools["notify"].default == "slack:#ops-alerts"  # type: ignore[attr-defined]
     assert ops.max_iterations == 10 and ops.bootstrap and ops.skills
     assert all(name in builtin_tools() for name in ops.tools)
 

@@ -199,11 +199,11 @@ async def test_unknown_session_id_is_a_clear_error(bot: App):
 
 
 def test_json_trace_shape():
-    from bot.engine.messages import ToolResult, TurnResult
+    from bot.engine.messages import ToolResult, TurnOutcome, TurnResult
 
-    r = TurnResult("a", "s", "t", 2, False, (ToolResult("c", "echo", {"text": "x"}, "x", "ok"),))
+    r = TurnResult("s", "t", TurnOutcome("a", 2, tool_calls=(ToolResult("c", "echo", {"text": "x"}, "x", "ok"),)))
     assert json.loads(r.to_json()) == {"answer": "a", "session_id": "s", "iterations": 2,
-                                       "hit_iteration_limit": False,
+                                       "hit_iteration_limit": False, "stopped_by": "answer",
                                        "tool_calls": [{"tool": "echo", "arguments": {"text": "x"},
                                                        "result": "x", "status": "ok"}]}
 

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from bot.cli_support import err, out, run_async, settings_or_exit, setup_logging
+from bot.commands.observe import register as register_observability
+from bot.commands.schedule import schedule_app
+from bot.commands.support import err, out, run_async, settings_or_exit, setup_logging
 from bot.engine.errors import YokebotError
-from bot.observability.cli import register as register_observability
-from bot.scheduling.cli import schedule_app
 
 __all__ = ["app", "main", "run_async", "settings_or_exit", "setup_logging"]
 app = typer.Typer(help="yokebot: a self-hosted chat-ops agent for Slack and Discord.", no_args_is_help=True,

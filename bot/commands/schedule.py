@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from bot import cli_support
+from bot.commands import support
 
 schedule_app = typer.Typer(help="Scheduled agents: list, add, pause, run now, history.", no_args_is_help=True)
 
@@ -30,7 +30,7 @@ async def _opened() -> AsyncIterator[Any]:
     from bot.scheduling.store import ScheduleStore
     from bot.tools import builtin_tools
 
-    settings = cli_support.settings_or_exit()
+    settings = support.settings_or_exit()
     profiles = load_profiles(settings, builtin_tools())
     engine, _ = await open_store(settings)
     try:
@@ -58,9 +58,9 @@ def schedule_list() -> None:
         async with _opened() as (store, _):
             return await store.all(), await store.last_runs()
 
-    schedules, last = cli_support.run_async(main)
+    schedules, last = support.run_async(main)
     if not schedules:
-        cli_support.out.print(
+        support.out.print(
             "No schedules. Declare them in a profile (schedules:) or use `yokebot schedule add`."
         )
         return
@@ -78,7 +78,7 @@ def schedule_list() -> None:
             _when_local(upcoming, s.timezone),
             last_text,
         )
-    cli_support.out.print(table)
+    support.out.print(table)
 
 
 @schedule_app.command("add")
@@ -119,7 +119,7 @@ def schedule_add(
         )
     except ValidationError as exc:
         problem = exc.errors()[0]
-        cli_support.err.print(f"[red]error:[/red] {problem['msg'].removeprefix('Value error, ')}", highlight=False)
+        support.err.print(f"[red]error:[/red] {problem['msg'].removeprefix('Value error, ')}", highlight=False)
         raise typer.Exit(2) from None
 
     async def main() -> Any:
@@ -130,8 +130,8 @@ def schedule_add(
                 raise ScheduleError(f"There is no agent {agent!r} (known agents: {known}).")
             return await store.add(replace(Schedule.from_profile(profile, spec), name=spec.name, source="runtime"))
 
-    added = cli_support.run_async(main)
-    cli_support.out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")
+    added = support.run_async(main)
+    support.out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")
 
 
 def _simple(action: str, name: str) -> None:
@@ -143,8 +143,8 @@ def _simple(action: str, name: str) -> None:
             schedule = await store.set_paused(name, action == "pause")
             return schedule.name
 
-    done = cli_support.run_async(main)
-    cli_support.out.print(f"{done}: {action}d")
+    done = support.run_async(main)
+    support.out.print(f"{done}: {action}d")
 
 
 @schedule_app.command("remove")
@@ -173,7 +173,7 @@ def schedule_run(name: NameArg) -> None:
     from bot.scheduling.model import utcnow
     from bot.scheduling.setup import schedule_runner, synced_store
 
-    cli = cli_support
+    cli = support
     settings = cli.settings_or_exit()
     cli.setup_logging(settings, quiet=True)
 
@@ -234,12 +234,12 @@ def schedule_history(
             schedule = await store.resolve(name)
             return schedule, await store.history(schedule.name, limit)
 
-    schedule, runs = cli_support.run_async(main)
+    schedule, runs = support.run_async(main)
     if as_json:
         print(json.dumps([_run_json(r) for r in runs], ensure_ascii=False))
         return
     if not runs:
-        cli_support.out.print(f"{schedule.name} has not run yet.")
+        support.out.print(f"{schedule.name} has not run yet.")
         return
     table = Table("planned", "kind", "status", "took", "posted", "session", "error")
     for r in runs:
@@ -258,7 +258,7 @@ def schedule_history(
             r.session_id or "-",
             error,
         )
-    cli_support.out.print(table)
+    support.out.print(table)
 
 
 def _run_json(r: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What every `yokebot` command shares: the consoles, settings from the environment, logging, and running a
 coroutine so that a YokebotError becomes one red sentence. Its own module so that the command modules
-(bot/cli.py, bot/observability/cli.py, bot/scheduling/cli.py) import it and not each other."""
+(bot/cli.py, bot/commands/observe.py, bot/commands/schedule.py) import it and not each other."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.cli_support import run_async, settings_or_exit, setup_logging
+from bot.commands.support import run_async, settings_or_exit, setup_logging
 from bot.config import Settings
 from bot.engine.errors import YokebotError
 from bot.observability import render

@@ -6,6 +6,7 @@ it retries what the model advises is retryable (429, 5xx, timeouts, connection e
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,9 +37,11 @@ def _retryable(exc: BaseException) -> bool:
 
 
 class RetryingModel:
-    def __init__(self, inner: ChatModel, policy: RetryPolicy | None = None) -> None:
+    def __init__(self, inner: ChatModel, policy: RetryPolicy | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.inner = inner
         self.policy = policy or RetryPolicy()
+        self.sleep = sleep  # tests own the clock
         self._backoff = wait_random_exponential(multiplier=self.policy.base_seconds,
                                                 max=self.policy.max_wait_seconds)
 
@@ -51,7 +54,7 @@ class RetryingModel:
 
     async def complete(self, request: ModelRequest, on_attempt: OnAttempt = _ignore) -> ModelResponse:
         attempts = AsyncRetrying(stop=stop_after_attempt(self.policy.max_attempts), wait=self._wait,
-                                 retry=retry_if_exception(_retryable), reraise=True)
+                                 retry=retry_if_exception(_retryable), reraise=True, sleep=self.sleep)
         number = 0
         try:
             async for attempt in attempts:

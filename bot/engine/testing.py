@@ -12,6 +12,8 @@ from typing import Any
 from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, TurnOutcome, Usage
+from bot.engine.ports import SessionRecord
+from bot.engine.prompt import truncate_history
 from bot.engine.wire import ModelRequest
 
 # A reply: final text, the tool calls to ask for, a whole response, or an exception to raise.
@@ -106,3 +108,29 @@ class RecordingHooks(TurnHooks):
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         self.events.append(("turn_finished", outcome))
+
+
+class MemorySessions(TurnHooks):
+    """An in-memory SessionStore that is also the hook recording each turn's messages into its session's
+    history: AgentService runs on it with no database."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, SessionRecord] = {}
+        self.messages: dict[str, list[Message]] = {}
+
+    async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord:
+        for record in self.sessions.values():
+            if (record.platform, record.channel, record.thread) == (platform, channel, thread):
+                return record
+        record = SessionRecord(f"s{len(self.sessions) + 1}", platform, channel, thread, agent)
+        self.sessions[record.id] = record
+        return SessionRecord(record.id, platform, channel, thread, agent, created=True)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        return self.sessions.get(session_id)
+
+    async def history(self, session_id: str, max_turns: int) -> list[Message]:
+        return truncate_history(self.messages.get(session_id, []), max_turns - 1) if max_turns > 0 else []
+
+    async def message_appended(self, run: RunContext, message: Message) -> None:
+        self.messages.setdefault(run.session_id, []).append(message)

@@ -11,7 +11,7 @@ import openai
 
 from bot.engine.errors import ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
-from bot.engine.wire import ModelRequest, request_payload
+from bot.engine.wire import ModelRequest
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -127,7 +127,7 @@ class OpenAIChatModel:
         self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        payload = request_payload(request)
+        payload = request.payload
         try:
             if self.stream:
                 return await self._streamed(payload, request.model)

@@ -4,17 +4,23 @@ and the OpenAI chat wire format (what is sent, and what the audit records as sen
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 from bot.engine.messages import Message, ModelResponse
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ModelRequest:
     model: str
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()
     temperature: float | None = None
+
+    @cached_property
+    def payload(self) -> dict[str, Any]:
+        """The request body, built once: the client sends it and the recorder stores it (read-only)."""
+        return request_payload(self)
 
 
 class ChatModel(Protocol):

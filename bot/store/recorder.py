@@ -7,7 +7,7 @@ from __future__ import annotations
 from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, ToolResult, TurnOutcome
-from bot.engine.wire import request_payload, response_dict
+from bot.engine.wire import response_dict
 from bot.store.repositories import LLMCallRecord, SqlStore
 
 
@@ -26,7 +26,7 @@ class SqlRecorder(TurnHooks):
         error = (err.detail or f"{type(err).__name__}: {err}") if err is not None else None
         await self.store.record_llm_call(LLMCallRecord(
             run.session_id, run.turn_id, run.agent, attempt.model, attempt.attempt,
-            request_payload(attempt.request), response_dict(response) if response is not None else None,
+            attempt.request.payload, response_dict(response) if response is not None else None,
             attempt.usage, attempt.latency_ms, response.finish_reason if response is not None else None, error,
         ))
 

@@ -65,17 +65,17 @@ def allowed_targets(policy: NotifySpec) -> list[str]:
     return list(dict.fromkeys([*([policy.default] if policy.default else []), *policy.allowed]))
 
 
-def resolve_target(channel: str | None, policy: NotifySpec | None) -> str:
-    targets = allowed_targets(policy) if policy else []
+def resolve_target(channel: str | None, policy: NotifySpec) -> str:
+    targets = allowed_targets(policy)
     shown = ", ".join(targets) or "no channels (set notify.default in the agent's AGENT.md)"
     if not targets:
         raise ToolDenied("this agent has no notify channel configured", shown)
     if channel is None or not channel.strip():
-        if policy is None or not policy.default:
+        if not policy.default:
             raise ToolFailed(f"this agent has no default notify channel; name one of: {shown}")
         return policy.default
     target = channel.strip()
-    if ":" not in target and policy and policy.default:  # "#ops" means the default's platform
+    if ":" not in target and policy.default:  # "#ops" means the default's platform
         target = f"{policy.default.split(':', 1)[0]}:{target}"
     platform = target.split(":", 1)[0]
     if target in targets or f"{platform}:*" in targets:

@@ -4,7 +4,6 @@ same chat adapters the bot answers with). Identical alerts within the profile's 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,10 +15,6 @@ from bot.engine.profiles import NotifySpec
 from bot.engine.tooling import Tool, ToolContext, ToolSettings, tool
 
 MAX_MESSAGE_CHARS = 3000
-# Broadcast pings wake up a whole channel; an agent does not get to do that.
-_BROADCAST = re.compile(
-    r"<!(channel|here|everyone|subteam\^[^>|]*)(\|[^>]*)?>|@(channel|here|everyone)\b", re.IGNORECASE
-)
 
 
 class NotifySettings(ToolSettings):
@@ -79,7 +74,7 @@ def clean_message(message: str, limit: int) -> str:
         raise ToolFailed("the message is empty")
     if len(text) > limit:
         raise ToolFailed(f"the message is {len(text)} characters long; keep alerts under {limit}")
-    return _BROADCAST.sub(lambda m: m.group(0).replace("@", "@\u2060").replace("<!", "<\u2060!"), text)
+    return text  # broadcast pings are defused by the adapters, in the final platform text
 
 
 def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import asyncio
-import re
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,20 +14,21 @@ from bot.tools.logfiles import (
     Limits,
     LogToolSettings,
     clean_line,
-    compile_pattern,
     forward_lines,
     line_filter,
     line_time,
     open_log,
     parse_since,
     render,
+    scan_in_thread,
 )
+from bot.tools.patterns import UserPattern, compile_pattern
 from bot.tools.sandbox import resolve_allowed
 
 
 @dataclass(frozen=True, slots=True)
 class GrepQuery:
-    pattern: re.Pattern[str]
+    pattern: UserPattern
     since: datetime | None
     max_matches: int
     tz: ZoneInfo
@@ -101,7 +100,7 @@ async def grep_log(
         tz,
         now,
     )
-    part, total = await asyncio.to_thread(grep_file, real, settings.roots, q, settings.limits())
+    part, total = await scan_in_thread(lambda limits: grep_file(real, settings.roots, q, limits), settings.limits())
     when = f" since {q.since:%Y-%m-%d %H:%M:%S %Z}" if q.since else ""
     if total == 0:
         return render([part], settings.max_output_chars, f"No line of {real} matches {pattern!r}{when}.")

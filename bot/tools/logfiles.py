@@ -5,24 +5,28 @@ Everything here blocks: tools call it through `asyncio.to_thread`."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import os
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.tooling import ToolSettings
+from bot.tools.patterns import UserPattern
 from bot.tools.sandbox import in_roots, open_allowed
 
 BLOCK = 64 * 1024
+T = TypeVar("T")
 # C0 controls and DEL (escape sequences, NULs, bells) would garble the chat or the model's view of the line.
 _CONTROL = {c: "\ufffd" for c in [*range(0, 9), *range(10, 32), 127]}
 
@@ -46,15 +50,9 @@ BlockTestStr = Callable[[str], bool]
 EVERYTHING = LineFilter(lambda _line: True)
 
 
-def line_filter(contains: str | None, pattern: re.Pattern[str] | None = None) -> LineFilter:
+def line_filter(contains: str | None, pattern: UserPattern | None = None) -> LineFilter:
     if pattern is not None:
-        block = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
-        # \A and \Z mean line start/end for a line, but block start/end for a block: no block test then
-        anchored = "\\A" in pattern.pattern or "\\Z" in pattern.pattern
-        return LineFilter(
-            lambda t: pattern.search(t) is not None,
-            None if anchored else (lambda t: block.search(t) is not None),
-        )
+        return LineFilter(pattern.search_line, pattern.search_block if pattern.has_block_test else None)
     if contains:
         return LineFilter(lambda t: contains in t, lambda t: contains in t)
     return EVERYTHING
@@ -64,6 +62,20 @@ def line_filter(contains: str | None, pattern: re.Pattern[str] | None = None) ->
 class Limits:
     max_line_bytes: int = 4096
     max_scan_bytes: int = 256 * 1024 * 1024
+    stop: threading.Event | None = None  # set when the caller gave up: the scan ends at its next block
+
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+
+async def scan_in_thread(fn: Callable[[Limits], T], limits: Limits) -> T:
+    """Run a blocking scan in a worker thread. When the awaiting task is cancelled (the tool timed out, the
+    turn was stopped) the scan stops at its next block: no thread keeps reading after the call is over."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(fn, replace(limits, stop=stop))
+    finally:
+        stop.set()
 
 
 @dataclass
@@ -91,7 +103,7 @@ def reverse_lines(
     `may_match(block)` False means no complete line in that block can match: it is not split at all."""
     pos, scanned, pending, cut = size, 0, b"", False
     first = True
-    while pos > 0 and scanned < limits.max_scan_bytes:
+    while pos > 0 and scanned < limits.max_scan_bytes and not limits.stopped():
         step = min(BLOCK, pos)
         pos -= step
         scanned += step
@@ -126,7 +138,7 @@ def forward_lines(
     longer than `max_line_bytes` is cut. Blocks whose lines cannot match go to `skipped` unsplit."""
     fh.seek(start)
     pending, cut, read, skip_partial = b"", False, 0, start > 0
-    while read < limits.max_scan_bytes:
+    while read < limits.max_scan_bytes and not limits.stopped():
         chunk = fh.read(BLOCK)
         if not chunk:
             break
@@ -250,27 +262,6 @@ def tail_logs(
             break
     parts.reverse()
     return parts
-
-
-# --- regular expressions the model writes -----------------------------------------------------------------
-MAX_PATTERN_CHARS = 300
-# A quantified group holding a quantifier, like (a+)+ or (\w*)*: catastrophic backtracking.
-_NESTED = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]")
-
-
-def compile_pattern(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
-    if not pattern:
-        raise ToolFailed("the pattern is empty")
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise ToolFailed(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
-    if _NESTED.search(pattern):
-        raise ToolFailed(
-            "nested quantifiers like (a+)+ are not accepted (they can take forever); simplify the pattern"
-        )
-    try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise ToolFailed(f"the pattern is not a valid regular expression: {exc}") from None
 
 
 # --- timestamps -------------------------------------------------------------------------------------------

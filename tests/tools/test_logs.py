@@ -159,12 +159,11 @@ async def test_grep_log_counts_and_filters_by_time(sandbox: Sandbox):
     assert none.status == "ok" and none.content.startswith("No line of")
 
 
-async def test_grep_log_rejects_bad_and_catastrophic_patterns(sandbox: Sandbox):
+async def test_grep_log_rejects_bad_patterns_and_times(sandbox: Sandbox):
     log = str(sandbox.root / "error.log")
     bad = await sandbox.call("grep_log", {"path": log, "pattern": "(unclosed"})
     assert bad.status == "error" and "not a valid regular expression" in bad.content
-    evil = await sandbox.call("grep_log", {"path": log, "pattern": "(a+)+$"})
-    assert evil.status == "error" and "nested quantifiers" in evil.content
+    # catastrophic patterns are harmless under RE2: tests/tools/test_patterns.py
     since = await sandbox.call("grep_log", {"path": log, "pattern": "x", "since": "yesterday-ish"})
     assert since.status == "error" and "'15m'" in since.content
 

@@ -23,10 +23,10 @@ from bot.engine.service import AgentService
 from bot.engine.tooling import Tool
 from bot.observability.metrics import Metrics
 from bot.observability.store import ObservedStore
+from bot.redact import SecretRedactor
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
-from bot.tools.redact import SecretRedactor
 
 if TYPE_CHECKING:
     from bot.chat.slack_adapter import SlackAdapter

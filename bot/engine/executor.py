@@ -18,6 +18,7 @@ from bot.engine.messages import ToolCall, ToolResult, ToolStatus
 from bot.engine.ports import AuditLog, MemoryStore, Notifier
 from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Scope, Tool, ToolContext, describe_validation_error
+from bot.redact import cut
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +67,26 @@ class ToolExecutor:
         result = await self._execute(call, run)
         result = replace(
             result,
-            content=self._cap(self.redact(result.content)),
+            content=self._cap(result.content),
+            arguments=self._redact_args(result.arguments),
             duration_ms=(time.perf_counter() - started) * 1000,
         )
         await self.audit.record_tool_call(run.session_id, run.turn_id, run.profile.name, result)
         return result
 
+    # --- sandbox (issue 12): redact before cutting, and the audit row's arguments too ---------------------
     def _cap(self, text: str) -> str:
-        limit = self.policy.max_output_chars
-        if len(text) <= limit:
-            return text
-        return f"{text[:limit]}\n[output cut: {len(text) - limit} more characters were not shown]"
+        head, was_cut = cut(text, self.policy.max_output_chars, self.redact)
+        if not was_cut:
+            return head
+        return f"{head}\n[output cut: about {len(text) - len(head)} more characters were not shown]"
+
+    def _redact_args(self, args: Any) -> Any:
+        if isinstance(args, str):
+            return self.redact(args)
+        if isinstance(args, dict):
+            return {k: self._redact_args(v) for k, v in cast(dict[str, Any], args).items()}
+        return args
 
     async def _execute(self, call: ToolCall, run: RunContext) -> ToolResult:
         def fail(status: ToolStatus, text: str, args: Any = call.arguments, **kw: Any) -> ToolResult:
@@ -104,7 +114,7 @@ class ToolExecutor:
         ctx = ToolContext(
             session_id=run.session_id, turn_id=run.turn_id, agent=run.profile.name, scope=run.scope,
             settings=settings, timezone=run.profile.timezone, notifier=run.notifier, memory=run.memory,
-            notify_policy=run.profile.notify,
+            notify_policy=run.profile.notify, redact=self.redact,
         )
         try:
             if tool.guard is not None:

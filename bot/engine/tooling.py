@@ -49,6 +49,8 @@ class ToolContext:
     notifier: Notifier | None = None
     memory: MemoryStore | None = None
     notify_policy: NotifySpec | None = None  # the profile's `notify:` (default target, allowed, dedup window)
+    # the executor's secret redactor: a tool that cuts its output redacts first (bot.redact.cut)
+    redact: Callable[[str], str] = str
 
 
 ToolFn = Callable[..., Awaitable[str]]

@@ -14,6 +14,7 @@ from typing import Protocol
 from bot.chat.notifier import AdapterNotifier
 from bot.engine.ports import SessionStore
 from bot.engine.service import AgentService, TurnRequest
+from bot.redact import cut
 from bot.scheduling.model import Schedule, as_utc, repeated_wall_time, utcnow
 from bot.scheduling.store import ScheduleStore
 
@@ -43,7 +44,8 @@ class RunOutcome:
 
 def failure_notice(schedule: Schedule, error: str) -> str:
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"
-    first = first if len(first) <= 200 else first[:199] + "…"
+    first, was_cut = cut(first, 199)  # redacted before it is cut: the notice is posted and stored
+    first += "…" if was_cut else ""
     return (
         f"Scheduled report {schedule.name} failed: {first}\n"
         f"(details: `yokebot schedule history {schedule.name}`)"

@@ -54,7 +54,7 @@ def grep_file(real: Path, roots: tuple[str, ...], q: GrepQuery, limits: Limits) 
 
     with fh:
         for raw, cut in forward_lines(fh, limits, start, filt.block_test(), skipped):
-            text = clean_line(raw, limits.max_line_bytes, cut)
+            text = clean_line(raw, limits.max_line_bytes, cut, limits.redact)
             if q.since is not None:
                 stamp = line_time(text, q.tz, q.now) or stamp
                 if stamp is None or stamp < q.since:
@@ -100,7 +100,9 @@ async def grep_log(
         tz,
         now,
     )
-    part, total = await scan_in_thread(lambda limits: grep_file(real, settings.roots, q, limits), settings.limits())
+    part, total = await scan_in_thread(
+        lambda limits: grep_file(real, settings.roots, q, limits), settings.limits(ctx.redact)
+    )
     when = f" since {q.since:%Y-%m-%d %H:%M:%S %Z}" if q.since else ""
     if total == 0:
         return render([part], settings.max_output_chars, f"No line of {real} matches {pattern!r}{when}.")

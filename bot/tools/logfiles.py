@@ -20,15 +20,14 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
+import bot.redact as redaction
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.tooling import ToolSettings
 from bot.tools.patterns import UserPattern
-from bot.tools.sandbox import in_roots, open_allowed
+from bot.tools.sandbox import in_roots, open_allowed, printable
 
 BLOCK = 64 * 1024
 T = TypeVar("T")
-# C0 controls and DEL (escape sequences, NULs, bells) would garble the chat or the model's view of the line.
-_CONTROL = {c: "\ufffd" for c in [*range(0, 9), *range(10, 32), 127]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +62,12 @@ class Limits:
     max_line_bytes: int = 4096
     max_scan_bytes: int = 256 * 1024 * 1024
     stop: threading.Event | None = None  # set when the caller gave up: the scan ends at its next block
+    redact: Callable[[str], str] = str  # applied to a long line before it is cut
+
+    @property
+    def keep_bytes(self) -> int:
+        """How much of a long line the iterators keep: the shown part and a LOOKAHEAD to redact with."""
+        return self.max_line_bytes + redaction.LOOKAHEAD
 
     def stopped(self) -> bool:
         return self.stop is not None and self.stop.is_set()
@@ -85,10 +90,14 @@ class FileLines:
     note: str = ""
 
 
-def clean_line(raw: bytes, limit: int, cut: bool = False) -> str:
-    text = raw.rstrip(b"\r").decode("utf-8", errors="replace").translate(_CONTROL)
+def clean_line(raw: bytes, limit: int, cut: bool = False, redact: Callable[[str], str] = str) -> str:
+    """A line as text, control characters shown as U+FFFD. A line over `limit` bytes is cut there, but
+    redacted first, with the LOOKAHEAD the iterators keep beyond the limit (see `Limits.keep_bytes`)."""
+    raw = raw.rstrip(b"\r")
+    text = printable(raw.decode("utf-8", errors="replace"), one_line=True)
     if cut or len(raw) > limit:
-        text = text[:limit] + " [line cut]"
+        shown = len(raw[:limit].decode("utf-8", errors="replace"))
+        text = redaction.cut(text, shown, redact)[0] + " [line cut]"
     return text
 
 
@@ -119,10 +128,10 @@ def reverse_lines(
             pieces = data.split(b"\n")
             pending = pieces[0]
             for line in reversed(pieces[1:]):
-                yield line[: limits.max_line_bytes], cut or len(line) > limits.max_line_bytes
+                yield line[: limits.keep_bytes], cut or len(line) > limits.keep_bytes
                 cut = False
-        if len(pending) > limits.max_line_bytes:
-            pending, cut = pending[: limits.max_line_bytes], True
+        if len(pending) > limits.keep_bytes:
+            pending, cut = pending[: limits.keep_bytes], True
     if pos == 0 and (pending or not first):
         yield pending, cut
 
@@ -146,14 +155,14 @@ def forward_lines(
         data = pending + chunk
         last = data.rfind(b"\n")
         if last < 0:
-            pending, cut = data[: limits.max_line_bytes], cut or len(data) > limits.max_line_bytes
+            pending, cut = data[: limits.keep_bytes], cut or len(data) > limits.keep_bytes
             continue
         complete, pending = data[:last], data[last + 1 :]
         if skip_partial:
             skip_partial, cut = False, False
             nl = complete.find(b"\n")
             if nl < 0:
-                pending = pending[: limits.max_line_bytes]
+                pending = pending[: limits.keep_bytes]
                 continue
             complete = complete[nl + 1 :]
         if may_match is not None and not may_match(complete):
@@ -161,11 +170,11 @@ def forward_lines(
                 skipped(complete)
         else:
             for line in complete.split(b"\n"):
-                yield line[: limits.max_line_bytes], cut or len(line) > limits.max_line_bytes
+                yield line[: limits.keep_bytes], cut or len(line) > limits.keep_bytes
                 cut = False
         cut = False
-        if len(pending) > limits.max_line_bytes:
-            pending, cut = pending[: limits.max_line_bytes], True
+        if len(pending) > limits.keep_bytes:
+            pending, cut = pending[: limits.keep_bytes], True
     else:
         return
     if pending and not skip_partial:
@@ -220,7 +229,7 @@ def tail_file(real: Path, roots: Sequence[str], want: int, match: LineFilter, li
         if gz:
             return _tail_gz(fh, out, want, match, limits)
         for raw, cut in reverse_lines(fh, size, limits, match.block_test()):
-            text = clean_line(raw, limits.max_line_bytes, cut)
+            text = clean_line(raw, limits.max_line_bytes, cut, limits.redact)
             if match.line(text):
                 out.lines.append(text)
                 if len(out.lines) >= want:
@@ -236,7 +245,7 @@ def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: LineFilter, limits:
     kept: deque[str] = deque(maxlen=want)
     try:
         for raw, cut in forward_lines(fh, limits, 0, match.block_test()):
-            text = clean_line(raw, limits.max_line_bytes, cut)
+            text = clean_line(raw, limits.max_line_bytes, cut, limits.redact)
             if match.line(text):
                 kept.append(text)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -339,8 +348,8 @@ class LogToolSettings(ToolSettings):
     max_scan_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     max_output_chars: int = Field(default=12_000, ge=200, le=1_000_000)
 
-    def limits(self) -> Limits:
-        return Limits(self.max_line_bytes, self.max_scan_bytes)
+    def limits(self, redact: Callable[[str], str] = str) -> Limits:
+        return Limits(self.max_line_bytes, self.max_scan_bytes, redact=redact)
 
 
 def render(parts: Sequence[FileLines], budget: int, empty: str) -> str:

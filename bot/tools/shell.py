@@ -4,12 +4,15 @@ import asyncio
 import os
 import shlex
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import Field
 
 from bot.engine.tooling import ToolContext, ToolSettings, tool
+from bot.redact import LOOKAHEAD, cut
 from bot.tools.commands import SAFE_PATH, CommandRule, check_command
+from bot.tools.sandbox import printable
 
 # A clean environment: nothing of ours (tokens, keys) leaks into a child, and no pager or colour waits on us.
 CLEAN_ENV = {
@@ -23,7 +26,6 @@ CLEAN_ENV = {
     "NO_COLOR": "1",
     "HOME": "/nonexistent",
 }
-_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
 
 
 class ShellSettings(ToolSettings):
@@ -85,8 +87,16 @@ async def run_command(argv: list[str], limit_seconds: float, max_bytes: int, cwd
     return out
 
 
-def describe(argv: list[str], out: Outcome, timeout: float, max_bytes: int) -> str:
-    text = out.output.decode("utf-8", errors="replace").translate(_CONTROL).rstrip("\n")
+def describe(
+    argv: list[str], out: Outcome, timeout: float, max_bytes: int, redact: Callable[[str], str] = str
+) -> str:
+    """The output as the model reads it. Output over `max_bytes` (run_command keeps a LOOKAHEAD more) is
+    redacted before it is cut, so a secret at the cut is not shown in half."""
+    text = printable(out.output.decode("utf-8", errors="replace"))
+    if len(out.output) > max_bytes:
+        out.cut = True
+        text = cut(text, len(out.output[:max_bytes].decode("utf-8", errors="replace")), redact)[0]
+    text = text.rstrip("\n")
     lines = [f"$ {shlex.join([os.path.basename(argv[0]), *argv[1:]])}"]
     if out.timed_out:
         lines.append(f"[timed out after {timeout:g} s: the command and its child processes were killed]")
@@ -121,6 +131,6 @@ async def shell(ctx: ToolContext, command: str) -> str:
     assert isinstance(settings, ShellSettings)
     argv = check_command(command, settings.commands, settings.roots)
     out = await run_command(
-        argv, settings.command_timeout, settings.max_output_bytes, workdir(settings.roots)
+        argv, settings.command_timeout, settings.max_output_bytes + LOOKAHEAD, workdir(settings.roots)
     )
-    return describe(argv, out, settings.command_timeout, settings.max_output_bytes)
+    return describe(argv, out, settings.command_timeout, settings.max_output_bytes, ctx.redact)

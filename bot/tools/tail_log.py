@@ -30,7 +30,8 @@ async def tail_log(
     require(lines <= settings.max_lines, f"lines may be at most {settings.max_lines} for this agent")
     match = line_filter(contains, compile_pattern(contains) if contains and regex else None)
     parts = await scan_in_thread(
-        lambda limits: tail_logs(real, settings.roots, lines, match, limits, settings.rotated), settings.limits()
+        lambda limits: tail_logs(real, settings.roots, lines, match, limits, settings.rotated),
+        settings.limits(ctx.redact),
     )
     what = f"lines containing {contains!r}" if contains else "lines"
     return render(parts, settings.max_output_chars, f"No {what} in {real}.")

@@ -188,9 +188,9 @@ async def test_missing_file_is_an_error_not_a_denial(sandbox: Sandbox):
 async def test_read_file_is_bounded(sandbox: Sandbox):
     (sandbox.root / "conf").write_text("a" * 10_000)
     result = await sandbox.call("read_file", {"path": str(sandbox.root / "conf"), "max_bytes": 100})
-    assert result.content == "a" * 100 + "\n[cut: showed the first 100 of 10000 bytes]"
+    assert result.content == "a" * 100 + "\n[cut: showed about the first 100 of 10000 bytes]"
     result = await sandbox.call("read_file", {"path": str(sandbox.root / "conf"), "max_bytes": 10**6})
-    assert result.content.endswith("[cut: showed the first 4096 of 10000 bytes]")  # the profile's cap wins
+    assert result.content.endswith("[cut: showed about the first 4096 of 10000 bytes]")  # the profile's cap wins
 
 
 async def test_grep_over_a_200_mb_log_is_fast_and_bounded(sandbox: Sandbox):

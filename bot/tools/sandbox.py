@@ -81,11 +81,17 @@ def resolve_allowed(path: str, roots: Sequence[str]) -> Path:
         raise ToolDenied("this tool has no allowed paths", allowed)
     _check_text(path, allowed)
     real_roots = [os.path.realpath(r) for r in roots]
-    special = any(_under(path, t) for t in SPECIAL_TREES)
-    real = os.path.realpath(path)
-    if special or any(_under(real, t) for t in SPECIAL_TREES):
-        if not any(_under(real, r) and any(_under(r, t) for t in SPECIAL_TREES) for r in real_roots):
-            raise ToolDenied(f"{path} is a kernel or device path (/proc, /sys, /dev)", allowed)
+    special_roots = [r for r in real_roots if any(_under(r, t) for t in SPECIAL_TREES)]
+    kernel = ToolDenied(f"{path} is a kernel or device path (/proc, /sys, /dev)", allowed)
+    if not special_roots and any(_under(path, t) for t in SPECIAL_TREES):
+        raise kernel  # decided on the text: realpath of /proc/1/root/... may itself fail (EACCES)
+    try:
+        real = os.path.realpath(path, strict=False)
+    except OSError as exc:  # a link it may not read, a loop: nothing under a root is like that
+        raise ToolDenied(f"{path} cannot be resolved ({exc.strerror or exc})", allowed) from None
+    if any(_under(path, t) or _under(real, t) for t in SPECIAL_TREES):
+        if not any(_under(real, r) for r in special_roots):
+            raise kernel
     for root in real_roots:
         if _under(real, root):
             return Path(real)

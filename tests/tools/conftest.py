@@ -18,8 +18,8 @@ from bot.engine.executor import RunContext, ToolExecutor
 from bot.engine.messages import ToolCall, ToolResult
 from bot.engine.profiles import AgentProfile, ProfileLoader
 from bot.engine.tooling import Scope
-from bot.tools import builtin_tools
 from bot.redact import SecretRedactor
+from bot.tools import builtin_tools
 from tests.helpers import write_agent
 
 CANARY = "CANARY-7f3a-do-not-leak"

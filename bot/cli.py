@@ -153,6 +153,7 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     from bot.engine.profiles import ProfileLoader
     from bot.engine.prompt import PromptBuilder
     from bot.tools import builtin_tools
+    from bot.tools.isolation import shell_isolation
 
     settings = settings_or_exit()
     try:
@@ -167,6 +168,8 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
         out.print(f"tool [cyan]{tname}[/cyan]: {tsettings.model_dump(exclude_defaults=True) or 'defaults'}")
     if profile.notify.default:
         out.print(f"notify: {profile.notify.default} (allowed also: {', '.join(profile.notify.allowed) or '-'})")
+    if (isolation := shell_isolation(profile.tools)) is not None:
+        out.print(f"shell: {isolation}", markup=False, highlight=False)
     out.rule("system prompt")
     out.print(PromptBuilder().system_prompt(profile), markup=False, highlight=False)
 

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from bot.engine.errors import ToolDenied
 from bot.engine.tooling import ToolContext, ToolSettings, tool
 from bot.redact import LOOKAHEAD, cut
-from bot.tools.commands import SAFE_PATH, CommandRule, check_command
+from bot.tools.commands import SAFE_PATH, CommandRule, check_command_rule
+from bot.tools.isolation import Isolation, bwrap_path, probe, sandboxed
 from bot.tools.sandbox import printable
 
 # A clean environment: nothing of ours (tokens, keys) leaks into a child, and no pager or colour waits on us.
@@ -31,6 +33,9 @@ CLEAN_ENV = {
 class ShellSettings(ToolSettings):
     roots: tuple[str, ...] = ()
     commands: tuple[CommandRule, ...] = ()
+    # required: no OS sandbox (bubblewrap), no shell; preferred: without one, run with the path checks only
+    isolation: Isolation = "required"
+    binds: tuple[str, ...] = ()  # more read-only paths the programs see (not paths the model may name)
     command_timeout: float = Field(default=20.0, gt=0, le=600)
     max_output_bytes: int = Field(default=32_768, ge=256, le=10_000_000)
 
@@ -75,6 +80,10 @@ async def run_command(argv: list[str], limit_seconds: float, max_bytes: int, cwd
                 if len(chunk) > room:
                     out.cut = True
                     kill_group(proc.pid)
+                    # drain what the dying group still writes: a full pipe pauses reading, and then the
+                    # end of the pipe, which wait() waits for, would never be seen
+                    while await proc.stdout.read(65536):
+                        pass
                     break
             await proc.wait()
     except TimeoutError:
@@ -129,8 +138,23 @@ def workdir(roots: tuple[str, ...]) -> str:
 async def shell(ctx: ToolContext, command: str) -> str:
     settings = ctx.settings
     assert isinstance(settings, ShellSettings)
-    argv = check_command(command, settings.commands, settings.roots)
-    out = await run_command(
-        argv, settings.command_timeout, settings.max_output_bytes + LOOKAHEAD, workdir(settings.roots)
-    )
+    argv, rule = await asyncio.to_thread(check_command_rule, command, settings.commands, settings.roots)
+    cwd = workdir(settings.roots)
+    run_argv = argv if rule.host else await isolate(argv, settings, cwd)
+    out = await run_command(run_argv, settings.command_timeout, settings.max_output_bytes + LOOKAHEAD, cwd)
     return describe(argv, out, settings.command_timeout, settings.max_output_bytes, ctx.redact)
+
+
+async def isolate(argv: list[str], settings: ShellSettings, cwd: str) -> list[str]:
+    """argv wrapped in bubblewrap; or, where it is not available, argv itself if the profile allows that."""
+    found = await asyncio.to_thread(probe)
+    bwrap = bwrap_path() if found.available else None
+    if bwrap is not None:
+        return sandboxed(bwrap, argv, settings.roots, cwd, CLEAN_ENV, settings.binds)
+    if settings.isolation == "required":
+        raise ToolDenied(
+            f"shell commands must run in an OS sandbox and none is available on this host ({found.detail})",
+            "no commands until bubblewrap works here, or the agent's profile sets `isolation: preferred` on "
+            "shell to run them with the path checks only",
+        )
+    return argv

@@ -39,6 +39,7 @@ tools:
     roots: *r
   shell:
     roots: *r
+    isolation: preferred  # in the OS sandbox where bubblewrap works (tests/tools/test_isolation.py)
     command_timeout: 5
     max_output_bytes: 4096
     commands:

@@ -62,9 +62,9 @@ class ToolExecutor:
     def tools_for(self, profile: AgentProfile) -> dict[str, Tool]:
         return {name: self.registry[name] for name in profile.tools if name in self.registry}
 
-    async def execute(self, call: ToolCall, run: RunContext) -> ToolResult:
+    async def execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
         started = time.perf_counter()
-        result = await self._execute(call, run)
+        result = await self._execute(call, run, reply)
         result = replace(
             result,
             content=self._cap(result.content),
@@ -88,7 +88,7 @@ class ToolExecutor:
             return {k: self._redact_args(v) for k, v in cast(dict[str, Any], args).items()}
         return args
 
-    async def _execute(self, call: ToolCall, run: RunContext) -> ToolResult:
+    async def _execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
         def fail(status: ToolStatus, text: str, args: Any = call.arguments, **kw: Any) -> ToolResult:
             return ToolResult(call.id, call.name, args, text, status, **kw)
 
@@ -114,7 +114,7 @@ class ToolExecutor:
         ctx = ToolContext(
             session_id=run.session_id, turn_id=run.turn_id, agent=run.profile.name, scope=run.scope,
             settings=settings, timezone=run.profile.timezone, notifier=run.notifier, memory=run.memory,
-            notify_policy=run.profile.notify, redact=self.redact,
+            notify_policy=run.profile.notify, redact=self.redact, reply=reply,
         )
         try:
             if tool.guard is not None:

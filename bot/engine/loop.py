@@ -72,7 +72,7 @@ class ReActLoop:
                 return out
             for call in response.message.tool_calls:
                 await observe(LoopEvent("tool_start", out.iterations, call))
-                result = await self.executor.execute(call, run)
+                result = await self.executor.execute(call, run, out.iterations)
                 out.tool_results.append(result)
                 messages.append(Message.tool(call.id, call.name, result.content))
                 await emit(messages[-1])

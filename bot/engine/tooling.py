@@ -51,6 +51,7 @@ class ToolContext:
     notify_policy: NotifySpec | None = None  # the profile's `notify:` (default target, allowed, dedup window)
     # the executor's secret redactor: a tool that cuts its output redacts first (bot.redact.cut)
     redact: Callable[[str], str] = str
+    reply: int = 0  # which model reply of the turn asked for this call (1, 2, ...): per-reply limits
 
 
 ToolFn = Callable[..., Awaitable[str]]

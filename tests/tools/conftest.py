@@ -49,6 +49,8 @@ tools:
       - command: grep
         flags: {{"-i": null, "-c": null, "-n": null, "-E": null, "-m": int}}
         args: [text, "path..."]
+      - command: grep -r
+        args: [text, "path..."]
       - command: ls
         flags: {{"-l": null, "-a": null}}
         args: ["path*"]

@@ -62,7 +62,7 @@ tools:
       - command: echo
         args: ["text*"]
 {extra_commands}
-  notify: {{}}
+  notify: {{max_per_reply: 50, max_per_turn: 50}}  # one turn, one reply here: tests/tools/test_notify_limits.py
   remember: {{}}
   forget: {{}}
 notify:

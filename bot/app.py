@@ -15,6 +15,7 @@ from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.executor import ToolExecutor, ToolPolicy
+from bot.engine.guards import PriceOf
 from bot.engine.loop import ReActLoop
 from bot.engine.model import ChatModel, OpenAIChatModel, RetryPolicy
 from bot.engine.profiles import AgentProfile, ProfileLoader
@@ -23,6 +24,7 @@ from bot.engine.service import AgentService
 from bot.engine.tooling import Tool
 from bot.observability.metrics import Metrics
 from bot.observability.store import ObservedStore
+from bot.observability.usage import price_for
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
@@ -60,6 +62,17 @@ class App:
         if close_model is not None:
             await close_model()
         await self.engine.dispose()
+
+
+def model_price(settings: Settings) -> PriceOf:
+    """The engine's view of the price table (it imports nothing of observability): USD per 1M tokens."""
+    prices = settings.model_prices
+
+    def price(model: str) -> tuple[float, float] | None:
+        found = price_for(model, prices)
+        return (found.input, found.output) if found is not None else None
+
+    return price
 
 
 def load_profiles(settings: Settings, registry: dict[str, Tool]) -> dict[str, AgentProfile]:
@@ -113,7 +126,8 @@ async def build_app(
     )
     notifier = AdapterNotifier()
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
-    loop = ReActLoop(model, executor, prompts, settings.model)
+    loop = ReActLoop(model, executor, prompts, settings.model, summaries=observed,
+                     price=model_price(settings))
     app = App(settings, engine, store, registry, profiles, notifier, None, metrics, model)  # type: ignore[arg-type]
     app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store)
     return app

@@ -101,6 +101,8 @@ class TurnResult:
     tool_calls: tuple[ToolResult, ...] = ()
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    stopped_by: str = "answer"  # answer | iteration_limit | loop | budget:<which> | error | reset
+    compactions: int = 0  # summaries made during the turn
 
     def to_json(self) -> str:
         return json.dumps(
@@ -109,6 +111,8 @@ class TurnResult:
                 "session_id": self.session_id,
                 "iterations": self.iterations,
                 "hit_iteration_limit": self.hit_iteration_limit,
+                "stopped_by": self.stopped_by,
+                "compactions": self.compactions,
                 "tool_calls": [r.trace() for r in self.tool_calls],
             },
             ensure_ascii=False,

@@ -13,8 +13,9 @@ from typing import Any, Protocol, cast
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from bot.engine.errors import ModelError
+from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
+from bot.engine.overflow import detect
 from bot.engine.ports import AuditLog, LLMCallRecord
 
 
@@ -31,6 +32,7 @@ class CallMeta:
     session_id: str
     turn_id: str
     agent: str
+    purpose: str = "turn"  # turn | final (the last call without tools) | compaction (a summary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +92,12 @@ def classify(exc: BaseException) -> ModelError:
         return ModelError("the model did not answer in time", retryable=True, code="timeout")
     if isinstance(exc, openai.APIConnectionError):
         return ModelError("the model endpoint could not be reached", retryable=True, code="connection")
+    if isinstance(exc, openai.APIStatusError):
+        overflow = detect(exc.status_code, exc.message, exc.body)
+        if overflow is not None:
+            return ContextOverflow("the conversation is too long for the model's context window",
+                                   window=overflow.window, prompt_tokens=overflow.prompt_tokens)
     if isinstance(exc, openai.BadRequestError):
-        if code == "context_length_exceeded":
-            return ModelError(
-                "the conversation is too long for the model's context window; start a new thread or lower "
-                "max_history_turns",
-                code=code,
-            )
         return ModelError(f"the model rejected the request ({exc.message})", code=code or "bad_request")
     if isinstance(exc, openai.RateLimitError):
         if code == "insufficient_quota":
@@ -234,7 +235,7 @@ class OpenAIChatModel:
             await self.audit.record_llm_call(
                 LLMCallRecord(
                     meta.session_id, meta.turn_id, meta.agent, model, attempt, payload, None, Usage(),
-                    (time.perf_counter() - started) * 1000, None, detail[:4000],
+                    (time.perf_counter() - started) * 1000, None, detail[:4000], meta.purpose,
                 )
             )
             raise err from exc
@@ -242,7 +243,7 @@ class OpenAIChatModel:
             LLMCallRecord(
                 meta.session_id, meta.turn_id, meta.agent, response.model, attempt, payload,
                 response_dict(response), response.usage, (time.perf_counter() - started) * 1000,
-                response.finish_reason,
+                response.finish_reason, purpose=meta.purpose,
             )
         )
         return response

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.engine.messages import Message, ToolResult, Usage
+
+if TYPE_CHECKING:
+    from bot.engine.context import Thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +44,17 @@ class LLMCallRecord:
     latency_ms: float
     finish_reason: str | None = None
     error: str | None = None
+    purpose: str = "turn"  # turn | final | compaction
 
 
 class SessionStore(Protocol):
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord: ...
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
     async def history(self, session_id: str, max_turns: int) -> list[Message]: ...
+    async def load_thread(self, session_id: str, max_turns: int) -> Thread: ...
+    async def save_summary(self, session_id: str, turn_id: str, through_turn_id: str, text: str,
+                           folded_turns: int) -> None: ...
+    async def reset_thread(self, session_id: str, turn_id: str | None = None) -> None: ...
     async def append(self, session_id: str, turn_id: str, message: Message) -> None: ...
     async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None: ...
     async def finish_turn(

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
+from bot.engine.context import Thread
 from bot.engine.errors import SessionNotFound
 from bot.engine.executor import RunContext
 from bot.engine.loop import LoopEvent, Observe, ReActLoop
@@ -19,6 +20,15 @@ from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Scope
 
 log = logging.getLogger(__name__)
+
+RESET_WORDS = frozenset({"reset", "/reset", "!reset"})
+RESET_ANSWER = ("Done: I have forgotten this thread's conversation (long-term memories stay). "
+                "What should we start with?")
+
+
+def is_reset(text: str) -> bool:
+    """`reset` or `/reset` alone (any case; a leading @-mention already stripped by the adapter)."""
+    return text.strip().lower().rstrip(".!") in RESET_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +152,11 @@ class AgentService:
         info = TurnInfo(session.id, turn_id, session.agent, session.platform, session.channel, req.trigger)
         async with self.locks.hold(session.id) as earlier, turn_scope(info):
             await self.store.start_turn(session.id, turn_id, req.trigger, req.user, req.text)
+            if is_reset(req.text):  # no model call: every platform gets it, and it works when the model is down
+                return await self._reset(session.id, turn_id)
             # a session this call created, that no other turn has used meanwhile, has no history to read
             fresh = session.created and earlier == 0
-            history = [] if fresh else await self.store.history(session.id, profile.max_history_turns)
+            history = Thread() if fresh else await self.store.load_thread(session.id, profile.max_history_turns)
             scope = Scope(session.platform, session.channel, session.thread, req.user)
             run = RunContext(session.id, turn_id, profile, scope, self.notifier, self.memory)
 
@@ -167,5 +179,12 @@ class AgentService:
         return TurnResult(
             answer=out.answer, session_id=session.id, turn_id=turn_id, iterations=out.iterations,
             hit_iteration_limit=out.hit_iteration_limit, tool_calls=tuple(out.tool_results), usage=out.usage,
-            error=out.error,
+            error=out.error, stopped_by=out.stopped_by, compactions=out.compactions,
         )
+
+    async def _reset(self, session_id: str, turn_id: str) -> TurnResult:
+        await self.store.reset_thread(session_id, turn_id)
+        await self.store.finish_turn(turn_id, answer=RESET_ANSWER, iterations=0, hit_limit=False, usage=Usage(),
+                                     error=None)
+        return TurnResult(answer=RESET_ANSWER, session_id=session_id, turn_id=turn_id, iterations=0,
+                          hit_iteration_limit=False, stopped_by="reset")

@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Protocol
 
+from bot.engine.context import Thread
 from bot.engine.messages import Message, ToolResult, Usage
 from bot.engine.ports import AuditLog, LLMCallRecord, SessionRecord, SessionStore
 from bot.engine.service import CURRENT_TURN
@@ -36,6 +37,18 @@ class ObservedStore:
 
     async def history(self, session_id: str, max_turns: int) -> list[Message]:
         return await self.inner.history(session_id, max_turns)
+
+    async def load_thread(self, session_id: str, max_turns: int) -> Thread:
+        return await self.inner.load_thread(session_id, max_turns)
+
+    async def save_summary(self, session_id: str, turn_id: str, through_turn_id: str, text: str,
+                           folded_turns: int) -> None:
+        await self.inner.save_summary(session_id, turn_id, through_turn_id, text, folded_turns)
+        log.info("thread compacted: %d turn(s) folded into the summary", folded_turns)
+
+    async def reset_thread(self, session_id: str, turn_id: str | None = None) -> None:
+        await self.inner.reset_thread(session_id, turn_id)
+        log.info("thread memory reset")
 
     async def append(self, session_id: str, turn_id: str, message: Message) -> None:
         await self.inner.append(session_id, turn_id, message)

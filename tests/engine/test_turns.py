@@ -218,7 +218,7 @@ def test_json_trace_shape():
 
     r = TurnResult("a", "s", "t", 2, False, (ToolResult("c", "echo", {"text": "x"}, "x", "ok"),))
     assert json.loads(r.to_json()) == {"answer": "a", "session_id": "s", "iterations": 2,
-                                       "hit_iteration_limit": False,
+                                       "hit_iteration_limit": False, "stopped_by": "answer", "compactions": 0,
                                        "tool_calls": [{"tool": "echo", "arguments": {"text": "x"},
                                                        "result": "x", "status": "ok"}]}
 
@@ -235,7 +235,8 @@ async def test_default_iteration_cap_is_ten(tmp_path, sqlite_url, fake_llm: Fake
         for i in range(12):
             fake_llm.calls(call("echo", {"text": str(i)}))
         result = await app.service.handle(req("loop forever"))
-        assert result.hit_iteration_limit and result.iterations == 10 and len(fake_llm.requests) == 10
+        # 10 steps, then the last call without tools (answered by the 11th scripted step: a tool call it ignores)
+        assert result.hit_iteration_limit and result.iterations == 10 and len(fake_llm.requests) == 11
         assert len(result.tool_calls) == 10
     finally:
         await app.close()

@@ -183,7 +183,7 @@ class ReActLoop:
                                                                       len(t.out.tool_results))), "ok"
         verdict = t.guard.check(call)
         if verdict == "stop":
-            return ("loop", "the same tool calls kept coming back (the loop guard stopped them)"), verdict
+            return ("loop", "the loop guard stopped the same tool calls coming back again and again"), verdict
         return None, verdict
 
     async def _add(self, t: _Turn, message: Message) -> None:
@@ -218,5 +218,5 @@ class ReActLoop:
     @staticmethod
     def _partial(out: LoopResult, reason: str) -> str:
         done = ", ".join(f"{r.tool} ({r.status})" for r in out.tool_results[-5:]) or "no tool calls"
-        return (f"I stopped after {out.iterations} steps ({reason}) before reaching a final answer. "
+        return (f"I stopped after {out.iterations} steps, before reaching a final answer: {reason}. "
                 f"Last steps: {done}. Ask me to continue, or narrow the question.")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from bot.engine.context import HistoryTurn, shorten
 from bot.engine.messages import Message
 from bot.engine.model import CallMeta, ChatModel, ModelRequest
 from bot.engine.tokens import TokenCounter
+from bot.engine.window import HistoryTurn, shorten
 
 INSTRUCTIONS = """You keep the memory of a long chat thread between users and an assistant (you) that \
 runs tools. Write a summary that lets you carry on the conversation without the transcript: what was \

@@ -1,6 +1,6 @@
 """The ReAct loop: the model decides, we run the tools it asks for, feed the results back, repeat.
 
-Every prompt is fitted to the model's window first (`context.py`); a context-length error compacts and
+Every prompt is fitted to the model's window first (`window.py`); a context-length error compacts and
 retries. A turn ends with the model's answer, or, when the iteration cap, a budget or the loop guard
 stops it (`guards.py`), with one last call without tools in which the model says what it found."""
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.engine.compaction import Compactor
-from bot.engine.context import Fitted, SummaryStore, Thread, TurnContext
 from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.executor import RunContext, ToolExecutor
 from bot.engine.guards import LoopGuard, PriceOf, TurnBudget
@@ -19,6 +18,7 @@ from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, Us
 from bot.engine.model import CallMeta, ChatModel, ModelRequest
 from bot.engine.prompt import PromptBuilder
 from bot.engine.tokens import Calibration, TokenCounter, default_window
+from bot.engine.window import Fitted, SummaryStore, Thread, TurnContext
 
 OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
 

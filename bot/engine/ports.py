@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bot.engine.messages import Message, ToolResult, Usage
 
 if TYPE_CHECKING:
-    from bot.engine.context import Thread
+    from bot.engine.window import Thread
 
 
 @dataclass(frozen=True, slots=True)

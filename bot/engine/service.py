@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
-from bot.engine.context import Thread
 from bot.engine.errors import SessionNotFound
 from bot.engine.executor import RunContext
 from bot.engine.loop import LoopEvent, Observe, ReActLoop
@@ -18,6 +17,7 @@ from bot.engine.messages import Message, TurnResult, Usage
 from bot.engine.ports import MemoryStore, Notifier, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Scope
+from bot.engine.window import Thread
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ import logging
 import time
 from typing import Protocol
 
-from bot.engine.context import Thread
 from bot.engine.messages import Message, ToolResult, Usage
 from bot.engine.ports import AuditLog, LLMCallRecord, SessionRecord, SessionStore
 from bot.engine.service import CURRENT_TURN
+from bot.engine.window import Thread
 from bot.observability.metrics import Metrics
 
 log = logging.getLogger("bot.turns")

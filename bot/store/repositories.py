@@ -21,9 +21,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
-from bot.engine.context import HistoryTurn, Thread
 from bot.engine.messages import Message, ToolCall, ToolResult, Usage
 from bot.engine.ports import LLMCallRecord, MemoryItem, SessionRecord
+from bot.engine.window import HistoryTurn, Thread
 from bot.store.claims import GroupedClaims
 from bot.store.models import (
     Base,

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
-from bot.engine.context import HistoryTurn, Thread, fit
 from bot.engine.limits import ContextSpec
 from bot.engine.messages import Message, ToolCall
 from bot.engine.overflow import detect
 from bot.engine.service import TurnRequest
 from bot.engine.tokens import Calibration, TokenCounter, default_window
 from bot.engine.tooling import ToolContext, tool
+from bot.engine.window import HistoryTurn, fit
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, Step, call, overflow_body
 from tests.helpers import registry, write_agent
@@ -104,7 +104,7 @@ def _turn(i: int, result: str) -> HistoryTurn:
 
 
 def test_fit_shortens_earlier_tool_results_first_and_keeps_the_current_turn_whole():
-    from bot.engine.context import Budget
+    from bot.engine.window import Budget
 
     counter, spec = TokenCounter("m"), ContextSpec(tool_result_chars=1000)
     earlier = [_turn(i, f"head{i} " + "y" * 9000 + f" tail{i}") for i in range(3)]

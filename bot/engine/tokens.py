@@ -130,7 +130,7 @@ class Calibration:
     Ollama, vLLM and llama.cpp report `usage.prompt_tokens` for each call; after the first call of a
     session the count is that model's own within a few percent."""
 
-    def __init__(self, weight: float = 0.5, low: float = 0.25, high: float = 4.0) -> None:
+    def __init__(self, weight: float = 0.5, low: float = 0.5, high: float = 2.0) -> None:
         self.weight, self.low, self.high = weight, low, high
         self._ratio: dict[str, float] = {}
         self._window: dict[str, int] = {}

@@ -88,6 +88,8 @@ def test_calibration_learns_the_servers_count():
     cal.observe("m", counted=2000, reported=1500)
     assert cal.scale("m", 4000) == 3000
     assert cal.scale("other", 4000) == 4000
+    cal.observe("liar", counted=3000, reported=10)  # a server that reports nonsense cannot make room appear
+    assert cal.ratio("liar") == 0.5
 
 
 def test_exact_tokenizer_for_openai_names_when_installed():

@@ -4,7 +4,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     YOKEBOT_DATABASE_URL=sqlite+aiosqlite:////data/yokebot.db YOKEBOT_AGENTS_DIR=/app/agents
 COPY pyproject.toml README.md alembic.ini ./
 COPY bot ./bot
-RUN pip install --no-cache-dir . && useradd --create-home --uid 10001 yokebot && mkdir /data && chown yokebot /data
+RUN pip install --no-cache-dir '.[tokenizer]' && useradd --create-home --uid 10001 yokebot && mkdir /data && chown yokebot /data
 COPY agents ./agents
 USER yokebot
 VOLUME /data

@@ -1,4 +1,4 @@
-"""Benchmark 6: prompt tokens per turn over a long thread, and what counting tokens costs per call.
+"""Benchmark 7: prompt tokens per turn over a long thread, and what counting tokens costs per call.
 
 (a) A thread of N turns (default 200); each turn one tool call returning 10,000 characters, then an answer.
     The model server counts every prompt with its own tokenizer and refuses one over its 8,192-token window
@@ -123,13 +123,13 @@ def counting(rounds: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--turns", type=int, default=200)
-    p.add_argument("--quick", action="store_true", help="40 turns, fewer counting rounds")
+    p.add_argument("--quick", action="store_true", help="15 turns, fewer counting rounds")
     args = p.parse_args(argv)
-    turns = 40 if args.quick else args.turns
+    turns = 15 if args.quick else args.turns
     with tempfile.TemporaryDirectory() as tmp:
         before = asyncio.run(_thread(turns, None, Path(tmp)))
         after = asyncio.run(_thread(turns, WINDOW, Path(tmp)))
-    print(f"\n6. context: a {turns}-turn thread, {RESULT_CHARS:,}-character tool results, server window {WINDOW:,}")
+    print(f"\n7. context: a {turns}-turn thread, {RESULT_CHARS:,}-character tool results, server window {WINDOW:,}")
     print(f"{'turn':>6} {'before':>8} {'after':>8}   (the server's count of the turn's first prompt)")
     for n in (n for n in SHOW if n <= turns):
         print(f"{n:>6} {before['firsts'][n - 1]:>8,} {after['firsts'][n - 1]:>8,}")

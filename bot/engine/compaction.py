@@ -46,7 +46,7 @@ class Compactor:
     def __init__(self, model: ChatModel, model_name: str, meta: CallMeta, counter: TokenCounter,
                  words: int = 400) -> None:
         self.model, self.model_name, self.counter, self.words = model, model_name, counter, words
-        self.meta = CallMeta(meta.session_id, meta.turn_id, meta.agent, "compaction")
+        self.meta = meta
 
     def _pick(self, previous: str | None, turns: Sequence[HistoryTurn], room: int) -> tuple[str, int]:
         """The transcript of as many of the oldest turns as fit in `room` tokens (at least one)."""
@@ -71,7 +71,7 @@ class Compactor:
         ask = (f"Summary so far:\n{previous}\n\n" if previous else "") + \
             f"Conversation to fold in:\n\n{text}\n\nWrite the updated summary."
         request = ModelRequest(self.model_name, (Message.system(INSTRUCTIONS.format(words=self.words)),
-                                                 Message.user(ask)))
+                                                 Message.user(ask)), purpose="compaction")
         response = await self.model.complete(request, self.meta)
         summary = response.message.content.strip()
         if not summary:

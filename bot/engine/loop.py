@@ -7,7 +7,7 @@ stops it (`guards.py`), with one last call without tools in which the model says
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine.compaction import Compactor
@@ -122,7 +122,7 @@ class ReActLoop:
                                                                f"({profile.max_iterations} model calls)")
             out.iterations += 1
             try:
-                response = await self._call(t, t.messages, t.schemas, t.meta)
+                response = await self._call(t, t.messages, t.schemas)
             except ModelError as err:
                 return await self._failed(t, err)
             t.messages.append(response.message)
@@ -136,14 +136,14 @@ class ReActLoop:
                 return await self._finish(t, *stop)
 
     async def _call(self, t: _Turn, messages: Sequence[Message], schemas: tuple[dict[str, Any], ...],
-                    meta: CallMeta) -> ModelResponse:
+                    purpose: str = "turn") -> ModelResponse:
         """One model call on a fitted prompt; a context-length error compacts and retries."""
         fitted: Fitted = await t.ctx.prepare(t.system, messages, schemas)
         temperature = t.run.profile.temperature
         for attempt in range(OVERFLOW_RETRIES + 1):
             try:
-                response = await self.model.complete(ModelRequest(t.model, fitted.messages, schemas, temperature),
-                                                     meta)
+                request = ModelRequest(t.model, fitted.messages, schemas, temperature, purpose)
+                response = await self.model.complete(request, t.meta)
             except ContextOverflow as err:
                 if attempt == OVERFLOW_RETRIES:
                     raise
@@ -200,7 +200,7 @@ class ReActLoop:
                            "ask next to continue.")
         answer = ""
         try:
-            response = await self._call(t, [*t.messages, ask], (), replace(t.meta, purpose="final"))
+            response = await self._call(t, [*t.messages, ask], (), "final")
             answer = response.message.content.strip()
         except ModelError:
             pass

@@ -25,6 +25,7 @@ class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()
     temperature: float | None = None
+    purpose: str = "turn"  # not sent: turn | final (the last call without tools) | compaction (a summary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +33,6 @@ class CallMeta:
     session_id: str
     turn_id: str
     agent: str
-    purpose: str = "turn"  # turn | final (the last call without tools) | compaction (a summary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +206,7 @@ class OpenAIChatModel:
             ):
                 with attempt_ctx:
                     attempt += 1
-                    return await self._attempt(payload, request.model, meta, attempt)
+                    return await self._attempt(payload, request, meta, attempt)
         except ModelError as err:
             if err.retryable:
                 raise ModelError(f"{err} (gave up after {attempt} attempts)", code=err.code) from err
@@ -222,7 +222,9 @@ class OpenAIChatModel:
         )
         return await _collect(stream, model)
 
-    async def _attempt(self, payload: dict[str, Any], model: str, meta: CallMeta, attempt: int) -> ModelResponse:
+    async def _attempt(self, payload: dict[str, Any], request: ModelRequest, meta: CallMeta,
+                       attempt: int) -> ModelResponse:
+        model, purpose = request.model, request.purpose
         started = time.perf_counter()
         try:
             if self.stream:
@@ -235,7 +237,7 @@ class OpenAIChatModel:
             await self.audit.record_llm_call(
                 LLMCallRecord(
                     meta.session_id, meta.turn_id, meta.agent, model, attempt, payload, None, Usage(),
-                    (time.perf_counter() - started) * 1000, None, detail[:4000], meta.purpose,
+                    (time.perf_counter() - started) * 1000, None, detail[:4000], purpose,
                 )
             )
             raise err from exc
@@ -243,7 +245,7 @@ class OpenAIChatModel:
             LLMCallRecord(
                 meta.session_id, meta.turn_id, meta.agent, response.model, attempt, payload,
                 response_dict(response), response.usage, (time.perf_counter() - started) * 1000,
-                response.finish_reason, purpose=meta.purpose,
+                response.finish_reason, purpose=purpose,
             )
         )
         return response

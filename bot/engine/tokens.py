@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
@@ -72,8 +73,10 @@ def exact_counter(model: str) -> TextCounter | None:
     except ImportError:
         return None
     try:
-        encoding: Any = bpe_openai.get_encoding(  # pyright: ignore[reportUnknownMemberType]
-            "cl100k_base" if name.startswith(("gpt-4-", "gpt-3.5")) or name == "gpt-4" else "o200k_base")
+        with warnings.catch_warnings():  # its loader uses importlib.resources.open_binary (deprecated)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            encoding: Any = bpe_openai.get_encoding(  # pyright: ignore[reportUnknownMemberType]
+                "cl100k_base" if name.startswith(("gpt-4-", "gpt-3.5")) or name == "gpt-4" else "o200k_base")
     except Exception:
         return None
 

@@ -283,3 +283,18 @@ async def test_each_budget_ends_the_turn_with_a_useful_partial_answer(
         assert turn[0].answer == result.answer
     finally:
         await app.close()
+
+
+def test_a_misspelt_budget_or_context_setting_stops_the_profile_with_its_line(tmp_path: Path):
+    from bot.engine.errors import ProfileError
+    from bot.engine.profiles import ProfileLoader
+
+    path = write_agent(tmp_path, "bad", "tools: [echo]\nbudget:\n  tokenz: 5")
+    with pytest.raises(ProfileError, match=r"AGENT.md:4: budget.tokenz: unknown key"):
+        ProfileLoader(tmp_path, registry()).load_file(path)
+    path = write_agent(tmp_path, "bad2", "context_window: 100")
+    with pytest.raises(ProfileError, match="context_window"):
+        ProfileLoader(tmp_path, registry()).load_file(path)
+    good = write_agent(tmp_path, "good", "context_window: 16384\ncontext: {compact_at: 0.4}\nbudget: {cost: 0.5}")
+    profile = ProfileLoader(tmp_path, registry()).load_file(good)
+    assert (profile.context_window, profile.context.compact_at, profile.budget.cost) == (16384, 0.4, 0.5)

@@ -298,3 +298,24 @@ def test_a_misspelt_budget_or_context_setting_stops_the_profile_with_its_line(tm
     good = write_agent(tmp_path, "good", "context_window: 16384\ncontext: {compact_at: 0.4}\nbudget: {cost: 0.5}")
     profile = ProfileLoader(tmp_path, registry()).load_file(good)
     assert (profile.context_window, profile.context.compact_at, profile.budget.cost) == (16384, 0.4, 0.5)
+
+
+async def test_compaction_and_reset_on_sqlite_and_postgresql(db_url: str, fake_llm: FakeOpenAI, tmp_path: Path):
+    app = await make_app(db_url, fake_llm, tmp_path, "tools: [dump]\nmax_iterations: 4\ncontext_window: 6000")
+    try:
+        fake_llm.enforce_window(6000)
+        fake_llm.handler = thread_model
+        for n in range(1, 8):
+            assert (await app.service.handle(req(f"question {n}"))).answer == f"Answer to question {n}"
+        summaries = await rows(app, "SELECT kind, through_message_id, folded_turns FROM summaries ORDER BY id")
+        assert summaries and all(s.kind == "summary" and s.through_message_id > 0 for s in summaries)
+        before = len(fake_llm.requests)
+        await app.service.handle(req("question 8"))
+        assert "## Earlier in this conversation (summary)" in fake_llm.requests[before]["messages"][0]["content"]
+        await app.service.handle(req("reset"))
+        before = len(fake_llm.requests)
+        await app.service.handle(req("question 9"))
+        assert [m["role"] for m in fake_llm.requests[before]["messages"]] == ["system", "user"]
+        assert "summary" not in fake_llm.requests[before]["messages"][0]["content"]
+    finally:
+        await app.close()

@@ -51,10 +51,9 @@ class App:
         try:
             return self.profiles[name]
         except KeyError:
-            known = ", ".join(sorted(self.profiles)) or "none"
-            raise UnknownAgent(
-                f"No agent named {name!r} in {self.settings.agents_dir} (known agents: {known})."
-            ) from None
+            known = ", ".join(sorted(self.profiles)) or "none; set YOKEBOT_AGENTS_DIR to the folder with them"
+            where = self.settings.agents_dir.expanduser().resolve()
+            raise UnknownAgent(f"No agent named {name!r} in {where} (known agents: {known}).") from None
 
     async def close(self) -> None:
         """Commit what is queued, close the model's HTTP client, release the database."""

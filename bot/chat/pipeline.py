@@ -200,7 +200,9 @@ class Pipeline:
     async def _last_word(self, inbound: Inbound) -> None:
         """Shutting down mid-turn: tell the user in one sentence rather than leave them waiting forever."""
         async def notice() -> None:
-            await inbound.reply.deliver(STOPPED)
+            text = getattr(inbound.reply, "stopped_text", STOPPED)  # the console says it its own way
+            if text:
+                await inbound.reply.deliver(text)
             await inbound.reply.done(False)
 
         try:

@@ -20,6 +20,8 @@ from bot.engine.prompt import PromptBuilder
 from bot.engine.tokens import Calibration, TokenCounter, default_window
 from bot.engine.window import Fitted, SummaryStore, Thread, TurnContext
 
+# model errors that waiting does not fix: the answer names the setting instead of "try again later"
+CONFIGURATION_ERRORS = frozenset({"not_found", "auth", "insufficient_quota", "context_length_exceeded"})
 OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
 
 
@@ -211,7 +213,8 @@ class ReActLoop:
     async def _failed(self, t: _Turn, err: ModelError) -> LoopResult:
         out = t.out
         out.error, out.stopped_by = str(err), "error"
-        out.answer = f"Sorry, I could not finish this: {err}. Please try again later."
+        later = "" if err.code in CONFIGURATION_ERRORS else " Please try again later."
+        out.answer = f"Sorry, I could not finish this: {err}.{later}"
         await t.emit(Message.assistant(out.answer))
         return out
 

@@ -83,7 +83,13 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
-def classify(exc: BaseException) -> ModelError:
+def _endpoint(exc: BaseException) -> str:
+    request = getattr(exc, "request", None)
+    url = str(getattr(request, "url", "") or "")
+    return url.split("/chat/completions", 1)[0] or "OPENAI_BASE_URL"
+
+
+def classify(exc: BaseException, model: str | None = None) -> ModelError:
     """Map an SDK exception to one sentence a user understands, and whether it is worth retrying."""
     if isinstance(exc, ModelError):
         return exc
@@ -106,7 +112,11 @@ def classify(exc: BaseException) -> ModelError:
     if isinstance(exc, openai.AuthenticationError):
         return ModelError("the model endpoint refused the API key; check OPENAI_API_KEY", code="auth")
     if isinstance(exc, openai.NotFoundError):
-        return ModelError(f"the model endpoint does not know this model ({exc.message})", code="not_found")
+        return ModelError(  # a configuration error, not a passing failure: say which setting to change
+            f"the model {model or '(unnamed)'!r} is not known at {_endpoint(exc)} (HTTP 404); set YOKEBOT_MODEL (or "
+            "the profile's model:) to a model that endpoint serves, and check OPENAI_BASE_URL",
+            code="not_found",
+        )
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retryable = status in (408, 409) or status >= 500
@@ -232,7 +242,7 @@ class OpenAIChatModel:
             else:
                 response = _parse(await self.client.chat.completions.create(**payload), model)
         except Exception as exc:
-            err = classify(exc)
+            err = classify(exc, model)
             detail = f"{type(exc).__name__}: {exc}"
             await self.audit.record_llm_call(
                 LLMCallRecord(

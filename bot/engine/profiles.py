@@ -45,19 +45,35 @@ _CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _CRON_TOKEN = re.compile(r"^(?:(\*)|([a-z0-9]+)(?:-([a-z0-9]+))?)(?:/(\d+))?$")
-_EVERY = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+CHAT_PLATFORMS = ("slack", "discord")  # what post_to may name (the adapters in bot/chat)
+_EVERY = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
 def parse_every(text: str) -> int:
-    """`15m`, `1h30m`, `2d`, `90s` -> seconds. ValueError with a readable message otherwise."""
+    """`15m`, `1h30m`, `2d`, `2w`, `90s` -> seconds (`m` is minutes). The one duration grammar of yokebot:
+    schedules' `every`, and the CLI's `--since`, `--older-than`, `--every`. ValueError otherwise."""
     match = _EVERY.match(text.strip().lower().replace(" ", ""))
     if not text.strip() or match is None:
-        raise ValueError(f"{text!r} is not an interval; write it like 30s, 15m, 1h30m or 2d")
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+        raise ValueError(f"{text!r} is not an interval; write a duration like 30s, 15m, 1h30m, 7d or 2w (m is minutes)")
+    weeks, days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = (((weeks * 7 + days) * 24 + hours) * 60 + minutes) * 60 + seconds
     if total <= 0:
         raise ValueError(f"{text!r} is an empty interval")
     return total
+
+
+def _refuse_relative_roots(conf: Any, tname: str, where: str, node: yaml.Node | None, first: int) -> None:
+    """`roots:` must be absolute: a relative root would depend on the directory yokebot was started in and,
+    resolved against the wrong one, deny everything (docs/sandbox.md)."""
+    settings = cast(dict[str, Any], conf) if isinstance(conf, dict) else {}
+    roots: Any = settings.get("roots")
+    if not isinstance(roots, list | tuple):
+        return
+    for i, root in enumerate(cast(list[Any], roots)):
+        if isinstance(root, str) and not root.startswith("/"):
+            raise ProfileError(where, f"tools.{tname}.roots: {root!r} is a relative path; write it absolute "
+                               "(like /var/log/nginx), since yokebot may start in any directory",
+                               _line_of(node, ("tools", tname, "roots", i), first))
 
 
 def _cron_value(word: str, name: str, low: int, high: int) -> int:
@@ -154,6 +170,9 @@ class ScheduleSpec(_Strict):
         if value is not None and not re.match(r"^[a-z]+:\S+$", value):
             raise ValueError(f"{value!r} is not a channel target; write it as platform:channel, "
                              "like slack:#ops")
+        if value is not None and value.split(":", 1)[0] not in CHAT_PLATFORMS:
+            raise ValueError(f"{value!r} names an unknown platform; yokebot posts to "
+                             f"{' and '.join(CHAT_PLATFORMS)}, like slack:#ops or discord:123456789")
         return value
 
     @model_validator(mode="after")
@@ -391,6 +410,7 @@ class ProfileLoader:
             if tname not in self.registry:
                 known = ", ".join(sorted(self.registry))
                 raise ProfileError(where, f"unknown tool {tname!r} (available: {known})", _line_of(node, loc, first))
+            _refuse_relative_roots(conf, tname, where, node, first)
             try:
                 out[tname] = self.registry[tname].settings_model.model_validate(conf or {})
             except ValidationError as exc:

@@ -2,7 +2,8 @@
 
 Ready means: the database answers a query on our schema (and, for SQLite, its file still exists), and every
 registered chat adapter that reports its connection (`is_connected()`, see bot/chat/base.py) is connected.
-With no adapters configured, readiness is the database alone."""
+With no adapters configured, readiness is the database alone, and the body carries a `warning` saying that
+nothing will answer chats."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DB_TIMEOUT_SECONDS = 3.0
+NO_PLATFORM = ("no chat platform is configured (set SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN): nothing will answer "
+               "chats; only schedules run")
 
 
 def _sqlite_file_missing(engine: AsyncEngine) -> bool:
@@ -59,7 +62,10 @@ async def readiness(bot: App) -> tuple[bool, dict[str, Any]]:
     db_ok, db_detail = await database_ready(bot.engine)
     adapters = adapters_ready(bot.notifier.adapters)
     ok = db_ok and all(state != "disconnected" for state in adapters.values())
-    return ok, {"status": "ready" if ok else "not ready", "database": db_detail, "adapters": adapters}
+    body: dict[str, Any] = {"status": "ready" if ok else "not ready", "database": db_detail, "adapters": adapters}
+    if not adapters:
+        body["warning"] = NO_PLATFORM
+    return ok, body
 
 
 def add_observability_routes(http: web.Application, bot: App) -> None:

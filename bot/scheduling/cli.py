@@ -27,14 +27,18 @@ def _cli() -> Any:
 
 
 @asynccontextmanager
-async def _opened() -> AsyncIterator[Any]:
-    """(store, profiles): the schedule store on the configured database, the profiles' schedules synced in."""
+async def _opened(read_only: bool = False) -> AsyncIterator[Any]:
+    """(store, profiles): the schedule store on the configured database, the profiles' schedules synced in.
+    `read_only`: a missing SQLite file is not created (an empty in-memory database stands in)."""
     from bot.app import load_profiles, open_store
+    from bot.observability.cli import readable_url
     from bot.scheduling.setup import profile_schedules
     from bot.scheduling.store import ScheduleStore
     from bot.tools import builtin_tools
 
     settings = _cli().settings_or_exit()
+    if read_only:
+        settings = settings.model_copy(update={"database_url": readable_url(settings)})
     profiles = load_profiles(settings, builtin_tools())
     engine, _ = await open_store(settings)
     try:
@@ -59,7 +63,7 @@ def schedule_list() -> None:
     from bot.scheduling.model import build_trigger, next_fire, utcnow
 
     async def main() -> tuple[list[Any], dict[str, Any]]:
-        async with _opened() as (store, _):
+        async with _opened(read_only=True) as (store, _):
             return await store.all(), await store.last_runs()
 
     schedules, last = _cli().run_async(main)
@@ -234,7 +238,7 @@ def schedule_history(
     from rich.table import Table
 
     async def main() -> Any:
-        async with _opened() as (store, _profiles):
+        async with _opened(read_only=True) as (store, _profiles):
             schedule = await store.resolve(name)
             return schedule, await store.history(schedule.name, limit)
 

@@ -33,6 +33,7 @@ from bot.tools.redact import SecretRedactor
 if TYPE_CHECKING:
     from bot.chat.discord_adapter import DiscordAdapter
     from bot.chat.slack_adapter import SlackAdapter
+    from bot.mcp.manager import McpManager
 
 
 @dataclass
@@ -46,6 +47,7 @@ class App:
     service: AgentService
     metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
     model: ChatModel | None = None
+    mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
 
     def profile(self, name: str) -> AgentProfile:
         try:
@@ -56,7 +58,9 @@ class App:
             raise UnknownAgent(f"No agent named {name!r} in {where} (known agents: {known}).") from None
 
     async def close(self) -> None:
-        """Commit what is queued, close the model's HTTP client, release the database."""
+        """Stop the MCP servers, commit what is queued, close the model's HTTP client, release the database."""
+        if self.mcp is not None:
+            await self.mcp.stop()
         await self.store.close()
         close_model = getattr(self.model, "close", None)
         if close_model is not None:
@@ -106,8 +110,9 @@ async def build_app(
     profiles = load_profiles(settings, registry)
     if model is None:
         settings.require_model_endpoint()
-    engine, store = await open_store(settings)
     metrics = Metrics()
+    mcp = mcp_manager(settings, profiles, registry, metrics)  # checks the environment its servers need
+    engine, store = await open_store(settings)
     observed = ObservedStore(store, metrics)  # counts turns, model and tool calls, then delegates
     if model is None:
         model = OpenAIChatModel(
@@ -122,15 +127,35 @@ async def build_app(
     executor = ToolExecutor(
         registry, observed,
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
-        redact=SecretRedactor(settings.secret_values()),
+        redact=SecretRedactor([*settings.secret_values(), *(mcp.secret_values() if mcp else [])]),  # MCP secrets too
     )
     notifier = AdapterNotifier()
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(model, executor, prompts, settings.model, summaries=observed,
                      price=model_price(settings))
-    app = App(settings, engine, store, registry, profiles, notifier, None, metrics, model)  # type: ignore[arg-type]
+    app = App(settings, engine, store, registry, profiles, notifier, None, metrics, model, mcp)  # type: ignore[arg-type]
     app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store)
+    if mcp is not None:
+        try:
+            await mcp.start()
+        except BaseException:
+            await app.close()
+            raise
     return app
+
+
+def mcp_manager(
+    settings: Settings, profiles: dict[str, AgentProfile], registry: dict[str, Tool], metrics: Metrics
+) -> McpManager | None:
+    """The MCP servers of the profiles (not yet started), or None when no agent declares one."""
+    if not any(p.mcp for p in profiles.values()):
+        return None
+    from bot.mcp.connection import Timing
+    from bot.mcp.manager import McpManager
+
+    timing = Timing(settings.mcp_startup_seconds, settings.mcp_backoff_base_seconds, settings.mcp_backoff_max_seconds,
+                    settings.mcp_health_seconds, settings.mcp_health_timeout_seconds)
+    return McpManager.from_profiles(profiles, registry, timing, metrics.registry)
 
 
 def build_slack(app: App) -> SlackAdapter | None:

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from bot.config import Settings
 from bot.engine.errors import YokebotError
+from bot.mcp.cli import mcp_app
 from bot.scheduling.cli import schedule_app
 
 T = TypeVar("T")
@@ -27,6 +28,7 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 app.add_typer(db_app, name="db")
 app.add_typer(schedule_app, name="schedule")
+app.add_typer(mcp_app, name="mcp")
 
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -258,6 +260,11 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
         out.print(f"tool [cyan]{tname}[/cyan]:" + ("" if policy else " defaults"), highlight=False)
         if policy:
             out.print(textwrap.indent(policy_yaml(policy), "  "), markup=False, highlight=False, soft_wrap=True)
+    for sname, spec in profile.mcp.items():
+        where = spec.url if spec.url else " ".join((spec.command or "", *spec.args))
+        out.print(f"mcp server [cyan]{sname}[/cyan] ({spec.transport}: {where}): "
+                  f"{', '.join(spec.allowed()) or 'no tools allowed'}  [dim](yokebot mcp tools {profile.name} "
+                  f"{sname} lists what it offers)[/dim]", highlight=False)
     if profile.notify.default:
         out.print(f"notify: {profile.notify.default} (allowed also: {', '.join(profile.notify.allowed) or '-'})")
     out.rule("system prompt")

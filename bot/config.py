@@ -123,6 +123,13 @@ class Settings(BaseSettings):
     schedule_poll_seconds: float = 5.0
     schedule_drain_seconds: float = 30.0  # on stop, runs in flight get this long to finish and post
 
+    # MCP servers of the profiles' `mcp:` sections (docs/mcp.md)
+    mcp_startup_seconds: float = Field(default=20.0, gt=0)  # start-up waits this long for each server
+    mcp_backoff_base_seconds: float = Field(default=1.0, gt=0)  # reconnects: 1 s, 2 s, 4 s ... up to the max
+    mcp_backoff_max_seconds: float = Field(default=60.0, gt=0)
+    mcp_health_seconds: float = Field(default=30.0, gt=0)  # how often a connected server is checked
+    mcp_health_timeout_seconds: float = Field(default=5.0, gt=0)
+
     def require_model_endpoint(self) -> None:
         if self.openai_api_key is None and not self.openai_base_url:
             raise ConfigError(

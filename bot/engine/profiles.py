@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bot.engine.errors import ProfileError, UnknownAgent
 from bot.engine.limits import BudgetSpec, ContextSpec
+from bot.engine.mcp_spec import McpServerSpec, McpSpecError, mcp_tool_settings
 from bot.engine.tooling import Tool, ToolSettings
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -201,6 +202,7 @@ class ProfileSpec(_Strict):
     channels: list[str] = Field(default_factory=lambda: cast(list[str], []))
     access: AccessSpec = AccessSpec()
     schedules: list[ScheduleSpec] = Field(default_factory=lambda: cast(list[ScheduleSpec], []))
+    mcp: dict[str, McpServerSpec] = Field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
 
     @field_validator("timezone")
     @classmethod
@@ -250,6 +252,7 @@ class AgentProfile:
     channels: tuple[str, ...] = ()
     access: AccessSpec = field(default_factory=AccessSpec)
     schedules: tuple[ScheduleSpec, ...] = ()
+    mcp: Mapping[str, McpServerSpec] = field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
 
 
 FRONT_FIRST_LINE = 2  # the front matter starts on the line after the opening '---'
@@ -369,6 +372,7 @@ class ProfileLoader:
         if not body:
             raise ProfileError(where, "the Markdown body (the system prompt) is empty", body_line)
         tools = self._tools(spec, where, node, first)
+        tools.update(self._mcp_tools(spec, where, node, first))
         base = path.parent
         bootstrap = tuple(
             (rel, _read_text(base / rel, where, "bootstrap file", _line_of(node, ("bootstrap", i), first)).strip())
@@ -398,7 +402,20 @@ class ProfileLoader:
             channels=tuple(spec.channels),
             access=spec.access,
             schedules=tuple(spec.schedules),
+            mcp=spec.mcp,
         )
+
+    def _mcp_tools(self, spec: ProfileSpec, where: str, node: yaml.Node | None, first: int) -> dict[str, ToolSettings]:
+        """The allowed tools of the `mcp:` servers, as `server__tool` (bot/mcp registers them once connected)."""
+        try:
+            tools = mcp_tool_settings(spec.mcp)
+        except McpSpecError as exc:
+            raise ProfileError(where, f"{'.'.join(map(str, exc.loc))}: {exc.message}",
+                               _line_of(node, exc.loc, first)) from None
+        taken = sorted(set(tools) & set(self.registry))
+        if taken:
+            raise ProfileError(where, f"MCP tool {taken[0]!r} has the name of a built-in tool", None)
+        return dict(tools)
 
     def _tools(self, spec: ProfileSpec, where: str, node: yaml.Node | None, first: int) -> dict[str, ToolSettings]:
         raw: dict[str, dict[str, Any] | None] = (

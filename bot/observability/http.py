@@ -3,7 +3,8 @@
 Ready means: the database answers a query on our schema (and, for SQLite, its file still exists), and every
 registered chat adapter that reports its connection (`is_connected()`, see bot/chat/base.py) is connected.
 With no adapters configured, readiness is the database alone, and the body carries a `warning` saying that
-nothing will answer chats."""
+nothing will answer chats. MCP servers are shown (`"mcp"`) but do not decide readiness: a down server costs
+its tools, not the bot, and is reconnected in the background."""
 
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ async def readiness(bot: App) -> tuple[bool, dict[str, Any]]:
     body: dict[str, Any] = {"status": "ready" if ok else "not ready", "database": db_detail, "adapters": adapters}
     if not adapters:
         body["warning"] = NO_PLATFORM
+    if bot.mcp is not None:
+        body["mcp"] = bot.mcp.states()
     return ok, body
 
 

@@ -27,6 +27,7 @@ test: $(STAMP)          ## the whole suite (PostgreSQL tests skip when no server
 lint: $(STAMP)
 	$(BIN)/ruff check bot tests $(wildcard bench)
 	$(BIN)/pyright
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)

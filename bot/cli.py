@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import textwrap
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bot.commands.observe import register as register_observability
+from bot.commands.schedule import schedule_app
+from bot.commands.support import chat_log, err, out, run_async, settings_or_exit, setup_logging
 from bot.config import Settings
 from bot.engine.errors import YokebotError
 from bot.mcp.cli import mcp_app
-from bot.scheduling.cli import schedule_app
 
-T = TypeVar("T")
+__all__ = ["app", "main", "run_async", "settings_or_exit", "setup_logging"]
 app = typer.Typer(help="yokebot: a self-hosted chat-ops agent for Slack and Discord.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 agents_app = typer.Typer(help="Inspect agent profiles (agents/<name>/AGENT.md).", no_args_is_help=True)
@@ -30,61 +29,9 @@ app.add_typer(db_app, name="db")
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(mcp_app, name="mcp")
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
-
 AgentOpt = Annotated[
     str | None, typer.Option("--agent", "-a", help="Agent profile to use (default: YOKEBOT_DEFAULT_AGENT).")
 ]
-
-
-def setup_logging(settings: Settings, quiet: bool = False) -> None:
-    from bot.observability.logs import setup_logging as configure
-
-    configure(settings, quiet=quiet)
-
-
-def run_async(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; a YokebotError becomes one red sentence and exit code 1, not a traceback."""
-    try:
-        return asyncio.run(factory())  # type: ignore[arg-type]
-    except YokebotError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-
-
-def settings_or_exit() -> Settings:
-    from bot.config import load_settings, unknown_variables
-
-    for warning in unknown_variables():  # a misspelt YOKEBOT_* variable would otherwise be silently ignored
-        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
-    try:
-        return load_settings()
-    except YokebotError as exc:  # a bad value in the environment or .env: the sentence names the variable
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2) from None
-
-
-def _chat_log(settings: Settings) -> Any:
-    """Log lines of `chat` (retries, warnings) go to a file, not between the answers: YOKEBOT_CHAT_LOG_FILE."""
-    path = settings.chat_log_file.expanduser()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        stream = path.open("a", encoding="utf-8")
-    except OSError:
-        import io
-
-        stream = io.StringIO()  # nowhere to write: drop them rather than interleave them with the chat
-    setup_logging_to(settings, stream)
-    return stream
-
-
-def setup_logging_to(settings: Settings, stream: Any) -> None:
-    from bot.observability.logs import setup_logging as configure
-
-    configure(settings, quiet=True, stream=stream)
 
 
 @app.command()
@@ -97,7 +44,7 @@ def chat(
     from bot.chat.console_adapter import ConsoleAdapter, TerminalAlerts
 
     settings = settings_or_exit()
-    chat_log = _chat_log(settings)
+    log_stream = chat_log(settings)
 
     async def main() -> None:
         bot = await build_app(settings)
@@ -111,7 +58,7 @@ def chat(
             await ConsoleAdapter(bot.service, name, out, thread=thread).repl()
         finally:
             await bot.close()
-            chat_log.close()
+            log_stream.close()
 
     run_async(main)
 
@@ -265,8 +212,6 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
         out.print(f"mcp server [cyan]{sname}[/cyan] ({spec.transport}: {where}): "
                   f"{', '.join(spec.allowed()) or 'no tools allowed'}  [dim](yokebot mcp tools {profile.name} "
                   f"{sname} lists what it offers)[/dim]", highlight=False)
-    if profile.notify.default:
-        out.print(f"notify: {profile.notify.default} (allowed also: {', '.join(profile.notify.allowed) or '-'})")
     out.rule("system prompt")
     out.print(PromptBuilder().system_prompt(profile), markup=False, highlight=False)
 
@@ -343,10 +288,4 @@ def main() -> None:
     app()
 
 
-def _register_observability() -> None:
-    from bot.observability.cli import register
-
-    register(app, db_app)  # sessions, trace, usage, db prune
-
-
-_register_observability()
+register_observability(app, db_app)  # sessions, trace, usage, db prune

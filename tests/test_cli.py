@@ -48,7 +48,7 @@ def test_ask_json_runs_a_multi_step_turn(tmp_path: Path, fake_llm: FakeOpenAI):
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["answer"] == "One 502 at 08:00."
-    assert data["iterations"] == 3 and data["hit_iteration_limit"] is False
+    assert data["iterations"] == 3 and data["hit_iteration_limit"] is False and data["stopped_by"] == "answer"
     assert [(c["tool"], c["status"]) for c in data["tool_calls"]] == [("read_file", "ok"), ("read_file", "denied")]
     assert "upstream timed out" in data["tool_calls"][0]["result"]
     assert data["tool_calls"][1]["arguments"] == {"path": "/etc/passwd"}

@@ -20,8 +20,9 @@ from bot.chat import console_view as view
 from bot.chat.access import Origin
 from bot.chat.base import Inbound
 from bot.chat.wiring import console_pipeline
-from bot.engine.loop import LoopEvent
-from bot.engine.messages import TurnResult
+from bot.engine.context import RunContext
+from bot.engine.hooks import TurnHooks
+from bot.engine.messages import ToolCall, ToolResult, TurnResult
 from bot.engine.service import AgentService
 
 PROMPT = "you> "
@@ -54,6 +55,21 @@ class TerminalAlerts:
         return f"shown in the terminal only; {platform} is not configured in this process"
 
 
+class LiveView(TurnHooks):
+    """The console's live view of a turn: each tool call as it starts and ends, under the spinner."""
+
+    def __init__(self, console: Console, status: Status) -> None:
+        self.console, self.status = console, status
+
+    async def tool_started(self, run: RunContext, call: ToolCall) -> None:
+        self.status.update(f"running {call.name}…")
+        view.print_text(self.console, view.tool_start(call.name, call.arguments))
+
+    async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
+        view.print_text(self.console, view.tool_end(result.status, result.content))
+        self.status.update("thinking…")
+
+
 class ConsoleReply:
     """The reply surface of the terminal (the pipeline drives it): a spinner while working, tool calls as they
     run, the answer line for line."""
@@ -63,19 +79,11 @@ class ConsoleReply:
     def __init__(self, console: Console, thread: str) -> None:
         self.console, self.thread = console, thread
         self.status = Status("thinking…", console=console)
+        self.hooks = LiveView(console, self.status)  # the pipeline passes it to AgentService.handle
 
     async def working(self) -> str:
         self.status.start()
         return self.thread
-
-    async def observe(self, event: LoopEvent) -> None:
-        """The progress hook the pipeline passes to AgentService.handle."""
-        if event.kind == "tool_start" and event.call is not None:
-            self.status.update(f"running {event.call.name}…")
-            view.print_text(self.console, view.tool_start(event.call.name, event.call.arguments))
-        elif event.kind == "tool_end" and event.result is not None:
-            view.print_text(self.console, view.tool_end(event.result.status, event.result.content))
-            self.status.update("thinking…")
 
     async def deliver(self, text: str) -> None:
         self.status.stop()

@@ -166,12 +166,9 @@ class Pipeline:
         thread = await reply.working()
         result: TurnResult | None = None
         try:
-            observe = getattr(reply, "observe", None)  # the surface's progress hook, when it has one
+            hooks = getattr(reply, "hooks", None)  # the surface's own turn hooks (progress), when it has them
             async with self._slots:
-                if observe is not None:
-                    result = await self.service.handle(inbound.to_request(agent, thread), observe)
-                else:
-                    result = await self.service.handle(inbound.to_request(agent, thread))
+                result = await self.service.handle(inbound.to_request(agent, thread), hooks)
             text = result.answer or "(no answer)"
         except asyncio.CancelledError:
             await self._last_word(inbound)

@@ -9,9 +9,10 @@ import json
 from collections.abc import Sequence
 
 from bot.engine.messages import Message
-from bot.engine.model import CallMeta, ChatModel, ModelRequest
+from bot.engine.retrying import OnAttempt, RetryingModel
 from bot.engine.tokens import TokenCounter
 from bot.engine.window import HistoryTurn, shorten
+from bot.engine.wire import ModelRequest
 
 INSTRUCTIONS = """You keep the memory of a long chat thread between users and an assistant (you) that \
 runs tools. Write a summary that lets you carry on the conversation without the transcript: what was \
@@ -43,10 +44,10 @@ def transcript(turn: HistoryTurn, result_chars: int) -> str:
 
 
 class Compactor:
-    def __init__(self, model: ChatModel, model_name: str, meta: CallMeta, counter: TokenCounter,
+    def __init__(self, model: RetryingModel, model_name: str, report: OnAttempt, counter: TokenCounter,
                  words: int = 400) -> None:
         self.model, self.model_name, self.counter, self.words = model, model_name, counter, words
-        self.meta = meta
+        self.report = report  # the turn's hooks hear the summary call like any other
 
     def _pick(self, previous: str | None, turns: Sequence[HistoryTurn], room: int) -> tuple[str, int]:
         """The transcript of as many of the oldest turns as fit in `room` tokens (at least one)."""
@@ -72,7 +73,7 @@ class Compactor:
             f"Conversation to fold in:\n\n{text}\n\nWrite the updated summary."
         request = ModelRequest(self.model_name, (Message.system(INSTRUCTIONS.format(words=self.words)),
                                                  Message.user(ask)), purpose="compaction")
-        response = await self.model.complete(request, self.meta)
+        response = await self.model.complete(request, self.report)
         summary = response.message.content.strip()
         if not summary:
             return previous or "", 0

@@ -46,19 +46,35 @@ class ProfileError(YokebotError):
 
 
 class ModelError(YokebotError):
-    """The model could not be called (after retries, or on a request it will never accept)."""
+    """The model could not be called (after retries, or on a request it will never accept).
 
-    def __init__(self, message: str, *, retryable: bool = False, code: str | None = None) -> None:
+    Raised by the wire client with retry advice (`retryable`, the HTTP `status`, the server's `retry_after`
+    in seconds) that the retrying wrapper follows; `detail` is the underlying error for the audit row."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        code: str | None = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+        detail: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.code = code
+        self.status = status
+        self.retry_after = retry_after
+        self.detail = detail
 
 
 class ContextOverflow(ModelError):
     """The server refused the prompt as longer than its context window; what it stated, when it did."""
 
-    def __init__(self, message: str, *, window: int | None = None, prompt_tokens: int | None = None) -> None:
-        super().__init__(message, code="context_length_exceeded")
+    def __init__(self, message: str, *, window: int | None = None, prompt_tokens: int | None = None,
+                 status: int | None = None, detail: str | None = None) -> None:
+        super().__init__(message, code="context_length_exceeded", status=status, detail=detail)
         self.window = window
         self.prompt_tokens = prompt_tokens
 

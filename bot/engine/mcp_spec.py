@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bot.engine.tooling import ToolSettings
+from bot.engine.toolsettings import ToolSettings
 
 SERVER_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]|_(?!_)){0,29}$")  # no "__": that separates server and tool
 MODEL_TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what OpenAI accepts as a function name

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Protocol
 
 from bot.chat.notifier import AdapterNotifier
+from bot.engine import replies
 from bot.engine.ports import SessionStore
 from bot.engine.service import AgentService, TurnRequest
 from bot.scheduling.model import Schedule, as_utc, repeated_wall_time, utcnow
@@ -42,12 +43,7 @@ class RunOutcome:
 
 
 def failure_notice(schedule: Schedule, error: str) -> str:
-    first = error.strip().splitlines()[0] if error.strip() else "unknown error"
-    first = first if len(first) <= 200 else first[:199] + "…"
-    return (
-        f"Scheduled report {schedule.name} failed: {first}\n"
-        f"(details: `yokebot schedule history {schedule.name}`)"
-    )
+    return replies.schedule_failed(schedule.name, error)
 
 
 class ScheduleRunner:
@@ -136,7 +132,7 @@ class ScheduleRunner:
             )
         except asyncio.CancelledError:
             await self.store.finish(
-                run_id, "failed", session_id=session_id, error="yokebot stopped during this run"
+                run_id, "failed", session_id=session_id, error=replies.RUN_STOPPED
             )
             raise
         except Exception as exc:

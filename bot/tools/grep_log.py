@@ -79,7 +79,7 @@ def grep_file(real: Path, roots: tuple[str, ...], q: GrepQuery, limits: Limits) 
     timeout=120.0,
 )
 async def grep_log(
-    ctx: ToolContext,
+    ctx: ToolContext[LogToolSettings],
     path: str,
     pattern: str,
     since: str | None = None,
@@ -87,7 +87,6 @@ async def grep_log(
     ignore_case: bool = False,
 ) -> str:
     settings = ctx.settings
-    assert isinstance(settings, LogToolSettings)
     real = resolve_allowed(path, settings.roots)
     require(
         max_matches <= settings.max_lines, f"max_matches may be at most {settings.max_lines} for this agent"

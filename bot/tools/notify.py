@@ -1,5 +1,8 @@
 """notify: post an alert to the team channel the profile names, through the engine's Notifier port (the
-same chat adapters the bot answers with). Identical alerts within the profile's window are not re-posted."""
+same chat adapters the bot answers with). Identical alerts within the profile's window are not re-posted.
+
+Its policy is the profile's top-level `notify:` block (default target, allowed targets, dedup window),
+which the loader merges into NotifySettings (this tool owns that section), with `tools: notify:` on top."""
 
 from __future__ import annotations
 
@@ -12,7 +15,6 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from bot.engine.errors import ToolDenied, ToolFailed
-from bot.engine.profiles import NotifySpec
 from bot.engine.tooling import Tool, ToolContext, ToolSettings, tool
 
 MAX_MESSAGE_CHARS = 3000
@@ -22,7 +24,15 @@ _BROADCAST = re.compile(
 )
 
 
-class NotifySettings(ToolSettings):
+class NotifySpec(ToolSettings):
+    """The agent's notify policy: the profile's `notify:` block."""
+
+    default: str | None = None
+    allowed: tuple[str, ...] = ()
+    dedup_window_seconds: float = 600.0
+
+
+class NotifySettings(NotifySpec):
     max_chars: int = Field(default=MAX_MESSAGE_CHARS, ge=1, le=40_000)
 
 
@@ -55,17 +65,17 @@ def allowed_targets(policy: NotifySpec) -> list[str]:
     return list(dict.fromkeys([*([policy.default] if policy.default else []), *policy.allowed]))
 
 
-def resolve_target(channel: str | None, policy: NotifySpec | None) -> str:
-    targets = allowed_targets(policy) if policy else []
+def resolve_target(channel: str | None, policy: NotifySpec) -> str:
+    targets = allowed_targets(policy)
     shown = ", ".join(targets) or "no channels (set notify.default in the agent's AGENT.md)"
     if not targets:
         raise ToolDenied("this agent has no notify channel configured", shown)
     if channel is None or not channel.strip():
-        if policy is None or not policy.default:
+        if not policy.default:
             raise ToolFailed(f"this agent has no default notify channel; name one of: {shown}")
         return policy.default
     target = channel.strip()
-    if ":" not in target and policy and policy.default:  # "#ops" means the default's platform
+    if ":" not in target and policy.default:  # "#ops" means the default's platform
         target = f"{policy.default.split(':', 1)[0]}:{target}"
     platform = target.split(":", 1)[0]
     if target in targets or f"{platform}:*" in targets:
@@ -93,18 +103,18 @@ def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:
         "since when, and the evidence in one or two lines. Do not use it to answer the person asking; your "
         "answer goes to them anyway. An identical alert posted recently is not repeated.",
         settings=NotifySettings,
+        profile_section="notify",
     )
-    async def notify(ctx: ToolContext, message: str, channel: str | None = None) -> str:
+    async def notify(ctx: ToolContext[NotifySettings], message: str, channel: str | None = None) -> str:
         settings = ctx.settings
-        assert isinstance(settings, NotifySettings)
-        target = resolve_target(channel, ctx.notify_policy)
+        target = resolve_target(channel, settings)
         if ctx.notifier is None:
             raise ToolFailed(
                 "no chat platform is configured in this process, so nothing can be posted "
                 "(run `yokebot run` with SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN set)"
             )
         text = clean_message(message, settings.max_chars)
-        window = ctx.notify_policy.dedup_window_seconds if ctx.notify_policy else 0.0
+        window = settings.dedup_window_seconds
         key = (ctx.agent, target, " ".join(text.split()))
         async with lock:
             hit = alerts.seen(key, window) if window > 0 else None

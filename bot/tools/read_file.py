@@ -35,9 +35,10 @@ def looks_binary(data: bytes) -> bool:
     "Use it when you need a file's content; for the end of a big log use tail_log instead.",
     settings=ReadFileSettings,
 )
-async def read_file(ctx: ToolContext, path: str, max_bytes: int | None = Field(default=None, ge=1)) -> str:
+async def read_file(
+    ctx: ToolContext[ReadFileSettings], path: str, max_bytes: int | None = Field(default=None, ge=1)
+) -> str:
     settings = ctx.settings
-    assert isinstance(settings, ReadFileSettings)
     real = resolve_allowed(path, settings.roots)
     limit = min(max_bytes or settings.max_bytes, settings.max_bytes)
     data, size = await asyncio.to_thread(_read, real, settings.roots, limit)

@@ -116,9 +116,8 @@ def workdir(roots: tuple[str, ...]) -> str:
     settings=ShellSettings,
     timeout=660.0,
 )
-async def shell(ctx: ToolContext, command: str) -> str:
+async def shell(ctx: ToolContext[ShellSettings], command: str) -> str:
     settings = ctx.settings
-    assert isinstance(settings, ShellSettings)
     argv = check_command(command, settings.commands, settings.roots)
     out = await run_command(
         argv, settings.command_timeout, settings.max_output_bytes, workdir(settings.roots)

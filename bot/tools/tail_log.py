@@ -19,14 +19,13 @@ from bot.tools.sandbox import resolve_allowed
     timeout=60.0,
 )
 async def tail_log(
-    ctx: ToolContext,
+    ctx: ToolContext[LogToolSettings],
     path: str,
     lines: int = Field(default=100, ge=1, le=20_000),
     contains: str | None = None,
     regex: bool = False,
 ) -> str:
     settings = ctx.settings
-    assert isinstance(settings, LogToolSettings)
     real = resolve_allowed(path, settings.roots)
     require(lines <= settings.max_lines, f"lines may be at most {settings.max_lines} for this agent")
     match = line_filter(contains, compile_pattern(contains) if contains and regex else None)

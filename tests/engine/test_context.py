@@ -206,7 +206,7 @@ async def test_reset_in_the_chat_forgets_the_thread_without_a_model_call(bot: Ap
     fake_llm.reply("Hello Ada.")
     await bot.service.handle(TurnRequest("console", "local", "t1", "I am Ada", "tester"))
     result = await bot.service.handle(TurnRequest("console", "local", "t1", "/reset", "tester"))
-    assert result.stopped_by == "reset" and "forgotten" in result.answer and len(fake_llm.requests) == 1
+    assert result.iterations == 0 and "forgotten" in result.answer and len(fake_llm.requests) == 1
     fake_llm.reply("I do not know who you are.")
     await bot.service.handle(TurnRequest("console", "local", "t1", "who am I?", "tester"))
     sent = [(m["role"], m["content"]) for m in fake_llm.requests[-1]["messages"][1:]]

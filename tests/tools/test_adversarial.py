@@ -158,7 +158,7 @@ async def test_escape_attempt_is_denied_and_leaves_no_trace(
     assert result.reason
     assert result.content.startswith("Denied by the sandbox:") and "Allowed:" in result.content
     assert CANARY not in result.content
-    ((_, _, _, row),) = sandbox.audit.tool_rows
+    (row,) = sandbox.audit.tool_results
     assert (row.status, row.reason, row.tool) == ("denied", result.reason, tool)
     assert snapshot(sandbox.tmp) == before
     assert sandbox.canary.read_text().startswith(CANARY)

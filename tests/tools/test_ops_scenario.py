@@ -140,7 +140,8 @@ async def test_the_shipped_ops_profile_has_a_deny_by_default_policy():
     from bot.engine.profiles import ProfileLoader
 
     profile = ProfileLoader(REPO / "agents", builtin_tools()).load("ops")
-    assert profile.notify.default == "slack:#ops-alerts" and profile.notify.dedup_window_seconds > 0
+    notify = profile.tools["notify"]
+    assert notify.default == "slack:#ops-alerts" and notify.dedup_window_seconds > 0  # type: ignore[attr-defined]
     for name in ("read_file", "tail_log", "grep_log", "shell"):
         assert profile.tools[name].roots == ("/var/log/nginx",)  # type: ignore[attr-defined]
     commands = [r.command for r in profile.tools["shell"].commands]  # type: ignore[attr-defined]

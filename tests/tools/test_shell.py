@@ -143,6 +143,6 @@ async def test_secrets_in_command_output_are_redacted_before_model_and_audit(san
     result = await sandbox.call("shell", {"command": f"tail {secret_file}"})
     for leak in ("hunter2hunter2", "abc.def.ghi", "xoxb-123456789012", "sk-configured-secret-value"):
         assert leak not in result.content
-        assert leak not in sandbox.audit.tool_rows[-1][3].content
+        assert leak not in sandbox.audit.tool_results[-1].content
     assert result.content.count("[REDACTED]") == 4
     assert os.path.exists(secret_file)

@@ -1,14 +1,14 @@
 """summaries: a thread's compacted memory (and resets); llm_calls.purpose
 
 Revision ID: 0005_summaries
-Revises: 0002_scheduling
+Revises: 0003_turn_stopped_by
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0005_summaries'
-down_revision = '0002_scheduling'
+down_revision = '0003_turn_stopped_by'
 branch_labels = None
 depends_on = None
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.commands.support import run_async, settings_or_exit, setup_logging
 from bot.config import Settings
 from bot.engine.errors import YokebotError
 from bot.observability import render
@@ -32,7 +33,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def _with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
-    from bot.cli import run_async, settings_or_exit, setup_logging
     from bot.store.db import create_engine, ensure_schema
 
     settings = settings_or_exit()
@@ -62,7 +62,7 @@ def readable_url(settings: Settings) -> str:
     database = url.database or ""
     if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or Path(database).expanduser().exists():
         return settings.database_url
-    from bot.cli import err
+    from bot.commands.support import err
 
     err.print(f"[dim]no database at {database} yet (YOKEBOT_DATABASE_URL): nothing has been recorded[/dim]",
               highlight=False)
@@ -75,7 +75,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _since(value: str | None) -> datetime | None:
-    from bot.cli import run_async
 
     if value is None:
         return None
@@ -179,7 +178,6 @@ def db_prune(
     """Delete sessions idle for longer than --older-than, with their turns, messages, model and tool calls.
 
     Asks before deleting (shows what would go) unless --yes; --dry-run only counts."""
-    from bot.cli import run_async
     from bot.observability.prune import prune
 
     async def span() -> timedelta:

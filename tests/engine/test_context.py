@@ -228,6 +228,8 @@ async def test_the_loop_guard_warns_then_ends_the_turn_before_the_cap(
         third = fake_llm.requests[3]["messages"][-1]
         assert third["role"] == "tool" and "called echo with the same arguments 3 times" in third["content"]
         assert len(result.tool_calls) == 3  # the fourth repeat was not run
+        turn = await rows(app, "SELECT stopped_by FROM turns WHERE id = :t", t=result.turn_id)
+        assert turn[0].stopped_by == "loop"
         last = fake_llm.requests[-1]
         assert "tools" not in last and "loop guard" in last["messages"][-1]["content"]
     finally:
@@ -279,8 +281,8 @@ async def test_each_budget_ends_the_turn_with_a_useful_partial_answer(
         assert result.iterations < 10
         last = fake_llm.requests[-1]
         assert "tools" not in last and "budget of this turn" in last["messages"][-1]["content"]
-        turn = await rows(app, "SELECT answer FROM turns WHERE id = :t", t=result.turn_id)
-        assert turn[0].answer == result.answer
+        turn = await rows(app, "SELECT answer, stopped_by, status FROM turns WHERE id = :t", t=result.turn_id)
+        assert (turn[0].answer, turn[0].stopped_by, turn[0].status) == (result.answer, f"budget:{which}", "limit")
     finally:
         await app.close()
 

@@ -29,10 +29,10 @@ if str(ROOT) not in sys.path:
 
 from bot.app import build_app  # noqa: E402
 from bot.engine.messages import Message, ToolCall  # noqa: E402
-from bot.engine.model import to_wire  # noqa: E402
 from bot.engine.service import TurnRequest  # noqa: E402
 from bot.engine.tokens import TokenCounter, exact_counter  # noqa: E402
 from bot.engine.tooling import ToolContext, tool  # noqa: E402
+from bot.engine.wire import to_wire  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Step, call  # noqa: E402
 from tests.helpers import registry, write_agent  # noqa: E402

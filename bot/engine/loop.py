@@ -146,7 +146,7 @@ class ReActLoop:
                 await self._add(t, Message.tool(call.id, call.name, f"(not run: the turn is ending; {stop[1]})"))
                 continue
             await t.hooks.tool_started(t.run, call)
-            result = await self.executor.execute(call, t.run)
+            result = await self.executor.execute(call, t.run, t.iterations)
             t.results.append(result)
             await t.hooks.tool_finished(t.run, result)
             note = t.guard.note(call) if verdict == "warn" else ""

@@ -60,7 +60,7 @@ class ToolExecutor:
             duration_ms=(time.perf_counter() - started) * 1000,
         )
 
-    # --- sandbox (issue 12): redact before cutting, and the audit row's arguments too ---------------------
+    # --- sandbox: redact before cutting, and the audit row's arguments too ---------------------
     def _cap(self, text: str) -> str:
         head, was_cut = cut(text, self.policy.max_output_chars, self.redact)
         if not was_cut:

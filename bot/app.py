@@ -23,8 +23,10 @@ from bot.engine.service import AgentService
 from bot.engine.tooling import Tool
 from bot.observability.metrics import Metrics
 from bot.observability.store import ObservedStore
-from bot.store.db import create_engine, ensure_schema
+from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
+from bot.store.inbox import SqlInbox
 from bot.store.repositories import SqlStore
+from bot.store.session_lock import PgSessionLock
 from bot.tools import builtin_tools
 from bot.tools.redact import SecretRedactor
 
@@ -43,6 +45,8 @@ class App:
     service: AgentService
     metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
     model: ChatModel | None = None
+    inbox: SqlInbox | None = None
+    session_lock: PgSessionLock | None = None
 
     def profile(self, name: str) -> AgentProfile:
         try:
@@ -55,7 +59,11 @@ class App:
 
     async def close(self) -> None:
         """Commit what is queued, close the model's HTTP client, release the database."""
+        if self.inbox is not None:
+            await self.inbox.stop_heartbeat()
         await self.store.close()
+        if self.session_lock is not None:
+            await self.session_lock.close()
         close_model = getattr(self.model, "close", None)
         if close_model is not None:
             await close_model()
@@ -71,6 +79,10 @@ async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[Async
     if migrate:
         try:
             await ensure_schema(engine)
+        except MigrationLockTimeout as exc:
+            await engine.dispose()
+            raise ConfigError(f"Could not migrate the database: {exc}; if no other yokebot is starting, "
+                              "its session may be stuck (see pg_locks), or run `yokebot db upgrade` alone.") from None
         except (OSError, SQLAlchemyError) as exc:
             await engine.dispose()
             where = make_url(settings.database_url).render_as_string(hide_password=True)
@@ -79,7 +91,7 @@ async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[Async
             raise ConfigError(
                 f"Could not open the database at {where} ({first}); check YOKEBOT_DATABASE_URL."
             ) from None
-    return engine, SqlStore(engine)
+    return engine, SqlStore(engine, outage_seconds=settings.db_outage_seconds)
 
 
 async def build_app(
@@ -115,7 +127,11 @@ async def build_app(
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(model, executor, prompts, settings.model)
     app = App(settings, engine, store, registry, profiles, notifier, None, metrics, model)  # type: ignore[arg-type]
-    app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store)
+    app.inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds)
+    if engine.dialect.name == "postgresql":  # several instances may share it: one turn per session across them
+        app.session_lock = PgSessionLock.for_url(settings.database_url, settings.slack_max_concurrent_turns)
+    app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store,
+                               session_lock=app.session_lock)
     return app
 
 

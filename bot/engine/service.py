@@ -6,7 +6,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
@@ -14,7 +14,7 @@ from bot.engine.errors import SessionNotFound
 from bot.engine.executor import RunContext
 from bot.engine.loop import LoopEvent, Observe, ReActLoop
 from bot.engine.messages import Message, TurnResult, Usage
-from bot.engine.ports import MemoryStore, Notifier, SessionRecord, SessionStore
+from bot.engine.ports import MemoryStore, Notifier, SessionLock, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Scope
 
@@ -31,6 +31,7 @@ class TurnRequest:
     trigger: str = "message"  # console | mention | dm | thread | schedule
     user: str | None = None
     session_id: str | None = None
+    turn_id: str | None = None  # chosen by the caller when it must know it first (the inbox records it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +110,12 @@ class AgentService:
         *,
         notifier: Notifier | None = None,
         memory: MemoryStore | None = None,
+        session_lock: SessionLock | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
         self.notifier, self.memory = notifier, memory
         self.locks = KeyedLocks()
+        self.session_lock = session_lock  # across processes; None: this process is the only one
         self._background: set[asyncio.Task[None]] = set()
 
     def _finish_in_background(self, turn_id: str, error: str) -> None:
@@ -135,15 +138,19 @@ class AgentService:
             return session
         return await self.store.session_for(req.platform, req.channel, req.thread, req.agent)
 
+    def _across(self, session_id: str) -> AbstractAsyncContextManager[None]:
+        return self.session_lock.hold(session_id) if self.session_lock is not None else nullcontext()
+
     async def handle(self, req: TurnRequest, observe: Observe = _ignore) -> TurnResult:
         session = await self.open_session(req)
         profile = self.profiles(session.agent)
-        turn_id = uuid.uuid4().hex
+        turn_id = req.turn_id or uuid.uuid4().hex
         info = TurnInfo(session.id, turn_id, session.agent, session.platform, session.channel, req.trigger)
-        async with self.locks.hold(session.id) as earlier, turn_scope(info):
+        async with self.locks.hold(session.id) as earlier, self._across(session.id), turn_scope(info):
             await self.store.start_turn(session.id, turn_id, req.trigger, req.user, req.text)
             # a session this call created, that no other turn has used meanwhile, has no history to read
-            fresh = session.created and earlier == 0
+            # (another process may have used it: then the history is always read)
+            fresh = session.created and earlier == 0 and self.session_lock is None
             history = [] if fresh else await self.store.history(session.id, profile.max_history_turns)
             scope = Scope(session.platform, session.channel, session.thread, req.user)
             run = RunContext(session.id, turn_id, profile, scope, self.notifier, self.memory)

@@ -64,6 +64,9 @@ class Tool:
     settings_model: type[ToolSettings] = ToolSettings
     guard: GuardFn | None = None
     timeout: float = 30.0
+    # True when running it changes something outside the turn (posts, writes memory): a turn interrupted
+    # after such a call is not run again on recovery, the thread is told instead (docs/architecture.md).
+    side_effects: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The function-calling schema; computed once (pydantic's schema generation is not cheap)."""
@@ -105,6 +108,7 @@ def tool(
     settings: type[ToolSettings] = ToolSettings,
     guard: GuardFn | None = None,
     timeout: float = 30.0,
+    side_effects: bool = False,
 ) -> Callable[[ToolFn], Tool]:
     """Turn `async def fn(ctx, a: int, b: str = "x") -> str` into a Tool with a schema for a and b."""
 
@@ -117,7 +121,7 @@ def tool(
             fields[pname] = (param.annotation, default)
         model_name = "".join(p.capitalize() for p in name.split("_")) + "Args"
         args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
-        return Tool(name, description, args_model, fn, settings, guard, timeout)
+        return Tool(name, description, args_model, fn, settings, guard, timeout, side_effects)
 
     return wrap
 

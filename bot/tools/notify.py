@@ -93,6 +93,7 @@ def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:
         "since when, and the evidence in one or two lines. Do not use it to answer the person asking; your "
         "answer goes to them anyway. An identical alert posted recently is not repeated.",
         settings=NotifySettings,
+        side_effects=True,
     )
     async def notify(ctx: ToolContext, message: str, channel: str | None = None) -> str:
         settings = ctx.settings

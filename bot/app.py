@@ -11,6 +11,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.chat.inbox_turns import InboxTurns
 from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
@@ -142,6 +143,13 @@ def build_slack(app: App) -> SlackAdapter | None:
         return None
     from bot.chat.slack_adapter import SlackAdapter
 
-    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics)
+    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics, inbox_turns(app))
     app.notifier.register(adapter)
     return adapter
+
+
+def inbox_turns(app: App) -> InboxTurns | None:
+    """The durable inbox as adapters use it; the side-effecting tools are the registry's declared ones."""
+    if app.inbox is None:
+        return None
+    return InboxTurns(app.inbox, frozenset(name for name, t in app.registry.items() if t.side_effects))

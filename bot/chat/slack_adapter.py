@@ -23,6 +23,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
 from bot.chat.base import EventCounter, InboundMessage, OutboundMessage
+from bot.chat.inbox_turns import InboxTurns
 from bot.chat.slack_events import (
     PLATFORM,
     BotIdentity,
@@ -38,6 +39,7 @@ from bot.chat.slack_post import SlackOutbox, web_client
 from bot.chat.slack_routing import AccessPolicy, Router
 from bot.config import Settings
 from bot.engine.errors import ConfigError
+from bot.engine.inbox import InboxItem
 from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
 
@@ -54,7 +56,8 @@ class SlackAdapter:
     platform = PLATFORM
 
     def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-                 claims: EventClaims, metrics: EventCounter | None = None) -> None:
+                 claims: EventClaims, metrics: EventCounter | None = None,
+                 inbox: InboxTurns | None = None) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
         if settings.slack_app_token is None and settings.slack_signing_secret is None:
@@ -62,6 +65,7 @@ class SlackAdapter:
                               "SLACK_SIGNING_SECRET (HTTP Events mode) is: set one of them.")
         self.settings, self.service, self.profiles, self.claims = settings, service, profiles, claims
         self.metrics = metrics
+        self.inbox = inbox  # the durable inbox: claims store the event, recovery resumes it (inbox_turns.py)
         self.mode = "socket" if settings.slack_app_token is not None else "http"
         self._token = settings.slack_bot_token.get_secret_value()
         self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
@@ -190,7 +194,13 @@ class SlackAdapter:
         # One claim per event, on the message: a redelivered event and a second event for the same message
         # (app_mention + message.im) are both caught by it, and it is the only database write before the ack.
         message_key = f"{found.channel}:{found.message_id}"
-        if not await self.claims.claim_event("slack-message", message_key):
+        item: InboxItem | None = None
+        if self.inbox is not None:
+            item = await self.inbox.claim(found, message_key)
+            taken = item is not None
+        else:
+            taken = await self.claims.claim_event("slack-message", message_key)
+        if not taken:
             log.info("Slack message %s (event %s, retry %d) was already taken: acknowledged, not processed again",
                      message_key, found.event_id, retries)
             self._count("duplicate")
@@ -200,11 +210,11 @@ class SlackAdapter:
         if retries > 0:
             log.info("Slack event %s came as retry %d but was never taken before: processing it",
                      found.event_id, retries)
-        self._spawn(found)
+        self._spawn(found, item)
         return None
 
-    def _spawn(self, msg: InboundMessage) -> None:
-        task = asyncio.create_task(self._answer(msg), name=f"slack:{msg.channel}:{msg.message_id}")
+    def _spawn(self, msg: InboundMessage, item: InboxItem | None = None) -> None:
+        task = asyncio.create_task(self._answer(msg, item), name=f"slack:{msg.channel}:{msg.message_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -214,13 +224,14 @@ class SlackAdapter:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._acked.wait(), timeout=ACK_FIRST_SECONDS)
 
-    async def _answer(self, msg: InboundMessage) -> None:
+    async def _answer(self, msg: InboundMessage, item: InboxItem | None = None) -> None:
         try:
             await self._after_acks()
             if msg.trigger == "thread":
                 mine = await self._bot_in_thread(msg.channel, msg.thread)
                 self._count("thread" if mine else "ignored")
                 if not mine:
+                    await self._settle(item, "skipped", "a thread the bot is not part of")
                     return
             dm = bool(msg.extra.get("is_dm"))
             agent = self.settings.default_agent if dm else await self.router.agent_for(msg.channel)
@@ -230,24 +241,34 @@ class SlackAdapter:
                             msg.channel, reason)
                 self._count("refused")
                 await self.poster.post(msg.channel, REFUSED, msg.extra.get("reply_thread"))
+                await self._settle(item, "skipped", f"refused: {reason}")
                 return
-            await self._run_turn(msg, agent)
+            await self._run_turn(msg, agent, item)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("Slack message %s in %s could not be handled", msg.message_id, msg.channel)
             self._count("error")
+            await self._settle(item, "failed", "could not be handled")
 
-    async def _run_turn(self, msg: InboundMessage, agent: str) -> None:
+    async def _settle(self, item: InboxItem | None, state: str, note: str | None = None) -> None:
+        if item is not None and self.inbox is not None:
+            await self.inbox.settle(item, state, note)
+
+    async def _run_turn(self, msg: InboundMessage, agent: str, item: InboxItem | None = None) -> None:
         channel, ts, thread = msg.channel, str(msg.message_id), msg.extra.get("reply_thread")
         await self.poster.react(channel, ts, WORKING)
         ok = False
         try:
             async with self._slots:
-                result = await self.service.handle(msg.to_request(agent))
+                if item is not None and self.inbox is not None:
+                    result = await self.inbox.run(item, msg.to_request(agent), self.service)
+                else:
+                    result = await self.service.handle(msg.to_request(agent))
             text, ok = result.answer or "(no answer)", result.error is None
         except asyncio.CancelledError:
             await self._last_word(channel, ts, thread)
+            await self._settle(item, "interrupted", "yokebot stopped during this turn; the user was told")
             raise
         except Exception:
             log.exception("turn for Slack message %s in %s failed", ts, channel)
@@ -265,6 +286,25 @@ class SlackAdapter:
             with contextlib.suppress(Exception):
                 await self.poster.post(channel, SORRY, thread)
         await self.poster.finish(channel, ts, ok)
+        await self._settle(item, "answered" if ok else "failed")
+
+    # --- recovery: an inbox event whose instance died (bot/chat/inbox_turns.py decides) -------------------
+    async def resume(self, item: InboxItem) -> None:
+        """Run the event again (it never started, or nothing side-effecting ran), or tell the thread."""
+        assert self.inbox is not None
+        msg = self.inbox.message(item)
+        note = await self.inbox.recover(item)
+        if note is None:
+            self._spawn(msg, item)
+            return
+        thread = msg.extra.get("reply_thread")
+        try:
+            await self.poster.post(msg.channel, note, thread)
+            await self.poster.react(msg.channel, str(msg.message_id), FAILED)
+        except Exception:
+            log.exception("could not tell Slack thread %s in %s about the restart", thread, msg.channel)
+            return  # the lease runs out and the next take-over tries again
+        await self._settle(item, "interrupted", note)
 
     async def _last_word(self, channel: str, ts: str, thread: str | None) -> None:
         """Shutting down mid-turn: tell the user in one sentence rather than leave :eyes: forever."""

@@ -4,6 +4,7 @@ Pure data and a Protocol, so that `bot/chat` and `bot/store` meet here without i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -54,10 +55,14 @@ class Inbox(Protocol):
         ...
 
     async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None: ...
-    async def take_over(self, limit: int = 50) -> list[InboxItem]:
-        """Lease events whose holder died (lease expired) to this instance."""
+    async def take_over(self, limit: int = 50, *, every_open: bool = False,
+                        platforms: Sequence[str] = ()) -> list[InboxItem]:
+        """Lease events whose holder died (lease expired; with every_open: all open ones) to this instance."""
         ...
 
     async def interrupt_turn(self, turn_id: str, note: str, *, forget_history: bool) -> None:
         """End a turn that was cut short as `interrupted`; with forget_history, drop its partial messages."""
         ...
+
+    async def interrupt_running_turns(self, note: str) -> int: ...
+    def start_heartbeat(self) -> None: ...

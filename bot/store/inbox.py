@@ -56,6 +56,7 @@ class SqlInbox:
         self.lease = timedelta(seconds=lease_seconds)
         self._claims: GroupedClaims[InboxItem] = GroupedClaims(self._insert_new)
         self._effects: dict[int, list[str]] = {}
+        self._turns: dict[int, str] = {}  # inbox id -> the turn now running it
         self._heartbeat: asyncio.Task[None] | None = None
 
     @property
@@ -85,12 +86,14 @@ class SqlInbox:
         if tool in effects:
             return
         effects.append(tool)
-        await self.store._execute(_START, {"b_id": item.id, "effects": list(effects), "updated_at": utcnow()})
+        await self.store._execute(_START, {"b_id": item.id, "effects": list(effects), "state": "running",
+                                           "turn_id": self._turns.get(item.id, item.turn_id), "updated_at": utcnow()})
 
     async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None:
         self._effects.pop(item.id, None)
+        turn_id = self._turns.pop(item.id, item.turn_id)
         self.store.writes.put(_FINISH, {"b_id": item.id, "state": state, "note": note, "lease_owner": None,
-                                        "lease_until": None, "updated_at": utcnow()}, item.turn_id)
+                                        "lease_until": None, "updated_at": utcnow()}, turn_id)
         await self.store.writes.flush()
 
     # --- leases ------------------------------------------------------------------------------------------
@@ -115,11 +118,14 @@ class SqlInbox:
             except Exception as exc:  # the database is away: the leases run on; renewed when it returns
                 log.warning("could not renew this instance's inbox leases (%s)", type(exc).__name__)
 
-    async def take_over(self, limit: int = 50, *, every_open: bool = False) -> list[InboxItem]:
+    async def take_over(self, limit: int = 50, *, every_open: bool = False,
+                        platforms: Sequence[str] = ()) -> list[InboxItem]:
         """Lease open rows whose lease expired (or, with every_open, every open row: for a process that knows
         it is alone on the database, a SQLite file it has locked) to this instance."""
         now = utcnow()
         pick = select(I.c.id).where(I.c.state.in_(OPEN_STATES))
+        if platforms:
+            pick = pick.where(I.c.platform.in_(list(platforms)))
         if not every_open:
             pick = pick.where((I.c.lease_until < now) | I.c.lease_until.is_(None))
         pick = pick.order_by(I.c.id).limit(limit).with_for_update(skip_locked=True)

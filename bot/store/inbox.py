@@ -78,6 +78,7 @@ class SqlInbox:
     async def start(self, item: InboxItem, turn_id: str, agent: str) -> None:
         """Queued ahead of the turn's own rows; `effect` commits at once, so recovery sees it even if this
         did not get out."""
+        self._turns[item.id] = turn_id
         self.store.writes.put(_START, {"b_id": item.id, "state": "running", "turn_id": turn_id, "agent": agent,
                                        "attempts": item.attempts + 1, "updated_at": utcnow()}, turn_id)
 

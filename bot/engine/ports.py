@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from bot.engine.messages import Message, ToolResult, Usage

@@ -16,7 +16,8 @@ from bot.observability.prune import PruneResult
 from bot.observability.queries import ModelStep, SessionSummary, SessionTrace, ToolStep, TurnTrace
 from bot.observability.usage import UsageReport, UsageRow
 
-STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan"}
+STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan",
+                "interrupted": "magenta"}
 PREVIEW = 160
 
 
@@ -97,7 +98,9 @@ def turn_tree(t: TurnTrace) -> Tree:
         _model_node(tree, step)
     for orphan in t.unmatched_tools:
         _tool_node(tree, orphan)
-    if t.error:
+    if t.error and t.status == "interrupted":  # a restart cut it short (issue 13): the note says what followed
+        tree.add(Text(f"interrupted: {t.error}", style="magenta"))
+    elif t.error:
         tree.add(Text(f"error: {t.error}", style="bold red"))
     if t.answer is not None:
         tree.add(Text.assemble(("answer: ", "bold green" if t.status == "ok" else "bold"), t.answer))

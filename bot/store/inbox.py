@@ -29,11 +29,11 @@ from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
 from bot.store.repositories import SqlStore
 
 log = logging.getLogger(__name__)
-I, M, T = cast(Table, InboxRow.__table__), cast(Table, MessageRow.__table__), cast(Table, TurnRow.__table__)
+INBOX, M, T = cast(Table, InboxRow.__table__), cast(Table, MessageRow.__table__), cast(Table, TurnRow.__table__)
 
-_START = update(I).where(I.c.id == bindparam("b_id"))
-_FINISH = update(I).where(I.c.id == bindparam("b_id"))
-_RENEW = (update(I).where(I.c.lease_owner == bindparam("b_owner"), I.c.state.in_(OPEN_STATES))
+_START = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
+_FINISH = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
+_RENEW = (update(INBOX).where(INBOX.c.lease_owner == bindparam("b_owner"), INBOX.c.state.in_(OPEN_STATES))
           .values(lease_until=bindparam("b_until")))
 
 
@@ -70,8 +70,8 @@ class SqlInbox:
     async def _insert_new(self, events: Sequence[tuple[Key, Any]]) -> dict[Key, InboxItem]:
         now = utcnow()
         rows = [_new_row(cast(NewEvent, e), self.owner, now + self.lease, now) for _, e in events]
-        insert = (sqlite_insert if self.dialect == "sqlite" else pg_insert)(I).on_conflict_do_nothing()
-        inserted = await self.store._rows(insert.returning(*I.c), rows, write=True)
+        insert = (sqlite_insert if self.dialect == "sqlite" else pg_insert)(INBOX).on_conflict_do_nothing()
+        inserted = await self.store._rows(insert.returning(*INBOX.c), rows, write=True)
         return {(r.platform, r.event_key): _item(r) for r in inserted}
 
     # --- a turn's life -------------------------------------------------------------------------------------
@@ -124,14 +124,14 @@ class SqlInbox:
         """Lease open rows whose lease expired (or, with every_open, every open row: for a process that knows
         it is alone on the database, a SQLite file it has locked) to this instance."""
         now = utcnow()
-        pick = select(I.c.id).where(I.c.state.in_(OPEN_STATES))
+        pick = select(INBOX.c.id).where(INBOX.c.state.in_(OPEN_STATES))
         if platforms:
-            pick = pick.where(I.c.platform.in_(list(platforms)))
+            pick = pick.where(INBOX.c.platform.in_(list(platforms)))
         if not every_open:
-            pick = pick.where((I.c.lease_until < now) | I.c.lease_until.is_(None))
-        pick = pick.order_by(I.c.id).limit(limit).with_for_update(skip_locked=True)
-        stmt = (update(I).where(I.c.id.in_(pick.scalar_subquery()))
-                .values(lease_owner=self.owner, lease_until=now + self.lease, updated_at=now).returning(*I.c))
+            pick = pick.where((INBOX.c.lease_until < now) | INBOX.c.lease_until.is_(None))
+        pick = pick.order_by(INBOX.c.id).limit(limit).with_for_update(skip_locked=True)
+        stmt = (update(INBOX).where(INBOX.c.id.in_(pick.scalar_subquery()))
+                .values(lease_owner=self.owner, lease_until=now + self.lease, updated_at=now).returning(*INBOX.c))
         rows = await self.store._rows(stmt, {}, write=True)
         return sorted((_item(r) for r in rows), key=lambda i: i.id)
 

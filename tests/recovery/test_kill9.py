@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from typer.testing import CliRunner
 
+from bot.cli import app
 from bot.store.db import create_engine
 from tests.chat.slack_harness import OPS, mention
 from tests.fakes.openai_server import FakeOpenAI, Step, call
@@ -98,6 +100,13 @@ def test_kill9_with_turns_in_flight_then_restart_answers_every_acked_message_onc
     assert dict(statuses) == {"interrupted": len(QUESTIONS) + 1, "ok": len(QUESTIONS)}, detail
     inbox = asyncio.run(db_rows(db_url, "SELECT state, count(*) FROM inbox GROUP BY state ORDER BY state"))
     assert dict(inbox) == {"answered": len(QUESTIONS), "interrupted": 1}
+    # `yokebot trace` shows the cut attempt as interrupted, then the answer
+    [(session,)] = asyncio.run(db_rows(db_url, f"SELECT session_id FROM turns WHERE text LIKE '%{QUESTIONS[0]}'"
+                                               " AND status = 'ok'"))
+    trace = CliRunner().invoke(app, ["trace", session], env={**env, "COLUMNS": "220", "NO_COLOR": "1"})
+    assert trace.exit_code == 0, trace.output
+    assert "interrupted: yokebot was restarted during this turn" in trace.stdout
+    assert f"answer: answer: {QUESTIONS[0]}" in trace.stdout
     # the interrupted attempts left no half turn in the history: one question, one answer per session
     history = asyncio.run(db_rows(db_url, "SELECT session_id, count(*) FROM messages WHERE role = 'user' "
                                           "GROUP BY session_id"))

@@ -96,9 +96,10 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         site = web.TCPSite(runner, settings.http_host, settings.http_port)
         await site.start()
         if slack is not None:
+            # before events come in: alone on a SQLite file, every `running` turn is a dead one
+            stack.push_async_callback(await start_recovery(bot, {"slack": slack}, alone=run_lock is not None))
             await slack.start()
             stack.push_async_callback(slack.stop)  # drains turns in flight
-            stack.push_async_callback(await start_recovery(bot, {"slack": slack}, alone=run_lock is not None))
         discord_adapter = await start_discord(bot)
         if discord_adapter is not None:
             stack.push_async_callback(discord_adapter.stop)

@@ -126,8 +126,8 @@ class Recovery:
     async def sweep(self, *, every_open: bool = False) -> int:
         items = await self.inbox.take_over(every_open=every_open, platforms=tuple(self.adapters))
         for item in items:
-            log.warning("taking over inbox event %s (%s %s, was %s)", item.id, item.platform, item.event_key,
-                        item.state)
+            log.warning("taking over inbox event %s (%s %s, was %s, turn %s)", item.id, item.platform,
+                        item.event_key, item.state, item.turn_id)
             await _guard(self.adapters[item.platform].resume, item)
         return len(items)
 

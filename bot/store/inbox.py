@@ -125,6 +125,8 @@ class SqlInbox:
         it is alone on the database, a SQLite file it has locked) to this instance."""
         now = utcnow()
         pick = select(INBOX.c.id).where(INBOX.c.state.in_(OPEN_STATES))
+        # never its own rows: one it just claimed, or whose lease a late heartbeat let lapse, is in hand
+        pick = pick.where(INBOX.c.lease_owner.is_distinct_from(self.owner))
         if platforms:
             pick = pick.where(INBOX.c.platform.in_(list(platforms)))
         if not every_open:

@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.chat.inbox_turns import InboxTurns
+from bot.chat.inbox_turns import InboxClaims
 from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
@@ -32,6 +32,7 @@ from bot.tools import builtin_tools
 from bot.tools.redact import SecretRedactor
 
 if TYPE_CHECKING:
+    from bot.chat.discord_adapter import DiscordAdapter
     from bot.chat.slack_adapter import SlackAdapter
 
 
@@ -47,6 +48,7 @@ class App:
     metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
     model: ChatModel | None = None
     inbox: SqlInbox | None = None
+    inbox_claims: InboxClaims | None = None  # the pipeline's claim step on the inbox (bot/chat/inbox_turns.py)
     session_lock: PgSessionLock | None = None
 
     def profile(self, name: str) -> AgentProfile:
@@ -129,6 +131,7 @@ async def build_app(
     loop = ReActLoop(model, executor, prompts, settings.model)
     app = App(settings, engine, store, registry, profiles, notifier, None, metrics, model)  # type: ignore[arg-type]
     app.inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds)
+    app.inbox_claims = InboxClaims(app.inbox, frozenset(name for name, t in registry.items() if t.side_effects))
     if engine.dialect.name == "postgresql":  # several instances may share it: one turn per session across them
         app.session_lock = PgSessionLock.for_url(settings.database_url, settings.slack_max_concurrent_turns)
     app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store,
@@ -143,13 +146,19 @@ def build_slack(app: App) -> SlackAdapter | None:
         return None
     from bot.chat.slack_adapter import SlackAdapter
 
-    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics, inbox_turns(app))
+    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics,
+                           inbox=app.inbox_claims)
     app.notifier.register(adapter)
     return adapter
 
 
-def inbox_turns(app: App) -> InboxTurns | None:
-    """The durable inbox as adapters use it; the side-effecting tools are the registry's declared ones."""
-    if app.inbox is None:
+def build_discord(app: App) -> DiscordAdapter | None:
+    """The Discord adapter when DISCORD_BOT_TOKEN is set (not connected yet: `start()` it), registered with the
+    notifier so `notify` can post to `discord:#name` / `discord:123`."""
+    if app.settings.discord_bot_token is None:
         return None
-    return InboxTurns(app.inbox, frozenset(name for name, t in app.registry.items() if t.side_effects))
+    from bot.chat.discord_adapter import DiscordAdapter
+
+    adapter = DiscordAdapter(app.service, app.settings, app.profiles, claims=app.store, metrics=app.metrics)
+    app.notifier.register(adapter)
+    return adapter

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.app import App, build_app, build_slack
-from bot.chat.inbox_turns import Recovery, Resumer
+from bot.app import App, build_app, build_discord, build_slack
+from bot.chat.inbox_turns import Recovery, Resumable
 from bot.config import Settings
 from bot.observability.http import add_observability_routes
 from bot.store.filelock import lock_sqlite_for_run
@@ -29,13 +29,9 @@ async def healthz(_: web.Request) -> web.Response:
 
 async def start_discord(bot: App) -> DiscordAdapter | None:
     """Connect to Discord when DISCORD_BOT_TOKEN is set, and let `notify` post through it."""
-    if bot.settings.discord_bot_token is None:
-        return None
-    from bot.chat.discord_adapter import DiscordAdapter
-
-    adapter = DiscordAdapter(bot.service, bot.settings, bot.profiles, claims=bot.store, metrics=bot.metrics)
-    await adapter.start()
-    bot.notifier.register(adapter)
+    adapter = build_discord(bot)
+    if adapter is not None:
+        await adapter.start()
     return adapter
 
 
@@ -51,13 +47,13 @@ async def start_scheduling(bot: App) -> Callable[[], Awaitable[None]]:
     return scheduler.stop
 
 
-async def start_recovery(bot: App, adapters: Mapping[str, Resumer], *, alone: bool) -> Callable[[], Awaitable[None]]:
+async def start_recovery(bot: App, adapters: Mapping[str, Resumable], *, alone: bool) -> Callable[[], Awaitable[None]]:
     """Keep this instance's inbox leases alive, and take over the events of dead instances: at once (all open
     ones when this process is alone on a SQLite file), then every half lease. Returns its stop function."""
-    if bot.inbox is None:
+    if bot.inbox is None or bot.inbox_claims is None:
         return _nothing
     bot.inbox.start_heartbeat()
-    recovery = Recovery(bot.inbox, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone)
+    recovery = Recovery(bot.inbox, bot.inbox_claims, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone)
     await recovery.start()
     return recovery.stop
 
@@ -97,6 +93,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await site.start()
         if slack is not None:
             # before events come in: alone on a SQLite file, every `running` turn is a dead one
+            await slack.identify()
             stack.push_async_callback(await start_recovery(bot, {"slack": slack}, alone=run_lock is not None))
             await slack.start()
             stack.push_async_callback(slack.stop)  # drains turns in flight

@@ -1,30 +1,32 @@
-"""The chat side of the durable inbox: store an event with its claim, run its turn under the inbox's record,
-and decide what to do with an event whose instance died.
+"""The pipeline's claim step on the durable inbox (`InboxClaims`), and the take-over of events whose instance
+died (`Recovery`).
 
-Recovery, per event taken over (its lease ran out, or the process restarted alone on a SQLite file):
+`claim` stores the event with its exactly-once claim in one transaction, leased to this instance, before the
+ack; `started` records the turn that runs it and, before a side-effecting tool runs, that it ran; `settle`
+records how it ended. Recovery, per event taken over (its lease ran out, or the process restarted alone on a
+SQLite file):
 - it never started a turn: run it now;
-- its turn had started a side-effecting tool (a tool declared `side_effects=True`: notify, remember,
-  forget): it is NOT run again, that would post the alert twice; the thread is told plainly that the bot
-  was restarted and what it had already done, and the turn ends `interrupted`;
+- its turn had started a side-effecting tool (declared `side_effects=True`: notify, remember, forget): it is
+  NOT run again, that would post the alert twice; the thread is told plainly that the bot was restarted and
+  what it had already done, and the turn ends `interrupted`;
 - otherwise the turn ends `interrupted`, its partial messages leave the history, and it runs again;
 - after MAX_ATTEMPTS starts (a message that kills the process each time) it is given up, and the thread told.
-Never two answers for one message: an event is answered by whoever holds its lease, and its inbox row is
-settled after the answer is posted."""
+Never two answers for one message: only the lease holder answers, and the row is settled after the answer."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol
 
-from bot.chat.base import InboundMessage
+from bot.chat.base import Inbound
+from bot.chat.pipeline import Pipeline
 from bot.engine.inbox import Inbox, InboxItem, InboxState, NewEvent
-from bot.engine.loop import LoopEvent
-from bot.engine.messages import TurnResult
-from bot.engine.service import AgentService, TurnRequest
+from bot.engine.loop import LoopEvent, Observe
+from bot.engine.service import TurnRequest
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
@@ -42,52 +44,73 @@ def gave_up(attempts: int) -> str:
             "please ask again, perhaps in smaller steps.")
 
 
-class Resumer(Protocol):
-    async def resume(self, item: InboxItem) -> None: ...
+class InboxClaims:
+    """`ClaimStep` (bot/chat/claiming.py) on the inbox. Keeps the inbox rows of the messages in flight here."""
 
-
-class InboxTurns:
     def __init__(self, inbox: Inbox, side_effecting: frozenset[str]) -> None:
         self.inbox = inbox
         self.side_effecting = side_effecting
-
-    async def claim(self, msg: InboundMessage, key: str) -> InboxItem | None:
-        reply = {"message_id": msg.message_id, "event_id": msg.event_id, **msg.extra}
-        return await self.inbox.claim(NewEvent(platform=msg.platform, event_key=key, channel=msg.channel,
-                                               thread=msg.thread, text=msg.text, trigger=msg.trigger,
-                                               user=msg.user, reply=reply))
+        self._items: dict[tuple[str, str], InboxItem] = {}
 
     @staticmethod
-    def message(item: InboxItem) -> InboundMessage:
-        extra = {k: v for k, v in item.reply.items() if k not in ("message_id", "event_id")}
-        return InboundMessage(platform=item.platform, channel=item.channel, thread=item.thread, text=item.text,
-                              user=item.user, trigger=item.trigger, message_id=item.reply.get("message_id"),
-                              event_id=item.reply.get("event_id"), extra=extra)
+    def _key(inbound: Inbound) -> tuple[str, str]:
+        return inbound.platform, inbound.claim_key or ""
 
-    async def run(self, item: InboxItem, req: TurnRequest, service: AgentService) -> TurnResult:
+    async def claim(self, inbound: Inbound) -> bool:
+        if inbound.claim_key is None:
+            return True
+        o = inbound.origin
+        item = await self.inbox.claim(NewEvent(platform=o.platform, event_key=inbound.claim_key, channel=o.channel,
+                                               thread=inbound.thread, text=inbound.text, trigger=inbound.trigger,
+                                               user=o.user, reply=dict(inbound.target)))
+        if item is None:
+            return False
+        self._items[self._key(inbound)] = item
+        return True
+
+    def adopt(self, inbound: Inbound, item: InboxItem) -> None:
+        """A taken-over event, about to run again here."""
+        self._items[self._key(inbound)] = item
+
+    async def started(self, inbound: Inbound, request: TurnRequest,
+                      observe: Observe | None) -> tuple[TurnRequest, Observe | None]:
+        item = self._items.get(self._key(inbound))
+        if item is None:
+            return request, observe
         turn_id = uuid.uuid4().hex
-        await self.inbox.start(item, turn_id, req.agent)
+        await self.inbox.start(item, turn_id, request.agent)
 
-        async def observe(event: LoopEvent) -> None:
+        async def watch(event: LoopEvent) -> None:
             if event.kind == "tool_start" and event.call is not None and event.call.name in self.side_effecting:
                 await self.inbox.effect(item, event.call.name)  # committed before the tool runs
+            if observe is not None:
+                await observe(event)
 
-        return await service.handle(replace(req, turn_id=turn_id), observe)
+        return replace(request, turn_id=turn_id), watch
 
-    async def settle(self, item: InboxItem, state: str, note: str | None = None) -> None:
+    async def settle(self, inbound: Inbound, ok: bool) -> None:
+        item = self._items.pop(self._key(inbound), None)
+        if item is None:
+            return
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # shutdown: the user was told, by the pipeline's STOPPED
+            await self.finish(item, "interrupted", "yokebot stopped during this turn; the user was told")
+        else:
+            await self.finish(item, "answered" if ok else "failed")
+
+    async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None:
         try:
-            await self.inbox.finish(item, _state(state), note)
+            await self.inbox.finish(item, state, note)
         except Exception:
             log.exception("could not record inbox event %s as %s", item.id, state)
 
     async def recover(self, item: InboxItem) -> str | None:
         """None: run it again (after ending its interrupted turn). Else the sentence for the thread."""
         if item.effects:
-            note = restarted_after(item.effects)
             if item.turn_id:
                 await self.inbox.interrupt_turn(item.turn_id, "yokebot was restarted during this turn, after a "
                                                 "side-effecting tool; the user was told", forget_history=False)
-            return note
+            return restarted_after(item.effects)
         if item.turn_id:
             await self.inbox.interrupt_turn(item.turn_id, RESTARTED_NOTE, forget_history=True)
         if item.attempts >= MAX_ATTEMPTS:
@@ -97,17 +120,21 @@ class InboxTurns:
         return None
 
 
-def _state(state: str) -> InboxState:
-    allowed: dict[str, InboxState] = {"answered": "answered", "failed": "failed", "interrupted": "interrupted",
-                                      "skipped": "skipped"}
-    return allowed[state]
+class Resumable(Protocol):
+    """An adapter whose events can be answered after a restart: its pipeline, and its `Inbound` rebuilt from
+    the stored row (the reply surface from `Inbound.target`)."""
+
+    pipeline: Pipeline
+
+    def rebuild(self, item: InboxItem) -> Inbound: ...
 
 
 class Recovery:
     """Takes over inbox events of dead instances, at start-up and every `period` seconds after."""
 
-    def __init__(self, inbox: Inbox, adapters: Mapping[str, Resumer], period: float, *, alone: bool) -> None:
-        self.inbox, self.adapters, self.period, self.alone = inbox, adapters, period, alone
+    def __init__(self, inbox: Inbox, claims: InboxClaims, adapters: Mapping[str, Resumable], period: float, *,
+                 alone: bool) -> None:
+        self.inbox, self.claims, self.adapters, self.period, self.alone = inbox, claims, adapters, period, alone
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -128,8 +155,27 @@ class Recovery:
         for item in items:
             log.warning("taking over inbox event %s (%s %s, was %s, turn %s)", item.id, item.platform,
                         item.event_key, item.state, item.turn_id)
-            await _guard(self.adapters[item.platform].resume, item)
+            try:
+                await self.resume(item)
+            except Exception:
+                log.exception("could not resume inbox event %s", item.id)
         return len(items)
+
+    async def resume(self, item: InboxItem) -> None:
+        adapter = self.adapters[item.platform]
+        inbound = adapter.rebuild(item)
+        note = await self.claims.recover(item)
+        if note is None:
+            self.claims.adopt(inbound, item)
+            adapter.pipeline.resume(inbound)
+            return
+        try:
+            await inbound.reply.deliver(note)
+            await inbound.reply.done(False)
+        except Exception:
+            log.exception("could not tell %s about the restart (inbox event %s)", item.platform, item.id)
+            return  # the lease runs out and a later take-over tries again
+        await self.claims.finish(item, "interrupted", note)
 
     async def _loop(self) -> None:
         while True:
@@ -139,9 +185,3 @@ class Recovery:
             except Exception as exc:
                 log.warning("inbox take-over failed (%s); retrying in %.0f s", type(exc).__name__, self.period)
 
-
-async def _guard(fn: Callable[[InboxItem], Awaitable[None]], item: InboxItem) -> None:
-    try:
-        await fn(item)
-    except Exception:
-        log.exception("could not resume inbox event %s", item.id)

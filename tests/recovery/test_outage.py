@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from bot.chat.slack_adapter import SORRY
+from bot.chat.pipeline import SORRY
 from bot.runner import serve
 from bot.store.db import create_engine
 from tests.chat.slack_harness import OPS, mention

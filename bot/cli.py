@@ -121,7 +121,10 @@ def ask(
 
 @app.command()
 def run() -> None:
-    """Start every configured adapter, the scheduler and the HTTP server; stop cleanly on SIGTERM."""
+    """Start every configured adapter, the scheduler and the HTTP server; stop cleanly on SIGTERM.
+
+    Messages acknowledged but cut short by a crash are answered after the restart (or by another instance).
+    On SQLite, one `yokebot run` per database file; to run several, use PostgreSQL (docs/scale-out.md)."""
     from bot.runner import serve
 
     settings = settings_or_exit()

@@ -51,6 +51,7 @@ class InboxClaims:
         self.inbox = inbox
         self.side_effecting = side_effecting
         self._items: dict[tuple[str, str], InboxItem] = {}
+        self._running: set[int] = set()  # inbox ids whose turn started here
 
     @staticmethod
     def _key(inbound: Inbound) -> tuple[str, str]:
@@ -79,6 +80,7 @@ class InboxClaims:
             return request, observe
         turn_id = uuid.uuid4().hex
         await self.inbox.start(item, turn_id, request.agent)
+        self._running.add(item.id)
 
         async def watch(event: LoopEvent) -> None:
             if event.kind == "tool_start" and event.call is not None and event.call.name in self.side_effecting:
@@ -92,9 +94,13 @@ class InboxClaims:
         item = self._items.pop(self._key(inbound), None)
         if item is None:
             return
+        ran = item.id in self._running
+        self._running.discard(item.id)
         task = asyncio.current_task()
         if task is not None and task.cancelling():  # shutdown: the user was told, by the pipeline's STOPPED
             await self.finish(item, "interrupted", "yokebot stopped during this turn; the user was told")
+        elif not ran:  # not for the bot after all, refused, or empty: no turn was owed
+            await self.finish(item, "answered" if ok else "skipped")
         else:
             await self.finish(item, "answered" if ok else "failed")
 

@@ -124,5 +124,6 @@ def test_a_second_run_on_the_same_sqlite_file_is_refused(tmp_path: Path, db_url:
         assert second.proc.wait(timeout=20) == 1
         assert "Another `yokebot run`" in second.output() and "PostgreSQL" in second.output()
         assert first.proc.poll() is None
+        assert "http on 127.0.0.1:" in first.output()  # YOKEBOT_HTTP_HOST
     finally:
         assert first.stop() == 0

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from typing import Protocol
 
 from bot.chat.base import EventClaims, Inbound
-from bot.engine.loop import Observe
+from bot.engine.hooks import TurnHooks
 from bot.engine.service import TurnRequest
 
 RECENT_MAX = 4096
@@ -23,9 +23,9 @@ class ClaimStep(Protocol):
         ...
 
     async def started(self, inbound: Inbound, request: TurnRequest,
-                      observe: Observe | None) -> tuple[TurnRequest, Observe | None]:
-        """A turn is about to run for the message: the claim may name the turn and watch it (the inbox records
-        the turn, and the side-effecting tools it starts)."""
+                      hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
+        """A turn is about to run for the message: the claim may name the turn and add its own turn hooks to
+        the surface's `hooks` (the inbox records the turn, and the side-effecting tools it starts)."""
         ...
 
     async def settle(self, inbound: Inbound, ok: bool) -> None:
@@ -52,8 +52,8 @@ class StoreClaims:
         return self.store is None or await self.store.claim_event(self.namespace, key)
 
     async def started(self, inbound: Inbound, request: TurnRequest,
-                      observe: Observe | None) -> tuple[TurnRequest, Observe | None]:
-        return request, observe
+                      hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
+        return request, hooks
 
     async def settle(self, inbound: Inbound, ok: bool) -> None:
         return None

@@ -18,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
 from bot.chat.base import Inbound
 from bot.chat.pipeline import Pipeline
+from bot.engine.context import RunContext
+from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.inbox import Inbox, InboxItem, InboxState, NewEvent
-from bot.engine.loop import LoopEvent, Observe
+from bot.engine.messages import ToolCall
 from bot.engine.service import TurnRequest
 
 log = logging.getLogger(__name__)
@@ -44,10 +46,24 @@ def gave_up(attempts: int) -> str:
             "please ask again, perhaps in smaller steps.")
 
 
-class InboxClaims:
-    """`ClaimStep` (bot/chat/claiming.py) on the inbox. Keeps the inbox rows of the messages in flight here."""
+class EffectsRecorded(TurnHooks):
+    """Before a side-effecting tool runs, its name is committed to the inbox row (`Inbox.effect`); a failed
+    write fails the turn before the tool runs, so recovery never misses an effect."""
 
-    def __init__(self, inbox: Inbox, side_effecting: frozenset[str]) -> None:
+    def __init__(self, inbox: Inbox, item: InboxItem, side_effecting: Callable[[str], bool]) -> None:
+        self.inbox, self.item, self.side_effecting = inbox, item, side_effecting
+
+    async def tool_started(self, run: RunContext, call: ToolCall) -> None:
+        if self.side_effecting(call.name):
+            await self.inbox.effect(self.item, call.name)
+
+
+class InboxClaims:
+    """`ClaimStep` (bot/chat/claiming.py) on the inbox. Keeps the inbox rows of the messages in flight here.
+    `side_effecting(name)`: does that tool declare `side_effects` (asked when it starts, so tools registered
+    later, from MCP servers, count too)."""
+
+    def __init__(self, inbox: Inbox, side_effecting: Callable[[str], bool]) -> None:
         self.inbox = inbox
         self.side_effecting = side_effecting
         self._items: dict[tuple[str, str], InboxItem] = {}
@@ -74,21 +90,15 @@ class InboxClaims:
         self._items[self._key(inbound)] = item
 
     async def started(self, inbound: Inbound, request: TurnRequest,
-                      observe: Observe | None) -> tuple[TurnRequest, Observe | None]:
+                      hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
         item = self._items.get(self._key(inbound))
         if item is None:
-            return request, observe
+            return request, hooks
         turn_id = uuid.uuid4().hex
         await self.inbox.start(item, turn_id, request.agent)
         self._running.add(item.id)
-
-        async def watch(event: LoopEvent) -> None:
-            if event.kind == "tool_start" and event.call is not None and event.call.name in self.side_effecting:
-                await self.inbox.effect(item, event.call.name)  # committed before the tool runs
-            if observe is not None:
-                await observe(event)
-
-        return replace(request, turn_id=turn_id), watch
+        effects = EffectsRecorded(self.inbox, item, self.side_effecting)  # first: committed before the tool runs
+        return replace(request, turn_id=turn_id), CompositeHooks(effects).plus(hooks)
 
     async def settle(self, inbound: Inbound, ok: bool) -> None:
         item = self._items.pop(self._key(inbound), None)

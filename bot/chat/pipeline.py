@@ -170,15 +170,12 @@ class Pipeline:
         thread = await reply.working()
         result: TurnResult | None = None
         try:
-            observe = getattr(reply, "observe", None)  # the surface's progress hook, when it has one
+            hooks = getattr(reply, "hooks", None)  # the surface's own turn hooks (progress), when it has them
             request = inbound.to_request(agent, thread)
             if self.claims is not None:  # the inbox records the turn (and its side-effecting tools)
-                request, observe = await self.claims.started(inbound, request, observe)
+                request, hooks = await self.claims.started(inbound, request, hooks)
             async with self._slots:
-                if observe is not None:
-                    result = await self.service.handle(request, observe)
-                else:
-                    result = await self.service.handle(request)
+                result = await self.service.handle(request, hooks)
             text = result.answer or "(no answer)"
         except asyncio.CancelledError:
             await self._last_word(inbound)
@@ -207,7 +204,9 @@ class Pipeline:
     async def _last_word(self, inbound: Inbound) -> None:
         """Shutting down mid-turn: tell the user in one sentence rather than leave them waiting forever."""
         async def notice() -> None:
-            await inbound.reply.deliver(STOPPED)
+            text = getattr(inbound.reply, "stopped_text", STOPPED)  # the console says it its own way
+            if text:
+                await inbound.reply.deliver(text)
             await inbound.reply.done(False)
 
         try:

@@ -16,8 +16,7 @@ from bot.observability.prune import PruneResult
 from bot.observability.queries import ModelStep, SessionSummary, SessionTrace, ToolStep, TurnTrace
 from bot.observability.usage import UsageReport, UsageRow
 
-STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan",
-                "interrupted": "magenta"}
+STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan"}
 PREVIEW = 160
 
 
@@ -89,6 +88,7 @@ def turn_tree(t: TurnTrace) -> Tree:
     took = f" · {(t.finished_at - t.started_at).total_seconds():.1f} s" if t.finished_at else ""
     head = Text.assemble((f"Turn {t.number}", "bold"), f" · {stamp(t.started_at)} · {t.trigger}",
                          f" by {t.user}" if t.user else "", " · ", (t.status, style),
+                         f" · stopped by {t.stopped_by}" if t.stopped_by else "",
                          f" · {len(t.steps)} model call(s)",
                          f" · {t.prompt_tokens}+{t.completion_tokens} tokens{took}",
                          (f" · trace {t.id}", "dim"))
@@ -98,7 +98,7 @@ def turn_tree(t: TurnTrace) -> Tree:
         _model_node(tree, step)
     for orphan in t.unmatched_tools:
         _tool_node(tree, orphan)
-    if t.error and t.status == "interrupted":  # a restart cut it short (issue 13): the note says what followed
+    if t.error and t.stopped_by == "interrupted":  # a stop or restart cut it short: the note says what followed
         tree.add(Text(f"interrupted: {t.error}", style="magenta"))
     elif t.error:
         tree.add(Text(f"error: {t.error}", style="bold red"))

@@ -24,6 +24,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, NewEvent
+from bot.engine.messages import TurnOutcome
 from bot.store.claims import GroupedClaims, Key
 from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
 from bot.store.repositories import SqlStore
@@ -139,22 +140,29 @@ class SqlInbox:
 
     # --- interrupted turns -------------------------------------------------------------------------------
     async def interrupt_turn(self, turn_id: str, note: str, *, forget_history: bool) -> None:
-        """The turn's row ends `interrupted` (never `running` forever); with forget_history its partial
+        """The turn's row ends stopped by `interrupted` (never `running` forever; status `error`, as the engine
+        records a turn cancelled at shutdown: one notion); with forget_history its partial
         messages leave the session history (a rerun answers the same message; llm_calls and
         tool_invocations keep what the interrupted attempt did)."""
         now = utcnow()
         await self.store._execute(update(T).where(T.c.id == turn_id, T.c.status == "running")
-                                  .values(status="interrupted", error=note, finished_at=now), {})
+                                  .values(_interrupted(note, now)), {})
         if forget_history:
             await self.store._execute(delete(M).where(M.c.turn_id == turn_id), {})
 
     async def interrupt_running_turns(self, note: str) -> int:
-        """Every turn still `running` ends `interrupted`: for a process alone on its (SQLite) database at
+        """Every turn still `running` ends stopped by `interrupted`: for a process alone on its (SQLite) database at
         start-up, where nothing can still be running (`yokebot ask` and schedules included)."""
         rows = await self.store._rows(update(T).where(T.c.status == "running")
-                                      .values(status="interrupted", error=note, finished_at=utcnow())
+                                      .values(_interrupted(note, utcnow()))
                                       .returning(T.c.id), {}, write=True)
         return len(rows)
+
+
+def _interrupted(note: str, now: Any) -> dict[str, Any]:
+    """The turn row of a turn a restart cut short: what the engine writes for one it saw cancelled."""
+    outcome = TurnOutcome("", error=note, stopped_by="interrupted")
+    return {"status": outcome.status, "error": note, "stopped_by": outcome.stopped_by, "finished_at": now}
 
 
 def _new_row(event: NewEvent, owner: str, until: Any, now: Any) -> dict[str, Any]:

@@ -94,10 +94,11 @@ def test_kill9_with_turns_in_flight_then_restart_answers_every_acked_message_onc
     finally:
         assert second.stop() == 0, second.output()[-3000:]
 
-    statuses = asyncio.run(db_rows(db_url, "SELECT status, count(*) FROM turns GROUP BY status ORDER BY status"))
+    statuses = asyncio.run(db_rows(db_url, "SELECT stopped_by, count(*) FROM turns GROUP BY stopped_by "
+                                           "ORDER BY stopped_by"))
     detail = (asyncio.run(db_rows(db_url, "SELECT id, status, text, started_at FROM turns ORDER BY started_at")),
               asyncio.run(db_rows(db_url, "SELECT id, state, turn_id, attempts, effects FROM inbox")))
-    assert dict(statuses) == {"interrupted": len(QUESTIONS) + 1, "ok": len(QUESTIONS)}, detail
+    assert dict(statuses) == {"interrupted": len(QUESTIONS) + 1, "answer": len(QUESTIONS)}, detail
     inbox = asyncio.run(db_rows(db_url, "SELECT state, count(*) FROM inbox GROUP BY state ORDER BY state"))
     assert dict(inbox) == {"answered": len(QUESTIONS), "interrupted": 1}
     # `yokebot trace` shows the cut attempt as interrupted, then the answer

@@ -1,14 +1,14 @@
 """inbox: accepted platform events stored with their claim, leased while they run
 
 Revision ID: 0004_inbox
-Revises: 0002_scheduling
+Revises: 0003_turn_stopped_by
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0004_inbox'
-down_revision = '0002_scheduling'
+down_revision = '0003_turn_stopped_by'
 branch_labels = None
 depends_on = None
 

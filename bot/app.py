@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.chat.inbox_turns import InboxClaims
 from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
@@ -31,9 +32,11 @@ from bot.observability.hooks import MetricsHooks
 from bot.observability.metrics import Metrics
 from bot.observability.usage import price_for
 from bot.redact import SecretRedactor
-from bot.store.db import create_engine, ensure_schema
+from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
+from bot.store.inbox import SqlInbox
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
+from bot.store.session_lock import PgSessionLock
 from bot.tools import builtin_tools
 
 if TYPE_CHECKING:
@@ -53,6 +56,9 @@ class App:
     service: AgentService
     metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
     model: ChatModel | None = None
+    inbox: SqlInbox | None = None
+    inbox_claims: InboxClaims | None = None  # the pipeline's claim step on the inbox (bot/chat/inbox_turns.py)
+    session_lock: PgSessionLock | None = None
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
 
     def profile(self, name: str) -> AgentProfile:
@@ -62,7 +68,11 @@ class App:
         """Stop the MCP servers, commit what is queued, close the model's HTTP client, release the database."""
         if self.mcp is not None:
             await self.mcp.stop()
+        if self.inbox is not None:
+            await self.inbox.stop_heartbeat()
         await self.store.close()
+        if self.session_lock is not None:
+            await self.session_lock.close()
         close_model = getattr(self.model, "close", None)
         if close_model is not None:
             await close_model()
@@ -89,6 +99,12 @@ def find_profile(profiles: Mapping[str, AgentProfile], agents_dir: Path, name: s
         raise UnknownAgent(f"No agent named {name!r} in {where} (known agents: {known}).") from None
 
 
+def side_effecting(registry: Mapping[str, Tool[Any]], name: str) -> bool:
+    """Does the tool change something outside the turn (the inbox records it before it runs)?"""
+    tool = registry.get(name)
+    return tool is not None and tool.side_effects  # an unknown name is refused by the executor: it runs nothing
+
+
 def load_profiles(settings: Settings, registry: dict[str, Tool[Any]]) -> dict[str, AgentProfile]:
     return ProfileLoader(settings.agents_dir, registry).load_all()
 
@@ -98,6 +114,10 @@ async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[Async
     if migrate:
         try:
             await ensure_schema(engine)
+        except MigrationLockTimeout as exc:
+            await engine.dispose()
+            raise ConfigError(f"Could not migrate the database: {exc}; if no other yokebot is starting, "
+                              "its session may be stuck (see pg_locks), or run `yokebot db upgrade` alone.") from None
         except (OSError, SQLAlchemyError) as exc:
             await engine.dispose()
             where = make_url(settings.database_url).render_as_string(hide_password=True)
@@ -106,7 +126,7 @@ async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[Async
             raise ConfigError(
                 f"Could not open the database at {where} ({first}); check YOKEBOT_DATABASE_URL."
             ) from None
-    return engine, SqlStore(engine)
+    return engine, SqlStore(engine, outage_seconds=settings.db_outage_seconds)
 
 
 async def build_app(
@@ -137,9 +157,15 @@ async def build_app(
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
     hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(metrics))  # every turn is recorded and counted
+    # PostgreSQL may be shared by several instances: one turn per session across them
+    session_lock = (PgSessionLock.for_url(settings.database_url, settings.slack_max_concurrent_turns)
+                    if engine.dialect.name == "postgresql" else None)
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
-                           notifier=notifier, memory=store)
-    app = App(settings, engine, store, registry, profiles, notifier, service, metrics, model, mcp)
+                           notifier=notifier, memory=store, session_lock=session_lock)
+    inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds)
+    app = App(settings, engine, store, registry, profiles, notifier, service, metrics, model,
+              inbox=inbox, inbox_claims=InboxClaims(inbox, partial(side_effecting, registry)),
+              session_lock=session_lock, mcp=mcp)
     if mcp is not None:
         try:
             await mcp.start()
@@ -170,7 +196,8 @@ def build_slack(app: App) -> SlackAdapter | None:
         return None
     from bot.chat.slack_adapter import SlackAdapter
 
-    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics)
+    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics,
+                           inbox=app.inbox_claims)
     app.notifier.register(adapter)
     return adapter
 

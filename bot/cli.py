@@ -113,7 +113,10 @@ def print_answer(answer: str) -> None:
 
 @app.command()
 def run() -> None:
-    """Start every configured adapter, the scheduler and the HTTP server; stop cleanly on SIGTERM."""
+    """Start every configured adapter, the scheduler and the HTTP server; stop cleanly on SIGTERM.
+
+    Messages acknowledged but cut short by a crash are answered after the restart (or by another instance).
+    On SQLite, one `yokebot run` per database file; to run several, use PostgreSQL (docs/scale-out.md)."""
     import errno
 
     from bot.observability.http import NO_PLATFORM

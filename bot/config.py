@@ -43,6 +43,13 @@ class Settings(BaseSettings):
     default_agent: str = "ops"
     model: str = DEFAULT_MODEL
     http_port: int = 8080
+    # 0.0.0.0 so that a container's port mapping and a load balancer reach it; 127.0.0.1 keeps it on the host
+    http_host: str = "0.0.0.0"  # noqa: S104 - a server is meant to listen (docs/scale-out.md)
+    # how long a database outage is waited out (a turn's rows held in memory) before its rows are given up
+    db_outage_seconds: float = Field(default=120.0, ge=0)
+    # an instance holds the inbox events it works on for this long, renewed every third of it; a dead
+    # instance's events are taken over by another once it runs out
+    inbox_lease_seconds: float = Field(default=30.0, gt=0)
     chat_log_file: Path = Field(default_factory=lambda: _state_dir() / "chat.log")  # log lines of `yokebot chat`
     log_level: str = "INFO"
     log_format: str = "text"

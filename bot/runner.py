@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from bot.app import App, build_app, build_discord, build_slack
+from bot.chat.inbox_turns import Recovery, Resumable
 from bot.config import Settings
 from bot.observability.http import add_observability_routes
+from bot.store.filelock import lock_sqlite_for_run
 
 if TYPE_CHECKING:
     from bot.chat.discord_adapter import DiscordAdapter
@@ -46,6 +48,17 @@ async def start_scheduling(bot: App) -> Callable[[], Awaitable[None]]:
     return scheduler.stop
 
 
+async def start_recovery(bot: App, adapters: Mapping[str, Resumable], *, alone: bool) -> Callable[[], Awaitable[None]]:
+    """Keep this instance's inbox leases alive, and take over the events of dead instances: at once (all open
+    ones when this process is alone on a SQLite file), then every half lease. Returns its stop function."""
+    if bot.inbox is None or bot.inbox_claims is None:
+        return _nothing
+    bot.inbox.start_heartbeat()
+    recovery = Recovery(bot.inbox, bot.inbox_claims, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone)
+    await recovery.start()
+    return recovery.stop
+
+
 async def _nothing() -> None:
     return None
 
@@ -63,6 +76,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with AsyncExitStack() as stack:
         stack.callback(_restore_signals, loop)
+        run_lock = lock_sqlite_for_run(settings.database_url)  # SQLite: one `yokebot run` per file
+        if run_lock is not None:
+            stack.callback(run_lock.release)
         bot = await build_app(settings)
         stack.push_async_callback(bot.close)
         http = web.Application()
@@ -74,16 +90,20 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         runner = web.AppRunner(http)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
-        site = web.TCPSite(runner, "0.0.0.0", settings.http_port)  # noqa: S104 - a server is meant to listen
+        site = web.TCPSite(runner, settings.http_host, settings.http_port)
         await site.start()
         if slack is not None:
+            # before events come in: alone on a SQLite file, every `running` turn is a dead one
+            await slack.identify()
+            stack.push_async_callback(await start_recovery(bot, {"slack": slack}, alone=run_lock is not None))
             await slack.start()
             stack.push_async_callback(slack.stop)  # drains turns in flight
         discord_adapter = await start_discord(bot)
         if discord_adapter is not None:
             stack.push_async_callback(discord_adapter.stop)
         stack.push_async_callback(await start_scheduling(bot))  # after the adapters: it posts through them
-        log.info("yokebot is running: http on :%s, agents %s", settings.http_port, ", ".join(bot.profiles))
+        log.info("yokebot is running: http on %s:%s, agents %s", settings.http_host, settings.http_port,
+                 ", ".join(bot.profiles))
         log_isolation(bot.profiles)
         await stop.wait()
         log.info("stopping")

@@ -5,9 +5,9 @@ A platform adapter parses its events into one `Inbound` and offers a reply surfa
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from bot.chat.access import Origin
 from bot.engine.service import TurnRequest
@@ -53,6 +53,9 @@ class Inbound:
     claim_key: str | None = None  # exactly once: the key claimed in the database; None: no claim (console)
     groups_known: bool = False  # origin.groups were read from the event (else looked up when a list needs them)
     addressed: Callable[[], Awaitable[bool]] | None = None  # a check made after the ack (Slack thread follow-ups)
+    # the reply target as plain data (message ts, reply thread…): the durable inbox stores it with the claim,
+    # and the adapter's `rebuild` makes the reply surface from it again after a restart
+    target: Mapping[str, Any] = field(default_factory=lambda: dict[str, Any]())
 
     @property
     def platform(self) -> str:

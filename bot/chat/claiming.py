@@ -2,7 +2,8 @@
 
 Today it is a row in `processed_events` (`SqlStore.claim_event`), behind an in-memory set of recent keys (a
 resumed Discord gateway replays events; a Slack retry can reach the same process). The durable inbox replaces
-it with "claim and store the event in one transaction, then lease it" and marks the row done in `settle`."""
+it with "claim and store the event in one transaction, then lease it" (`bot/chat/inbox_turns.py`, for Slack)
+and marks the row done in `settle`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections import OrderedDict
 from typing import Protocol
 
 from bot.chat.base import EventClaims, Inbound
+from bot.engine.hooks import TurnHooks
+from bot.engine.service import TurnRequest
 
 RECENT_MAX = 4096
 
@@ -17,6 +20,12 @@ RECENT_MAX = 4096
 class ClaimStep(Protocol):
     async def claim(self, inbound: Inbound) -> bool:
         """True the first time this message is seen (by any process sharing the database)."""
+        ...
+
+    async def started(self, inbound: Inbound, request: TurnRequest,
+                      hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
+        """A turn is about to run for the message: the claim may name the turn and add its own turn hooks to
+        the surface's `hooks` (the inbox records the turn, and the side-effecting tools it starts)."""
         ...
 
     async def settle(self, inbound: Inbound, ok: bool) -> None:
@@ -41,6 +50,10 @@ class StoreClaims:
         while len(self._recent) > RECENT_MAX:
             self._recent.popitem(last=False)
         return self.store is None or await self.store.claim_event(self.namespace, key)
+
+    async def started(self, inbound: Inbound, request: TurnRequest,
+                      hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
+        return request, hooks
 
     async def settle(self, inbound: Inbound, ok: bool) -> None:
         return None

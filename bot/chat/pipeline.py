@@ -100,10 +100,14 @@ class Pipeline:
             return Receipt.DUPLICATE
         if inbound.addressed is None:  # a possible follow-up counts once it is known to be for the bot
             self.count(inbound.trigger)
+        self.resume(inbound)
+        return Receipt.TAKEN
+
+    def resume(self, inbound: Inbound) -> None:
+        """Run a message that is claimed already: just taken, or taken over from a dead instance (recovery)."""
         task = asyncio.create_task(self._run(inbound), name=f"{self.platform}:{inbound.message_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return Receipt.TAKEN
 
     # --- the turn, in the background ---------------------------------------------------------------------
     async def _after_acks(self) -> None:
@@ -167,8 +171,11 @@ class Pipeline:
         result: TurnResult | None = None
         try:
             hooks = getattr(reply, "hooks", None)  # the surface's own turn hooks (progress), when it has them
+            request = inbound.to_request(agent, thread)
+            if self.claims is not None:  # the inbox records the turn (and its side-effecting tools)
+                request, hooks = await self.claims.started(inbound, request, hooks)
             async with self._slots:
-                result = await self.service.handle(inbound.to_request(agent, thread), hooks)
+                result = await self.service.handle(request, hooks)
             text = result.answer or "(no answer)"
         except asyncio.CancelledError:
             await self._last_word(inbound)

@@ -22,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.chat.access import Origin
 from bot.chat.base import EventClaims, EventCounter, Inbound
+from bot.chat.claiming import ClaimStep
 from bot.chat.pipeline import Receipt
 from bot.chat.slack_directory import ThreadMemory, UserGroups
 from bot.chat.slack_events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
@@ -30,6 +31,7 @@ from bot.chat.slack_post import SlackOutbox, web_client
 from bot.chat.wiring import slack_pipeline
 from bot.config import Settings
 from bot.engine.errors import ConfigError
+from bot.engine.inbox import InboxItem
 from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
 
@@ -42,7 +44,8 @@ class SlackAdapter:
     platform = PLATFORM
 
     def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-                 claims: EventClaims, metrics: EventCounter | None = None) -> None:
+                 claims: EventClaims, metrics: EventCounter | None = None,
+                 inbox: ClaimStep | None = None) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
         if settings.slack_app_token is None and settings.slack_signing_secret is None:
@@ -54,7 +57,7 @@ class SlackAdapter:
         self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
         self.web, self.poster, self.directory = self.outbox.web, self.outbox.poster, self.outbox.directory
         self.groups, self.threads = UserGroups(self.web), ThreadMemory(self.web)
-        self.pipeline = slack_pipeline(settings, service, profiles, claims, self, metrics)
+        self.pipeline = slack_pipeline(settings, service, profiles, claims, self, metrics, inbox)
         # Bolt gets a client without a token: `authorize` supplies it, so no auth.test per request.
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
 
@@ -116,6 +119,10 @@ class SlackAdapter:
     def busy(self) -> int:
         return self.pipeline.busy
 
+    async def identify(self) -> BotIdentity:
+        """Who the bot is (auth.test, once): needed before events, and before recovery rebuilds any."""
+        return await self._whoami()
+
     async def _whoami(self) -> BotIdentity:
         if self.identity is None:
             try:
@@ -160,7 +167,15 @@ class SlackAdapter:
         return Inbound(Origin(PLATFORM, m.channel, m.user, m.dm), m.thread, m.text, m.trigger,
                        SlackReply(self.poster, m.channel, m.ts, m.thread, m.reply_thread, self.threads),
                        message_id=m.ts, claim_key=f"{m.channel}:{m.ts}",
-                       addressed=addressed if m.trigger == "thread" else None)
+                       addressed=addressed if m.trigger == "thread" else None,
+                       target={"ts": m.ts, "reply_thread": m.reply_thread, "event_id": m.event_id})
+
+    def rebuild(self, item: InboxItem) -> Inbound:
+        """The message of an inbox row taken over after a restart, as `_inbound` made it (recovery)."""
+        t = item.reply
+        trigger = item.trigger if item.trigger in ("mention", "dm", "thread") else "mention"
+        return self._inbound(SlackMessage(item.channel, str(t["ts"]), item.thread, t.get("reply_thread"),
+                                          item.text, item.user, trigger, t.get("event_id")))
 
     # --- what the pipeline may look up ----------------------------------------------------------------------
     async def channel_name(self, channel: str) -> str | None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from bot.chat.access import Access, AccessList, FixedAgent, Routing, entries
 from bot.chat.base import Directory, EventClaims, EventCounter
-from bot.chat.claiming import StoreClaims
+from bot.chat.claiming import ClaimStep, StoreClaims
 from bot.chat.pipeline import Limits, Pipeline
 from bot.config import Settings
 from bot.engine.profiles import AgentProfile
@@ -17,12 +17,14 @@ DISCORD_CLAIMS = "discord"  # the key is the message ID
 
 
 def slack_pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-                   claims: EventClaims, directory: Directory, counter: EventCounter | None) -> Pipeline:
+                   claims: EventClaims, directory: Directory, counter: EventCounter | None,
+                   inbox: ClaimStep | None = None) -> Pipeline:
+    """`inbox`: the durable inbox's claim step (bot/chat/inbox_turns.py); without it, `processed_events`."""
     lists = AccessList("YOKEBOT_SLACK_ALLOWED_USERS / _CHANNELS / _ALLOW_DMS",
                        users=entries(settings.slack_allowed_users, "slack"),
                        channels=entries(settings.slack_allowed_channels, "slack"), dms=settings.slack_allow_dms)
     return Pipeline(service, Routing(profiles, settings.default_agent), access=Access(lists, profiles),
-                    claims=StoreClaims(claims, SLACK_CLAIMS), directory=directory, counter=counter,
+                    claims=inbox or StoreClaims(claims, SLACK_CLAIMS), directory=directory, counter=counter,
                     limits=Limits(settings.slack_max_concurrent_turns, settings.slack_drain_seconds),
                     platform="slack")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -55,3 +56,11 @@ class Notifier(Protocol):
     """Posts a message to a target like `slack:#ops-alerts` or `discord:123`; returns a reference."""
 
     async def notify(self, target: str, text: str) -> str: ...
+
+
+class SessionLock(Protocol):
+    """One turn per session at a time across processes sharing the database (PostgreSQL: an advisory lock
+    per session, held for the turn). The service holds its in-process lock first, so only one task of a
+    process waits here."""
+
+    def hold(self, session_id: str) -> AbstractAsyncContextManager[None]: ...

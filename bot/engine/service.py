@@ -6,7 +6,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
@@ -16,7 +16,7 @@ from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
 from bot.engine.messages import TurnOutcome, TurnResult
-from bot.engine.ports import MemoryStore, Notifier, SessionRecord, SessionStore
+from bot.engine.ports import MemoryStore, Notifier, SessionLock, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.window import Thread
 
@@ -42,6 +42,7 @@ class TurnRequest:
     trigger: str = "message"  # console | mention | dm | thread | schedule
     user: str | None = None
     session_id: str | None = None
+    turn_id: str | None = None  # chosen by the caller when it must know it first (the inbox records it)
 
 
 # A ContextVar, not a global: each asyncio task sees its own turn, and tasks a turn spawns inherit it.
@@ -109,11 +110,13 @@ class AgentService:
         hooks: TurnHooks | None = None,
         notifier: Notifier | None = None,
         memory: MemoryStore | None = None,
+        session_lock: SessionLock | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
         self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
         self.notifier, self.memory = notifier, memory
         self.locks = KeyedLocks()
+        self.session_lock = session_lock  # across processes; None: this process is the only one
         self._background: set[asyncio.Task[None]] = set()
 
     def _finish_in_background(self, run: RunContext, hooks: TurnHooks, outcome: TurnOutcome) -> None:
@@ -135,13 +138,17 @@ class AgentService:
             return session
         return await self.store.session_for(req.platform, req.channel, req.thread, req.agent)
 
+    def _across(self, session_id: str) -> AbstractAsyncContextManager[None]:
+        return self.session_lock.hold(session_id) if self.session_lock is not None else nullcontext()
+
     async def handle(self, req: TurnRequest, hooks: TurnHooks | None = None) -> TurnResult:
         session = await self.open_session(req)
         profile = self.profiles(session.agent)
         scope = Scope(session.platform, session.channel, session.thread, req.user)
-        run = RunContext(session.id, uuid.uuid4().hex, profile, scope, req.trigger, self.notifier, self.memory)
+        turn_id = req.turn_id or uuid.uuid4().hex
+        run = RunContext(session.id, turn_id, profile, scope, req.trigger, self.notifier, self.memory)
         turn_hooks = self.hooks.plus(hooks)
-        async with self.locks.hold(session.id) as earlier, turn_scope(run):
+        async with self.locks.hold(session.id) as earlier, self._across(session.id), turn_scope(run):
             await turn_hooks.turn_started(run, req.text)
             if is_reset(req.text):  # no model call: every platform gets it, and it works when the model is down
                 await self.store.reset_thread(session.id, run.turn_id)
@@ -149,7 +156,8 @@ class AgentService:
                 await turn_hooks.turn_finished(run, outcome)
                 return TurnResult(session.id, run.turn_id, outcome)
             # a session this call created, that no other turn has used meanwhile, has no history to read
-            fresh = session.created and earlier == 0
+            # (another process may have used it: then the history is always read)
+            fresh = session.created and earlier == 0 and self.session_lock is None
             history = Thread() if fresh else await self.store.load_thread(session.id, profile.max_history_turns)
             try:
                 outcome = await self.loop.run(run, history, req.text, turn_hooks)

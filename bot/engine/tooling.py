@@ -34,6 +34,9 @@ class Tool(Generic[SettingsT]):
     guard: GuardFn | None = None
     timeout: float = 30.0
     profile_section: str | None = None
+    # True when running it changes something outside the turn (posts, writes memory): a turn interrupted
+    # after such a call is not run again on recovery, the thread is told instead (docs/architecture.md).
+    side_effects: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The function-calling schema; computed once (pydantic's schema generation is not cheap)."""
@@ -76,6 +79,7 @@ def tool(
     guard: GuardFn | None = None,
     timeout: float = 30.0,
     profile_section: str | None = None,
+    side_effects: bool = False,
 ) -> Callable[[ToolFn], Tool[SettingsT]]:
     """Turn `async def fn(ctx, a: int, b: str = "x") -> str` into a Tool with a schema for a and b."""
 
@@ -88,7 +92,7 @@ def tool(
             fields[pname] = (param.annotation, default)
         model_name = "".join(p.capitalize() for p in name.split("_")) + "Args"
         args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
-        return Tool(name, description, args_model, fn, settings, guard, timeout, profile_section)
+        return Tool(name, description, args_model, fn, settings, guard, timeout, profile_section, side_effects)
 
     return wrap
 

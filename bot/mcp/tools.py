@@ -85,5 +85,11 @@ def make_tool(connection: McpConnection, spec: McpTool, timeout: float) -> Tool:
     description = (spec.description or spec.title or f"{remote} (from the MCP server {connection.name})").strip()
     return Tool(
         name=name, description=description, args_model=_args_model(name, spec.input_schema), fn=call,
-        settings_model=McpToolSettings, timeout=timeout,
+        settings_model=McpToolSettings, timeout=timeout, side_effects=not read_only(spec),
     )
+
+
+def read_only(spec: McpTool) -> bool:
+    """The server says the tool changes nothing (MCP's `readOnlyHint`; absent means it may change things, so a
+    turn cut short after it is not run again by the inbox's recovery)."""
+    return spec.annotations is not None and spec.annotations.read_only_hint is True

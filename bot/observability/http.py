@@ -1,7 +1,9 @@
 """`/readyz` and `/metrics` on the HTTP server of `yokebot run` (`/healthz` stays the liveness probe).
 
-Ready means: the database answers a query on our schema (and, for SQLite, its file still exists), and every
-registered chat adapter that reports its connection (`is_connected()`, see bot/chat/base.py) is connected.
+Ready means: the database takes a write on our schema (a no-op UPDATE of `alembic_version`: a read-only
+or unwritable SQLite file, a full disk or a read-only PostgreSQL fail it, where a SELECT still passes; and,
+for SQLite, its file still exists), and every registered chat adapter that reports its connection
+(`is_connected()`, see bot/chat/base.py) is connected.
 With no adapters configured, readiness is the database alone, and the body carries a `warning` saying that
 nothing will answer chats. MCP servers are shown (`"mcp"`) but do not decide readiness: a down server costs
 its tools, not the bot, and is reconnected in the background."""
@@ -39,6 +41,7 @@ class Observed(Protocol):
 
 log = logging.getLogger(__name__)
 DB_TIMEOUT_SECONDS = 3.0
+_WRITE_PROBE = text("UPDATE alembic_version SET version_num = version_num")
 NO_PLATFORM = ("no chat platform is configured (set SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN): nothing will answer "
                "chats; only schedules run")
 
@@ -55,8 +58,8 @@ async def database_ready(engine: AsyncEngine) -> tuple[bool, str]:
     if _sqlite_file_missing(engine):
         return False, "the database file is missing"
     try:
-        async with asyncio.timeout(DB_TIMEOUT_SECONDS), engine.connect() as conn:
-            await conn.execute(text("SELECT count(*) FROM alembic_version"))
+        async with asyncio.timeout(DB_TIMEOUT_SECONDS), engine.begin() as conn:
+            await conn.execute(_WRITE_PROBE)  # committed: a file that cannot take the commit fails here
     except Exception as exc:
         log.warning("readiness: database check failed: %s", type(exc).__name__)
         return False, f"database check failed ({type(exc).__name__})"

@@ -1,5 +1,5 @@
 """`yokebot db prune --older-than 30d`: delete sessions with no activity since the cutoff, with their turns,
-messages, model calls and tool calls; and schedule runs and seen-event ids older than the cutoff.
+messages, model calls and tool calls; and schedule runs, seen-event ids and settled inbox rows older than the cutoff.
 Long-term memories are kept: they are what the agents learned, not an audit trail."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bot.engine.inbox import OPEN_STATES
 from bot.store.models import (
+    InboxRow,
     LLMCallRow,
     MessageRow,
     ProcessedEventRow,
@@ -41,12 +43,14 @@ class PruneResult:
 def _targets(cutoff: datetime) -> list[tuple[Any, Any]]:
     """(table, where) in delete order: children before the sessions they belong to."""
     old = select(S.c.id).where(S.c.updated_at < cutoff).scalar_subquery()
-    runs, events = ScheduleRunRow.__table__, ProcessedEventRow.__table__
+    runs, events, inbox = ScheduleRunRow.__table__, ProcessedEventRow.__table__, InboxRow.__table__
     return [
         *[(t, t.c.session_id.in_(old)) for t in CHILDREN],
         (S, S.c.updated_at < cutoff),
         (runs, runs.c.planned_at < cutoff),
         (events, events.c.received_at < cutoff),
+        # settled inbox rows (their claims); an open one is still owed an answer
+        (inbox, (inbox.c.created_at < cutoff) & inbox.c.state.not_in(OPEN_STATES)),
     ]
 
 

@@ -111,7 +111,9 @@ def turn_tree(t: TurnTrace) -> Tree:
         _memory_node(tree, memory)
     for orphan in t.unmatched_tools:
         _tool_node(tree, orphan)
-    if t.error:
+    if t.error and t.stopped_by == "interrupted":  # a stop or restart cut it short: the note says what followed
+        tree.add(Text(f"interrupted: {t.error}", style="magenta"))
+    elif t.error:
         tree.add(Text(f"error: {t.error}", style="bold red"))
     if t.answer is not None:
         tree.add(Text.assemble(("answer: ", "bold green" if t.status == "ok" else "bold"), t.answer))

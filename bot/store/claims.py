@@ -3,26 +3,31 @@
 A burst of Slack events (a busy channel, or Slack redelivering after an outage) must be acknowledged within
 3 s, and each claim is written before its ack. One transaction per claim made 200 events queue for the
 database; here, claims that arrive while a transaction runs go into the next one, a single
-`INSERT ... ON CONFLICT DO NOTHING RETURNING`: each caller still learns whether its key was new."""
+`INSERT ... ON CONFLICT DO NOTHING RETURNING`: each caller still learns whether its key was new (and, for the
+inbox, what the new row is)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
 
 Key = tuple[str, str]  # (platform, event id)
-InsertNew = Callable[[Sequence[Key]], Awaitable[set[Key]]]
+R = TypeVar("R")
+InsertNew = Callable[[Sequence[tuple[Key, Any]]], Awaitable[dict[Key, R]]]
 
 
-class GroupedClaims:
-    def __init__(self, insert_new: InsertNew) -> None:
+class GroupedClaims(Generic[R]):
+    """`claim(key, payload)` returns what `insert_new` returned for the key when it was new, else None."""
+
+    def __init__(self, insert_new: InsertNew[R]) -> None:
         self._insert_new = insert_new
-        self._pending: list[tuple[Key, asyncio.Future[bool]]] = []
+        self._pending: list[tuple[Key, Any, asyncio.Future[R | None]]] = []
         self._draining = False
 
-    async def claim(self, platform: str, event_id: str) -> bool:
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._pending.append(((platform, event_id), future))
+    async def claim(self, key: Key, payload: Any = None) -> R | None:
+        future: asyncio.Future[R | None] = asyncio.get_running_loop().create_future()
+        self._pending.append((key, payload, future))
         if not self._draining:
             self._draining = True
             asyncio.get_running_loop().create_task(self._drain(), name="yokebot-claims")
@@ -32,19 +37,17 @@ class GroupedClaims:
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
-                keys = list(dict.fromkeys(key for key, _ in batch))
+                firsts = list({key: (key, payload) for key, payload, _ in reversed(batch)}.values())[::-1]
                 try:
-                    new = await self._insert_new(keys)
+                    new = await self._insert_new(firsts)
                 except Exception as exc:  # the database is down: every waiting event hears it
-                    for _, future in batch:
+                    for _, _, future in batch:
                         if not future.done():
                             future.set_exception(exc)
                     continue
-                for key, future in batch:
+                for key, _, future in batch:
                     # the first of several deliveries in one group wins; the rest are duplicates
-                    first = key in new
-                    new.discard(key)
                     if not future.done():
-                        future.set_result(first)
+                        future.set_result(new.pop(key, None))
         finally:
             self._draining = False

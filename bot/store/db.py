@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +13,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"  # a path, not an import: env.py imports us
@@ -69,17 +72,55 @@ def _current(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
+MIGRATION_LOCK = 0x79_6F_6B_65_62_6F_74  # "yokebot": the PostgreSQL advisory lock held while migrating
+MIGRATION_WAIT_SECONDS = 120.0
+
+
+class MigrationLockTimeout(Exception):
+    """Another process held the migration lock for longer than we wait."""
+
+
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
-    cfg = alembic_config()
-    async with engine.begin() as conn:
-        await conn.run_sync(_upgrade, cfg, revision)
+    async with engine.connect() as conn, migration_lock(conn):
+        await conn.run_sync(_upgrade, alembic_config(), revision)
+        await conn.commit()
+
+
+@asynccontextmanager
+async def migration_lock(conn: AsyncConnection) -> AsyncIterator[None]:
+    """On PostgreSQL, one process migrates at a time: two instances starting together on an empty database
+    would otherwise both create the tables, and the loser exit. SQLite needs none: the migration's own write
+    transaction serialises, and `yokebot run` owns the file (bot/store/filelock.py)."""
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    try:
+        async with asyncio.timeout(MIGRATION_WAIT_SECONDS):
+            await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
+    except TimeoutError:
+        raise MigrationLockTimeout(
+            f"another yokebot process has been migrating this database for over {MIGRATION_WAIT_SECONDS:.0f} s"
+        ) from None
+    await conn.commit()  # the lock belongs to the session, not to the transaction
+    try:
+        yield
+    finally:
+        await conn.rollback()
+        await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK})
+        await conn.commit()
 
 
 async def ensure_schema(engine: AsyncEngine) -> None:
-    """Migrate to head when behind (first start of the embedded SQLite database, or after an upgrade)."""
+    """Migrate to head when behind (first start of the embedded SQLite database, or after an upgrade). Safe
+    when several instances start together: they take turns under the lock, and the later ones find head."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     async with engine.connect() as conn:
-        current = await conn.run_sync(_current)
-    if current != head:
-        log.info("migrating database from %s to %s", current or "empty", head)
-        await upgrade(engine)
+        if await conn.run_sync(_current) == head:
+            return
+        await conn.rollback()
+        async with migration_lock(conn):
+            current = await conn.run_sync(_current)
+            if current != head:
+                log.info("migrating database from %s to %s", current or "empty", head)
+                await conn.run_sync(_upgrade, alembic_config(), "head")
+                await conn.commit()

@@ -198,3 +198,35 @@ class ProcessedEventRow(Base):
     platform: Mapped[str] = mapped_column(String(32), primary_key=True)
     event_id: Mapped[str] = mapped_column(String(255), primary_key=True)
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class InboxRow(Base):
+    """The durable inbox (added in 0004_inbox): an accepted platform event with what is needed to answer it,
+    stored in the transaction that claims it (unique `(platform, event_key)`), before the platform gets its
+    ack. `state`: claimed -> running -> answered | failed | interrupted | skipped. An instance works on a row
+    while it holds the lease (`lease_owner`, renewed until `lease_until`); an expired lease is taken over."""
+
+    __tablename__ = "inbox"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    event_key: Mapped[str] = mapped_column(String(255))
+    channel: Mapped[str] = mapped_column(String(255))
+    thread: Mapped[str] = mapped_column(String(255), default="")
+    user: Mapped[str | None] = mapped_column(String(255))
+    text: Mapped[str] = mapped_column(Text, default="")
+    trigger: Mapped[str] = mapped_column(String(32))
+    agent: Mapped[str | None] = mapped_column(String(64))
+    reply: Mapped[dict[str, Any]] = mapped_column(JSON)  # the reply target: message id, reply thread, DM or not
+    state: Mapped[str] = mapped_column(String(16), default="claimed")
+    lease_owner: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    effects: Mapped[list[str] | None] = mapped_column(JSON)  # side-effecting tools started by its turn
+    note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    __table_args__ = (
+        UniqueConstraint("platform", "event_key"),
+        Index("ix_inbox_state_lease_until", "state", "lease_until"),
+    )

@@ -170,11 +170,11 @@ def _message(row: Any) -> Message:
 class SqlStore:
     """Implements the engine's SessionStore and MemoryStore ports; `recorder.py` writes turns through it."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0) -> None:
         self.engine = engine
-        self.writes = WriteBehind(engine)
+        self.writes = WriteBehind(engine, outage_seconds=outage_seconds)
         self._recent = RecentSessions()
-        self._claims = GroupedClaims(self._insert_new_events)
+        self._claims: GroupedClaims[bool] = GroupedClaims(self._insert_new_events)
 
     async def _rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
         """Run a statement that returns rows (`write`: in a transaction that commits)."""
@@ -330,10 +330,10 @@ class SqlStore:
     # --- exactly-once platform events ----------------------------------------------------------------------
     async def claim_event(self, platform: str, event_id: str) -> bool:
         """True the first time (platform, event_id) is seen, in any process sharing the database."""
-        return await self._claims.claim(platform, event_id)
+        return bool(await self._claims.claim((platform, event_id)))
 
-    async def _insert_new_events(self, keys: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+    async def _insert_new_events(self, keys: Sequence[tuple[tuple[str, str], Any]]) -> dict[tuple[str, str], bool]:
         now = utcnow()
-        rows = [{"platform": p, "event_id": e, "received_at": now} for p, e in keys]
+        rows = [{"platform": p, "event_id": e, "received_at": now} for (p, e), _ in keys]
         inserted = await self._rows(_claim_insert(self.engine.dialect.name), rows, write=True)
-        return {(r.platform, r.event_id) for r in inserted}
+        return {(r.platform, r.event_id): True for r in inserted}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
@@ -20,6 +21,7 @@ from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_delay, wait_exponential
 
 from bot.engine.errors import YokebotError
 from bot.redact import cut
@@ -54,12 +56,19 @@ def _sqlite_writer(engine: AsyncEngine) -> Engine | None:
 
 
 class WriteBehind:
-    def __init__(self, engine: AsyncEngine, *, attempts: int = 3, backoff: float = 0.1) -> None:
+    """`outage_seconds`: how long a database that is away is waited out (rows kept in memory, retried with
+    backoff) before they are given up; `max_rows`: how many queued rows may be held meanwhile (beyond it, new
+    rows are refused with WriteFailed, so the turns that already ran keep theirs)."""
+
+    def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, backoff: float = 0.1,
+                 max_backoff: float = 2.0, max_rows: int = 100_000) -> None:
         self.engine = engine
         self._sync = _sqlite_writer(engine)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
-        self.attempts = attempts
-        self.backoff = backoff
+        self.outage_seconds = outage_seconds
+        self.backoff, self.max_backoff = backoff, max_backoff
+        self.max_rows = max_rows
+        self.outage_since: float | None = None  # monotonic time the current outage began; None when healthy
         self._pending: list[Write] = []
         self._queued = 0  # sequence number of the last queued write
         self._done = 0  # sequence number of the last write committed (or given up on)
@@ -77,6 +86,9 @@ class WriteBehind:
         self._wake.set()
 
     def put(self, statement: Executable, params: dict[str, Any], owner: str | None = None) -> None:
+        if len(self._pending) >= self.max_rows:
+            raise WriteFailed(f"the database has been unreachable for a while and {len(self._pending)} rows are "
+                              "waiting for it already")
         self._pending.append((statement, params, owner))
         self._queued += 1
         self._ensure_writer()
@@ -125,18 +137,45 @@ class WriteBehind:
                 await conn.execute(statement, group)  # executemany, in queue order
 
     async def _commit_retrying(self, batch: list[Write]) -> bool:
-        """Commit the batch in one transaction, retrying while the database is only busy or away."""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                await self._commit(batch)
-                return True
-            except Exception as exc:
-                if not _transient(exc) or attempt == self.attempts:
-                    log.warning("a batch of %d rows failed (%s); committing them one by one", len(batch),
-                                _first_line(exc))
-                    return False
-                await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-        return False  # pragma: no cover
+        """Commit the batch in one transaction. A database that is away (restarting, network gone, SQLite file
+        locked or unwritable) is waited out, with backoff, for up to `outage_seconds`: the rows stay queued in
+        memory meanwhile. A refused row (or an outage longer than that) returns False."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(_transient), reraise=True,
+            wait=wait_exponential(multiplier=self.backoff, max=self.max_backoff),
+            stop=stop_after_delay(self.outage_seconds),
+            before_sleep=lambda state: self._outage(state, len(batch)),
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    await self._commit(batch)
+        except Exception as exc:
+            log.warning("a batch of %d rows failed (%s); committing them one by one", len(batch), _first_line(exc))
+            self._recovered(len(batch), written=False)
+            return False
+        self._recovered(len(batch), written=True)
+        return True
+
+    def _outage(self, state: RetryCallState, rows: int) -> None:
+        if self.outage_since is not None:
+            return
+        self.outage_since = time.monotonic()
+        exc = state.outcome.exception() if state.outcome else None
+        turns = len({w[2] for w in self._pending} | {None}) - 1
+        log.warning("the database is unavailable (%s): holding %d rows (and %d queued behind them, of %d turns) "
+                    "in memory, retrying for up to %.0f s (YOKEBOT_DB_OUTAGE_SECONDS)",
+                    _first_line(exc) if exc else "?", rows, len(self._pending), turns, self.outage_seconds)
+
+    def _recovered(self, rows: int, *, written: bool) -> None:
+        if self.outage_since is None:
+            return
+        waited = time.monotonic() - self.outage_since
+        self.outage_since = None
+        if written:
+            log.warning("the database is back after %.1f s: the %d rows held meanwhile are written", waited, rows)
+        else:
+            log.error("the database stayed unavailable for %.1f s: giving up on %d held rows", waited, rows)
 
     async def _commit_one_by_one(self, batch: list[Write]) -> None:
         """One refused row must not take the other turns' rows with it: each row alone, failures noted."""

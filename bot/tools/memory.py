@@ -32,6 +32,7 @@ async def channel_items(ctx: ToolContext[MemorySettings], memory: MemoryStore, l
     "who owns what). Use it only when someone asks you to remember something or the fact will clearly matter "
     "again; not for one-off results. One short sentence.",
     settings=MemorySettings,
+    side_effects=True,
 )
 async def remember(ctx: ToolContext[MemorySettings], fact: str) -> str:
     settings = ctx.settings
@@ -59,6 +60,7 @@ async def remember(ctx: ToolContext[MemorySettings], fact: str) -> str:
     "Delete a remembered fact by its id (shown in brackets in the long-term memory section). Use it when a "
     "fact is wrong or outdated, or someone asks you to forget it.",
     settings=MemorySettings,
+    side_effects=True,
 )
 async def forget(ctx: ToolContext[MemorySettings], id: int) -> str:
     settings = ctx.settings

@@ -144,6 +144,7 @@ def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | N
         "per reply, per turn and per channel per minute is limited, so put everything into one.",
         settings=NotifySettings,
         profile_section="notify",
+        side_effects=True,
     )
     async def notify(ctx: ToolContext[NotifySettings], message: str, channel: str | None = None) -> str:
         settings = ctx.settings

@@ -3,7 +3,7 @@
     python tests/fakes/mcp_server.py stdio
     python tests/fakes/mcp_server.py http --port 0 --port-file PATH   # streamable HTTP at /mcp
 
-Tools: `echo`, `add`, `pid` (the server's process id), `env` (one environment variable), `leak` (a result
+Tools: `echo` (marked read-only), `add`, `pid` (the server's process id), `env` (one environment variable), `leak` (a result
 with secrets in it), `crash` (the process dies mid-call), `hang` (the process blocks its event loop, so it
 answers nothing, pings included), `slow` (an async sleep), `drop_database` (never allowed by the tests).
 `--bad-schema` adds `tag_hosts`, whose input schema has an array without `items` (OpenAI rejects it).
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
 
 
 class FakeServer(MCPServer[Any]):
@@ -41,7 +42,7 @@ class FakeServer(MCPServer[Any]):
 def build(bad_schema: bool = False) -> FakeServer:
     mcp = FakeServer(bad_schema)
 
-    @mcp.tool(description="Echo the text back.")
+    @mcp.tool(description="Echo the text back.", annotations=ToolAnnotations(read_only_hint=True))
     def echo(text: str) -> str:
         return f"echo: {text}"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import App, build_app
+from bot.app import App, build_app, side_effecting
 from bot.engine.service import TurnRequest
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, call
@@ -167,3 +167,12 @@ async def test_secrets_in_a_result_are_redacted_for_the_model_and_the_audit(ops_
     fake_llm.calls(call("ops__env", {"name": "OPENAI_API_KEY"})).reply("done")
     second = await ops_bot.service.handle(req("env", "t2"))
     assert second.tool_calls[0].content == "<unset>"
+
+
+async def test_only_tools_the_server_marks_read_only_are_free_of_side_effects(ops_bot: App):
+    """The inbox records a side-effecting tool before it runs, and a turn cut short after one is not run again
+    (docs/scale-out.md): an MCP tool may change anything unless its server says `readOnlyHint`."""
+    await eventually(lambda: "ops__add" in ops_bot.registry, 20, "the MCP tools registered")
+    assert not side_effecting(ops_bot.registry, "ops__echo")  # the fake server marks echo read-only
+    assert side_effecting(ops_bot.registry, "ops__add") and side_effecting(ops_bot.registry, "ops__crash")
+    assert side_effecting(ops_bot.registry, "notify") and not side_effecting(ops_bot.registry, "current_time")

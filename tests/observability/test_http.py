@@ -106,6 +106,22 @@ async def test_readyz_fails_when_the_sqlite_file_is_gone(bot: App, base: str, sq
     assert (await get(f"{base}/healthz"))[0] == 200  # alive, not ready: restart is not the cure
 
 
+async def test_readyz_fails_while_the_sqlite_database_cannot_be_written(bot: App, base: str, sqlite_url: str):
+    """Issue 13: /readyz said 200 while every new event failed to be stored. A SELECT still passes while
+    another process holds the file's write lock (or it cannot take a commit); the probe now writes."""
+    import sqlite3
+
+    holder = sqlite3.connect(sqlite_url.split("///", 1)[1], isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        status, _, body = await get(f"{base}/readyz")
+        assert status == 503 and "database check failed" in body
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (await get(f"{base}/readyz"))[0] == 200
+
+
 @pytest.mark.postgres
 async def test_readyz_fails_when_the_postgres_database_is_gone(pg_database: str, fake_llm: FakeOpenAI,
                                                                agents_dir: Path):

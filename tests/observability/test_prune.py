@@ -38,6 +38,11 @@ async def age(url: str, session_id: str, days: int) -> None:
                    "('a/old', 'tester', :o, 'ok'), ('a/new', 'tester', :n, 'ok')", o=old, n=new)
     await sql(url, "INSERT INTO processed_events (platform, event_id, received_at) VALUES "
                    "('slack', 'Ev-old', :o), ('slack', 'Ev-new', :n)", o=old, n=new)
+    inbox = ("INSERT INTO inbox (platform, event_key, channel, thread, text, trigger, reply, state, attempts, "
+             "created_at, updated_at) VALUES ('slack', :k, 'C1', '', 'hi', 'mention', '{}', :st, 1, :t, :t)")
+    await sql(url, inbox, k="C1:old-answered", st="answered", t=old)
+    await sql(url, inbox, k="C1:old-but-open", st="claimed", t=old)  # still owed an answer: kept
+    await sql(url, inbox, k="C1:new-answered", st="answered", t=new)
     await sql(url, "INSERT INTO memories (agent, channel, content, session_id, created_at) VALUES "
                    "('tester', NULL, 'the disk is /dev/sda', :s, :o)", s=session_id, o=old)
 
@@ -82,6 +87,8 @@ def test_prune_removes_exactly_the_old_sessions(db_url: str, fake_llm: FakeOpenA
     memories = asyncio.run(sql(db_url, "SELECT content FROM memories"))
     assert [r[0] for r in runs] == ["a/new"] and [e[0] for e in events] == ["Ev-new"]
     assert [m[0] for m in memories] == ["the disk is /dev/sda"]  # what the agent learned is kept
+    inbox = asyncio.run(sql(db_url, "SELECT event_key FROM inbox ORDER BY event_key"))
+    assert [r[0] for r in inbox] == ["C1:new-answered", "C1:old-but-open"]
 
     again = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d"], env=env)  # nothing to ask about
     assert again.exit_code == 0 and "0 sessions" in again.stdout

@@ -1,14 +1,14 @@
 """summaries: a thread's compacted memory (and resets); llm_calls.purpose
 
 Revision ID: 0005_summaries
-Revises: 0003_turn_stopped_by
+Revises: 0004_inbox
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0005_summaries'
-down_revision = '0003_turn_stopped_by'
+down_revision = '0004_inbox'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,203 @@
+"""The pipeline's claim step on the durable inbox (`InboxClaims`), and the take-over of events whose instance
+died (`Recovery`).
+
+`claim` stores the event with its exactly-once claim in one transaction, leased to this instance, before the
+ack; `started` records the turn that runs it and, before a side-effecting tool runs, that it ran; `settle`
+records how it ended. Recovery, per event taken over (its lease ran out, or the process restarted alone on a
+SQLite file):
+- it never started a turn: run it now;
+- its turn had started a side-effecting tool (declared `side_effects=True`: notify, remember, forget): it is
+  NOT run again, that would post the alert twice; the thread is told plainly that the bot was restarted and
+  what it had already done, and the turn ends `interrupted`;
+- otherwise the turn ends `interrupted`, its partial messages leave the history, and it runs again;
+- after MAX_ATTEMPTS starts (a message that kills the process each time) it is given up, and the thread told.
+Never two answers for one message: only the lease holder answers, and the row is settled after the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Protocol
+
+from bot.chat.base import Inbound
+from bot.chat.pipeline import Pipeline
+from bot.engine.context import RunContext
+from bot.engine.hooks import CompositeHooks, TurnHooks
+from bot.engine.inbox import Inbox, InboxItem, InboxState, NewEvent
+from bot.engine.messages import ToolCall
+from bot.engine.service import TurnRequest
+
+log = logging.getLogger(__name__)
+MAX_ATTEMPTS = 3
+RESTARTED_NOTE = "yokebot was restarted during this turn; it was run again"
+
+
+def restarted_after(effects: tuple[str, ...]) -> str:
+    done = ", ".join(f"`{name}`" for name in effects)
+    return (f"Sorry, I was restarted while working on this, after I had already run {done}. I did not start "
+            "over, so that is not done twice; please ask again if you still need an answer.")
+
+
+def gave_up(attempts: int) -> str:
+    return (f"Sorry, I was restarted {attempts} times while working on this, so I stopped trying; "
+            "please ask again, perhaps in smaller steps.")
+
+
+class EffectsRecorded(TurnHooks):
+    """Before a side-effecting tool runs, its name is committed to the inbox row (`Inbox.effect`); a failed
+    write fails the turn before the tool runs, so recovery never misses an effect."""
+
+    def __init__(self, inbox: Inbox, item: InboxItem, side_effecting: Callable[[str], bool]) -> None:
+        self.inbox, self.item, self.side_effecting = inbox, item, side_effecting
+
+    async def tool_started(self, run: RunContext, call: ToolCall) -> None:
+        if self.side_effecting(call.name):
+            await self.inbox.effect(self.item, call.name)
+
+
+class InboxClaims:
+    """`ClaimStep` (bot/chat/claiming.py) on the inbox. Keeps the inbox rows of the messages in flight here.
+    `side_effecting(name)`: does that tool declare `side_effects` (asked when it starts, so tools registered
+    later, from MCP servers, count too)."""
+
+    def __init__(self, inbox: Inbox, side_effecting: Callable[[str], bool]) -> None:
+        self.inbox = inbox
+        self.side_effecting = side_effecting
+        self._items: dict[tuple[str, str], InboxItem] = {}
+        self._running: set[int] = set()  # inbox ids whose turn started here
+
+    @staticmethod
+    def _key(inbound: Inbound) -> tuple[str, str]:
+        return inbound.platform, inbound.claim_key or ""
+
+    async def claim(self, inbound: Inbound) -> bool:
+        if inbound.claim_key is None:
+            return True
+        o = inbound.origin
+        item = await self.inbox.claim(NewEvent(platform=o.platform, event_key=inbound.claim_key, channel=o.channel,
+                                               thread=inbound.thread, text=inbound.text, trigger=inbound.trigger,
+                                               user=o.user, reply=dict(inbound.target)))
+        if item is None:
+            return False
+        self._items[self._key(inbound)] = item
+        return True
+
+    def adopt(self, inbound: Inbound, item: InboxItem) -> None:
+        """A taken-over event, about to run again here."""
+        self._items[self._key(inbound)] = item
+
+    async def started(self, inbound: Inbound, request: TurnRequest,
+                      hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
+        item = self._items.get(self._key(inbound))
+        if item is None:
+            return request, hooks
+        turn_id = uuid.uuid4().hex
+        await self.inbox.start(item, turn_id, request.agent)
+        self._running.add(item.id)
+        effects = EffectsRecorded(self.inbox, item, self.side_effecting)  # first: committed before the tool runs
+        return replace(request, turn_id=turn_id), CompositeHooks(effects).plus(hooks)
+
+    async def settle(self, inbound: Inbound, ok: bool) -> None:
+        item = self._items.pop(self._key(inbound), None)
+        if item is None:
+            return
+        ran = item.id in self._running
+        self._running.discard(item.id)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # shutdown: the user was told, by the pipeline's STOPPED
+            await self.finish(item, "interrupted", "yokebot stopped during this turn; the user was told")
+        elif not ran:  # not for the bot after all, refused, or empty: no turn was owed
+            await self.finish(item, "answered" if ok else "skipped")
+        else:
+            await self.finish(item, "answered" if ok else "failed")
+
+    async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None:
+        try:
+            await self.inbox.finish(item, state, note)
+        except Exception:
+            log.exception("could not record inbox event %s as %s", item.id, state)
+
+    async def recover(self, item: InboxItem) -> str | None:
+        """None: run it again (after ending its interrupted turn). Else the sentence for the thread."""
+        if item.effects:
+            if item.turn_id:
+                await self.inbox.interrupt_turn(item.turn_id, "yokebot was restarted during this turn, after a "
+                                                "side-effecting tool; the user was told", forget_history=False)
+            return restarted_after(item.effects)
+        if item.turn_id:
+            await self.inbox.interrupt_turn(item.turn_id, RESTARTED_NOTE, forget_history=True)
+        if item.attempts >= MAX_ATTEMPTS:
+            return gave_up(item.attempts)
+        log.info("resuming inbox event %s (%s %s, attempt %d)", item.id, item.platform, item.event_key,
+                 item.attempts + 1)
+        return None
+
+
+class Resumable(Protocol):
+    """An adapter whose events can be answered after a restart: its pipeline, and its `Inbound` rebuilt from
+    the stored row (the reply surface from `Inbound.target`)."""
+
+    pipeline: Pipeline
+
+    def rebuild(self, item: InboxItem) -> Inbound: ...
+
+
+class Recovery:
+    """Takes over inbox events of dead instances, at start-up and every `period` seconds after."""
+
+    def __init__(self, inbox: Inbox, claims: InboxClaims, adapters: Mapping[str, Resumable], period: float, *,
+                 alone: bool) -> None:
+        self.inbox, self.claims, self.adapters, self.period, self.alone = inbox, claims, adapters, period, alone
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self.alone:  # a SQLite file this process has locked: nothing else can be running anything
+            ended = await self.inbox.interrupt_running_turns("yokebot was restarted during this turn")
+            if ended:
+                log.warning("%d turns were cut short by the last stop; they end as interrupted", ended)
+        await self.sweep(every_open=self.alone)
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="yokebot-inbox-recovery")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def sweep(self, *, every_open: bool = False) -> int:
+        items = await self.inbox.take_over(every_open=every_open, platforms=tuple(self.adapters))
+        for item in items:
+            log.warning("taking over inbox event %s (%s %s, was %s, turn %s)", item.id, item.platform,
+                        item.event_key, item.state, item.turn_id)
+            try:
+                await self.resume(item)
+            except Exception:
+                log.exception("could not resume inbox event %s", item.id)
+        return len(items)
+
+    async def resume(self, item: InboxItem) -> None:
+        adapter = self.adapters[item.platform]
+        inbound = adapter.rebuild(item)
+        note = await self.claims.recover(item)
+        if note is None:
+            self.claims.adopt(inbound, item)
+            adapter.pipeline.resume(inbound)
+            return
+        try:
+            await inbound.reply.deliver(note)
+            await inbound.reply.done(False)
+        except Exception:
+            log.exception("could not tell %s about the restart (inbox event %s)", item.platform, item.id)
+            return  # the lease runs out and a later take-over tries again
+        await self.claims.finish(item, "interrupted", note)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            try:
+                await self.sweep()
+            except Exception as exc:
+                log.warning("inbox take-over failed (%s); retrying in %.0f s", type(exc).__name__, self.period)
+

@@ -1,0 +1,68 @@
+"""The durable inbox as the chat side sees it: an accepted event, stored with its claim, leased while it runs.
+
+Pure data and a Protocol, so that `bot/chat` and `bot/store` meet here without importing each other."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+InboxState = Literal["claimed", "running", "answered", "failed", "interrupted", "skipped"]
+OPEN_STATES: tuple[InboxState, ...] = ("claimed", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """What an adapter knows at the ack: enough to answer the message after a restart."""
+
+    platform: str
+    event_key: str  # unique per platform: the message, not the delivery
+    channel: str
+    thread: str
+    text: str
+    trigger: str
+    user: str | None = None
+    reply: dict[str, Any] = field(default_factory=lambda: dict[str, Any]())  # reply target: message id, thread
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    id: int
+    platform: str
+    event_key: str
+    channel: str
+    thread: str
+    text: str
+    trigger: str
+    user: str | None
+    reply: dict[str, Any]
+    state: InboxState = "claimed"
+    attempts: int = 0
+    agent: str | None = None
+    turn_id: str | None = None
+    effects: tuple[str, ...] = ()  # side-effecting tools its turn started (notify, remember, ...)
+
+
+class Inbox(Protocol):
+    async def claim(self, event: NewEvent) -> InboxItem | None:
+        """Store and lease the event in the transaction that claims it; None when it was already taken."""
+        ...
+
+    async def start(self, item: InboxItem, turn_id: str, agent: str) -> None: ...
+    async def effect(self, item: InboxItem, tool: str) -> None:
+        """Durably note, before it runs, that the turn starts a side-effecting tool."""
+        ...
+
+    async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None: ...
+    async def take_over(self, limit: int = 50, *, every_open: bool = False,
+                        platforms: Sequence[str] = ()) -> list[InboxItem]:
+        """Lease events whose holder died (lease expired; with every_open: all open ones) to this instance."""
+        ...
+
+    async def interrupt_turn(self, turn_id: str, note: str, *, forget_history: bool) -> None:
+        """End a turn that was cut short as `interrupted`; with forget_history, drop its partial messages."""
+        ...
+
+    async def interrupt_running_turns(self, note: str) -> int: ...
+    def start_heartbeat(self) -> None: ...

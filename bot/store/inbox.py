@@ -1,0 +1,173 @@
+"""SqlInbox: the durable inbox on SQLAlchemy (table `inbox`, migration 0004_inbox).
+
+- `claim`: the exactly-once claim and the stored event are ONE `INSERT ... ON CONFLICT DO NOTHING RETURNING`
+  (grouped with the claims arriving meanwhile), committed before the platform gets its ack; the row is
+  leased to this instance from the start.
+- Leases: every `lease_seconds / 3` one UPDATE renews the leases of every open row this instance holds.
+- `take_over`: rows still open whose lease expired are leased to this instance in one statement; on
+  PostgreSQL the candidates are picked `FOR UPDATE SKIP LOCKED`, so two instances never take the same row.
+- `finish` goes through the write-behind queue after the turn's own rows; the lease is dropped with it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, cast
+
+from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, NewEvent
+from bot.engine.messages import TurnOutcome
+from bot.store.claims import GroupedClaims, Key
+from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
+from bot.store.repositories import SqlStore
+
+log = logging.getLogger(__name__)
+INBOX, M, T = cast(Table, InboxRow.__table__), cast(Table, MessageRow.__table__), cast(Table, TurnRow.__table__)
+
+_START = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
+_FINISH = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
+_RENEW = (update(INBOX).where(INBOX.c.lease_owner == bindparam("b_owner"), INBOX.c.state.in_(OPEN_STATES))
+          .values(lease_until=bindparam("b_until")))
+
+
+def instance_id() -> str:
+    """Who holds a lease: host, pid and a random part (a restarted process with the same pid is someone else)."""
+    return f"{socket.gethostname()[:80]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _item(row: Any) -> InboxItem:
+    return InboxItem(id=row.id, platform=row.platform, event_key=row.event_key, channel=row.channel,
+                     thread=row.thread, text=row.text, trigger=row.trigger, user=row.user, reply=dict(row.reply or {}),
+                     state=row.state, attempts=row.attempts, agent=row.agent, turn_id=row.turn_id,
+                     effects=tuple(row.effects or ()))
+
+
+class SqlInbox:
+    def __init__(self, store: SqlStore, *, lease_seconds: float = 30.0, owner: str | None = None) -> None:
+        self.store = store
+        self.owner = owner or instance_id()
+        self.lease = timedelta(seconds=lease_seconds)
+        self._claims: GroupedClaims[InboxItem] = GroupedClaims(self._insert_new)
+        self._effects: dict[int, list[str]] = {}
+        self._turns: dict[int, str] = {}  # inbox id -> the turn now running it
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    @property
+    def dialect(self) -> str:
+        return self.store.engine.dialect.name
+
+    # --- claim ------------------------------------------------------------------------------------------
+    async def claim(self, event: NewEvent) -> InboxItem | None:
+        return await self._claims.claim((event.platform, event.event_key), event)
+
+    async def _insert_new(self, events: Sequence[tuple[Key, Any]]) -> dict[Key, InboxItem]:
+        now = utcnow()
+        rows = [_new_row(cast(NewEvent, e), self.owner, now + self.lease, now) for _, e in events]
+        insert = (sqlite_insert if self.dialect == "sqlite" else pg_insert)(INBOX).on_conflict_do_nothing()
+        inserted = await self.store._rows(insert.returning(*INBOX.c), rows, write=True)
+        return {(r.platform, r.event_key): _item(r) for r in inserted}
+
+    # --- a turn's life -------------------------------------------------------------------------------------
+    async def start(self, item: InboxItem, turn_id: str, agent: str) -> None:
+        """Queued ahead of the turn's own rows; `effect` commits at once, so recovery sees it even if this
+        did not get out."""
+        self._turns[item.id] = turn_id
+        self.store.writes.put(_START, {"b_id": item.id, "state": "running", "turn_id": turn_id, "agent": agent,
+                                       "attempts": item.attempts + 1, "updated_at": utcnow()}, turn_id)
+
+    async def effect(self, item: InboxItem, tool: str) -> None:
+        effects = self._effects.setdefault(item.id, list(item.effects))
+        if tool in effects:
+            return
+        effects.append(tool)
+        await self.store._execute(_START, {"b_id": item.id, "effects": list(effects), "state": "running",
+                                           "turn_id": self._turns.get(item.id, item.turn_id), "updated_at": utcnow()})
+
+    async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None:
+        self._effects.pop(item.id, None)
+        turn_id = self._turns.pop(item.id, item.turn_id)
+        self.store.writes.put(_FINISH, {"b_id": item.id, "state": state, "note": note, "lease_owner": None,
+                                        "lease_until": None, "updated_at": utcnow()}, turn_id)
+        await self.store.writes.flush()
+
+    # --- leases ------------------------------------------------------------------------------------------
+    async def renew(self) -> None:
+        await self.store._execute(_RENEW, {"b_owner": self.owner, "b_until": utcnow() + self.lease})
+
+    def start_heartbeat(self) -> None:
+        if self._heartbeat is None:
+            self._heartbeat = asyncio.get_running_loop().create_task(self._beat(), name="yokebot-inbox-leases")
+
+    async def stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            self._heartbeat = None
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease.total_seconds() / 3)
+            try:
+                await self.renew()
+            except Exception as exc:  # the database is away: the leases run on; renewed when it returns
+                log.warning("could not renew this instance's inbox leases (%s)", type(exc).__name__)
+
+    async def take_over(self, limit: int = 50, *, every_open: bool = False,
+                        platforms: Sequence[str] = ()) -> list[InboxItem]:
+        """Lease open rows whose lease expired (or, with every_open, every open row: for a process that knows
+        it is alone on the database, a SQLite file it has locked) to this instance."""
+        now = utcnow()
+        pick = select(INBOX.c.id).where(INBOX.c.state.in_(OPEN_STATES))
+        # never its own rows: one it just claimed, or whose lease a late heartbeat let lapse, is in hand
+        pick = pick.where(INBOX.c.lease_owner.is_distinct_from(self.owner))
+        if platforms:
+            pick = pick.where(INBOX.c.platform.in_(list(platforms)))
+        if not every_open:
+            pick = pick.where((INBOX.c.lease_until < now) | INBOX.c.lease_until.is_(None))
+        pick = pick.order_by(INBOX.c.id).limit(limit).with_for_update(skip_locked=True)
+        stmt = (update(INBOX).where(INBOX.c.id.in_(pick.scalar_subquery()))
+                .values(lease_owner=self.owner, lease_until=now + self.lease, updated_at=now).returning(*INBOX.c))
+        rows = await self.store._rows(stmt, {}, write=True)
+        return sorted((_item(r) for r in rows), key=lambda i: i.id)
+
+    # --- interrupted turns -------------------------------------------------------------------------------
+    async def interrupt_turn(self, turn_id: str, note: str, *, forget_history: bool) -> None:
+        """The turn's row ends stopped by `interrupted` (never `running` forever; status `error`, as the engine
+        records a turn cancelled at shutdown: one notion); with forget_history its partial
+        messages leave the session history (a rerun answers the same message; llm_calls and
+        tool_invocations keep what the interrupted attempt did)."""
+        now = utcnow()
+        await self.store._execute(update(T).where(T.c.id == turn_id, T.c.status == "running")
+                                  .values(_interrupted(note, now)), {})
+        if forget_history:
+            await self.store._execute(delete(M).where(M.c.turn_id == turn_id), {})
+
+    async def interrupt_running_turns(self, note: str) -> int:
+        """Every turn still `running` ends stopped by `interrupted`: for a process alone on its (SQLite) database at
+        start-up, where nothing can still be running (`yokebot ask` and schedules included)."""
+        rows = await self.store._rows(update(T).where(T.c.status == "running")
+                                      .values(_interrupted(note, utcnow()))
+                                      .returning(T.c.id), {}, write=True)
+        return len(rows)
+
+
+def _interrupted(note: str, now: Any) -> dict[str, Any]:
+    """The turn row of a turn a restart cut short: what the engine writes for one it saw cancelled."""
+    outcome = TurnOutcome("", error=note, stopped_by="interrupted")
+    return {"status": outcome.status, "error": note, "stopped_by": outcome.stopped_by, "finished_at": now}
+
+
+def _new_row(event: NewEvent, owner: str, until: Any, now: Any) -> dict[str, Any]:
+    return {"platform": event.platform, "event_key": event.event_key[:255], "channel": event.channel,
+            "thread": event.thread, "user": event.user, "text": event.text.replace("\x00", "\ufffd"),
+            "trigger": event.trigger, "agent": None, "reply": event.reply, "state": "claimed",
+            "lease_owner": owner, "lease_until": until, "attempts": 0, "turn_id": None, "effects": None,
+            "note": None, "created_at": now, "updated_at": now}

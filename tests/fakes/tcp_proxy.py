@@ -1,0 +1,79 @@
+"""A TCP proxy on 127.0.0.1 in front of a real server (the shared PostgreSQL), that a test can take down and
+bring back: `pause()` cuts every open connection and refuses new ones (accepted, then closed at once, as
+a server that went away), `resume()` forwards again. A database outage without stopping the shared server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+
+class TcpProxy:
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.port = 0
+        self.down = False
+        self.refused = 0  # connections refused while down
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+
+    def start(self) -> TcpProxy:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
+        return self
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def pause(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._cut(), self._loop).result(timeout=10)
+
+    def resume(self) -> None:
+        self.down = False
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    async def _cut(self) -> None:
+        self.down = True
+        for writer in list(self._open):
+            writer.close()
+        self._open.clear()
+
+    async def _close(self) -> None:
+        await self._cut()
+        if self._server is not None:
+            self._server.close()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.down:
+            self.refused += 1
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        self._open.update((writer, up_writer))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                if self.down:
+                    break
+                writer.write(data)
+                await writer.drain()
+        except (OSError, RuntimeError):
+            pass
+        finally:
+            self._open.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()

@@ -1,0 +1,83 @@
+"""`yokebot run` as a real process against the fake Slack (Socket Mode) and the fake model: start it, kill it
+with SIGKILL, start it again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.slack_server import FakeSlack
+from tests.helpers import write_agent
+
+OPS_AGENT = """
+description: ops
+max_iterations: 4
+tools:
+  notify: {}
+  current_time: {}
+notify:
+  default: "slack:#ops-alerts"
+  allowed: ["slack:#ops-alerts"]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_env(tmp: Path, db_url: str, slack: FakeSlack, llm: FakeOpenAI, **extra: str) -> dict[str, str]:
+    agents = tmp / "agents"
+    write_agent(agents, "ops", OPS_AGENT)
+    return {**os.environ, "YOKEBOT_DATABASE_URL": db_url, "YOKEBOT_AGENTS_DIR": str(agents),
+            "YOKEBOT_DEFAULT_AGENT": "ops", "OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "sk-test-123456",
+            "YOKEBOT_MODEL": "test-model", "YOKEBOT_MODEL_MAX_ATTEMPTS": "1",
+            "SLACK_BOT_TOKEN": "xoxb-recovery-test", "SLACK_APP_TOKEN": "xapp-recovery-test",
+            "SLACK_API_URL": slack.api_url, "YOKEBOT_HTTP_PORT": str(free_port()), "YOKEBOT_HTTP_HOST": "127.0.0.1",
+            "YOKEBOT_SCHEDULER_ENABLED": "false", "YOKEBOT_INBOX_LEASE_SECONDS": "2", "YOKEBOT_LOG_LEVEL": "INFO",
+            **extra}
+
+
+class Bot:
+    """One `yokebot run` process; its output goes to a file (a pipe nobody reads could fill and block it)."""
+
+    def __init__(self, env: dict[str, str], cwd: Path, name: str) -> None:
+        self.log = cwd / f"{name}.log"
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], env=env, cwd=cwd,
+                                     stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def wait_until(predicate: Any, timeout: float, what: str, bot: Bot | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if bot is not None and bot.proc.poll() is not None:
+            raise AssertionError(f"yokebot exited while waiting for {what}:\n{bot.output()[-3000:]}")
+        if time.monotonic() > deadline:
+            tail = bot.output()[-3000:] if bot is not None else ""
+            raise AssertionError(f"timed out waiting for {what}\n{tail}")
+        time.sleep(0.05)

@@ -1,0 +1,95 @@
+"""Issue 13.2: the database goes away for a while (here 6 s; PostgreSQL behind a proxy the test cuts) while
+turns run. Before: the write-behind queue gave up after 3 attempts 0.3 s apart, dropped the turns' rows
+(their finishing update too), left them `running`, and told users "Sorry, something went wrong" although
+the model had answered. Now the rows are held and written when the database is back, every user gets the
+model's answer, and no turn is left `running`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from bot.chat.pipeline import SORRY
+from bot.runner import serve
+from bot.store.db import create_engine
+from tests.chat.slack_harness import OPS, mention
+from tests.conftest import make_settings
+from tests.fakes.openai_server import FakeOpenAI, Step
+from tests.fakes.slack_server import FakeSlack
+from tests.fakes.tcp_proxy import TcpProxy
+from tests.helpers import eventually, write_agent
+from tests.recovery.harness import free_port
+
+TURNS = 8
+OUTAGE_SECONDS = 6.0
+
+
+async def db_rows(url: str, sql: str) -> list[Any]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return list((await conn.execute(text(sql))).all())
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+def proxied(pg_database: str):
+    """(URL through the proxy, direct URL, the proxy)."""
+    proxy = TcpProxy("127.0.0.1", 5432).start()
+    host_part, dbname = pg_database.rsplit("/", 1)
+    through = host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}"
+    yield through, pg_database, proxy
+    proxy.stop()
+
+
+async def test_a_database_outage_during_turns_is_waited_out_and_every_answer_reaches_its_user(
+        proxied: tuple[str, str, TcpProxy], fake_slack: FakeSlack, fake_llm: FakeOpenAI, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture):
+    through, direct, proxy = proxied
+    agents = tmp_path / "agents"
+    write_agent(agents, "ops", "description: ops\ntools: [current_time]")
+
+    def answer(body: dict[str, Any]) -> Step:
+        question = str(body["messages"][-1]["content"]).split("> ", 1)[-1]
+        return Step("reply", content=f"answer: {question}", delay=1.5)
+
+    fake_llm.handler = answer
+    settings = make_settings(through, fake_llm, agents, default_agent="ops", http_port=free_port(),
+                             http_host="127.0.0.1", slack_api_url=fake_slack.api_url, scheduler_enabled=False,
+                             slack_bot_token="xoxb-outage-test", slack_app_token="xapp-outage-test",
+                             db_outage_seconds=30)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop))
+    try:
+        await eventually(lambda: fake_slack.connections >= 1, 20, "the Socket Mode connection")
+        stamps = [fake_slack.next_ts() for _ in range(TURNS)]
+        envelopes = [fake_slack.push(mention(f"question {i}", ts)) for i, ts in enumerate(stamps)]
+        await eventually(lambda: all(e in fake_slack.acks for e in envelopes), 10, "the acks")
+        await eventually(lambda: len(fake_llm.requests) >= TURNS, 10, "every turn at the model")
+        with caplog.at_level(logging.WARNING, logger="bot.store.writer"):
+            proxy.pause()  # the model answers while the database is away
+            await asyncio.sleep(OUTAGE_SECONDS)
+            assert all(fake_slack.posts(channel=OPS, thread_ts=ts) == [] for ts in stamps)  # still waiting
+            proxy.resume()
+            await eventually(lambda: all(fake_slack.posts(channel=OPS, thread_ts=ts) for ts in stamps), 30,
+                             "an answer in every thread")
+        assert proxy.refused > 0  # the outage was real: connections were refused
+        for i, ts in enumerate(stamps):
+            assert [c["text"] for c in fake_slack.posts(channel=OPS, thread_ts=ts)] == [f"answer: question {i}"]
+        assert not any(SORRY in c["text"] for c in fake_slack.posts())
+        assert "the database is unavailable" in caplog.text and "the database is back" in caplog.text
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+
+    assert dict(await db_rows(direct, "SELECT status, count(*) FROM turns GROUP BY status")) == {"ok": TURNS}
+    assert dict(await db_rows(direct, "SELECT state, count(*) FROM inbox GROUP BY state")) == {"answered": TURNS}
+    [(calls,)] = await db_rows(direct, "SELECT count(*) FROM llm_calls WHERE error IS NULL")
+    [(messages,)] = await db_rows(direct, "SELECT count(*) FROM messages")
+    assert (calls, messages) == (TURNS, 2 * TURNS)

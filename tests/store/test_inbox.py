@@ -1,0 +1,68 @@
+"""The durable inbox: an event is stored with its claim (a redelivery is not), leases run out and are taken
+over by exactly one instance, renewed leases are not taken, and a finished event is never taken over."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bot.engine.inbox import NewEvent
+from bot.store.db import create_engine, ensure_schema
+from bot.store.inbox import SqlInbox
+from bot.store.repositories import SqlStore
+
+
+@pytest.fixture
+async def store(db_url: str):
+    engine = create_engine(db_url)
+    await ensure_schema(engine)
+    store = SqlStore(engine)
+    yield store
+    await store.close()
+    await engine.dispose()
+
+
+def event(n: int) -> NewEvent:
+    return NewEvent("slack", f"C1:{n}", "C1", f"{n}.0", f"question {n}", "mention", "U1",
+                    {"message_id": f"{n}.0", "reply_thread": f"{n}.0"})
+
+
+async def test_claim_stores_the_event_once_and_leases_it(store: SqlStore):
+    inbox = SqlInbox(store, lease_seconds=30)
+    items = await asyncio.gather(*(inbox.claim(event(n)) for n in (1, 2, 1, 1)))
+    assert [i is not None for i in items] == [True, True, False, False]
+    again = await SqlInbox(store).claim(event(2))  # another instance, or after a restart: a duplicate
+    assert again is None
+    first = items[0]
+    assert first is not None and (first.text, first.reply["reply_thread"], first.state) == ("question 1", "1.0",
+                                                                                             "claimed")
+    assert await SqlInbox(store).take_over() == []  # leased, not expired
+
+
+async def test_expired_leases_are_taken_over_by_exactly_one_instance(store: SqlStore):
+    dead = SqlInbox(store, lease_seconds=0.05)
+    for n in range(20):
+        await dead.claim(event(n))
+    finished = await dead.claim(event(99))
+    assert finished is not None
+    await dead.finish(finished, "answered")
+    await asyncio.sleep(0.1)
+    b, c = SqlInbox(store, lease_seconds=30), SqlInbox(store, lease_seconds=30)
+    got_b, got_c = await asyncio.gather(b.take_over(limit=100), c.take_over(limit=100))
+    ids_b, ids_c = {i.id for i in got_b}, {i.id for i in got_c}
+    assert not ids_b & ids_c and len(ids_b | ids_c) == 20  # every open one, once; the answered one never
+    assert await SqlInbox(store).take_over() == []
+
+
+async def test_a_renewed_lease_is_not_taken_over(store: SqlStore):
+    alive = SqlInbox(store, lease_seconds=0.3)
+    await alive.claim(event(1))
+    alive.start_heartbeat()
+    try:
+        await asyncio.sleep(0.6)
+        assert await SqlInbox(store).take_over() == []
+    finally:
+        await alive.stop_heartbeat()
+    await asyncio.sleep(0.4)
+    assert len(await SqlInbox(store).take_over()) == 1

@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible server: `POST /v1/chat/completions`, spoken to by the real openai SDK.
 
 Script replies in order (`reply`, `call`, `fail`, `hang`), or set `handler` to answer from the request
-(for concurrent sessions). Every request body is recorded in `requests`."""
+(for concurrent sessions). Every request body is recorded in `requests` (its headers in `headers`).
+`raw` answers with a body exactly as given (a dict, or for a stream a list of SSE events): the shapes of
+vLLM, llama.cpp, Ollama and LiteLLM, which differ from OpenAI's."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -23,7 +25,7 @@ _ids = itertools.count(1)
 
 @dataclass
 class Step:
-    kind: str  # reply | calls | fail | hang
+    kind: str  # reply | calls | fail | hang | raw
     content: str = ""
     calls: list[dict[str, Any]] = field(default_factory=list)
     status: int = 200
@@ -31,6 +33,7 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     usage: tuple[int, int] = (10, 5)
+    body: Any = None  # raw: the JSON body, or the list of SSE `data:` events of a stream
 
 
 def call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
@@ -42,6 +45,7 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.script: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.handler: Callable[[dict[str, Any]], Step] | None = None
         self.latency = 0.0
         self.models: list[str] | None = None  # GET /v1/models lists these; None: the route answers 404
@@ -63,6 +67,11 @@ class FakeOpenAI:
     def fail(self, status: int, code: str | None = None, headers: dict[str, str] | None = None,
              message: str = "scripted failure") -> FakeOpenAI:
         self.script.append(Step("fail", status=status, code=code, headers=headers or {}, content=message))
+        return self
+
+    def raw(self, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> FakeOpenAI:
+        """Answer with `body` as it is (a list: stream these events, then `[DONE]`)."""
+        self.script.append(Step("raw", status=status, headers=headers or {}, body=body))
         return self
 
     def hang(self, seconds: float) -> FakeOpenAI:
@@ -102,6 +111,7 @@ class FakeOpenAI:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        self.headers.append(dict(request.headers))
         step = self._next(body)
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -110,6 +120,8 @@ class FakeOpenAI:
             step = Step("reply", content="(too late)")
         if step.delay:
             await asyncio.sleep(step.delay)
+        if step.kind == "raw":
+            return await self._raw(request, step)
         if step.kind == "fail":
             error = {"message": step.content, "type": "error", "code": step.code, "param": None}
             return web.json_response({"error": error}, status=step.status, headers=step.headers)
@@ -148,6 +160,17 @@ class FakeOpenAI:
         if (body.get("stream_options") or {}).get("include_usage"):
             await send([], usage={"prompt_tokens": step.usage[0], "completion_tokens": step.usage[1],
                                   "total_tokens": sum(step.usage)})
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _raw(self, request: web.Request, step: Step) -> web.StreamResponse:
+        if not isinstance(step.body, list):
+            return web.json_response(step.body, status=step.status, headers=step.headers)
+        resp = web.StreamResponse(status=step.status, headers={"Content-Type": "text/event-stream", **step.headers})
+        await resp.prepare(request)
+        for event in cast(list[Any], step.body):
+            await resp.write(f"data: {json.dumps(event)}\n\n".encode())
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

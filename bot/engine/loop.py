@@ -1,14 +1,22 @@
 """The ReAct loop: the model decides, we run the tools it asks for, feed the results back, repeat.
-Everything that happens is told to the turn's hooks; the loop itself records nothing."""
+Everything that happens is told to the turn's hooks; the loop itself records nothing.
+
+Several tool calls in one model message run at the same time (the profile's `parallel_tool_calls: false`
+turns that off); a tool that `runs_alone` (notify) waits for the calls before it and runs before those
+after it. The results go back to the model in the order it asked; each call is told to the hooks when it
+starts and when it finishes, with its own start and finish times."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
 
 from bot.engine import replies
 from bot.engine.context import RunContext
 from bot.engine.errors import ModelError
 from bot.engine.executor import ToolExecutor
 from bot.engine.hooks import ModelAttempt, TurnHooks
-from bot.engine.messages import Message, ToolResult, TurnOutcome, Usage
+from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome, Usage
 from bot.engine.prompt import PromptBuilder
 from bot.engine.retrying import RetryingModel
 from bot.engine.wire import ModelRequest
@@ -49,12 +57,45 @@ class ReActLoop:
             await add(response.message)
             if not response.message.tool_calls:
                 return TurnOutcome(response.message.content, iterations, usage, None, "answer", tuple(results))
-            for call in response.message.tool_calls:
-                await hooks.tool_started(run, call)
-                result = await self.executor.execute(call, run)
-                results.append(result)
-                await hooks.tool_finished(run, result)
-                await add(Message.tool(call.id, call.name, result.content))
+            for batch in self.batches(response.message.tool_calls, profile.parallel_tool_calls):
+                for result in await self._run_batch(batch, run, hooks):
+                    results.append(result)
+                    await add(Message.tool(result.call_id, result.tool, result.content))
         answer = replies.iteration_limit(iterations, results)
         await add(Message.assistant(answer))
         return TurnOutcome(answer, iterations, usage, None, "iteration_limit", tuple(results))
+
+    def batches(self, calls: Sequence[ToolCall], parallel: bool) -> list[list[ToolCall]]:
+        """The calls in the model's order, cut into groups that may run at once: a call of a tool that
+        runs alone is a group of its own; without `parallel` every call is."""
+        groups: list[list[ToolCall]] = []
+        last_alone = True
+        for call in calls:
+            alone = not parallel or self.executor.runs_alone(call.name)
+            if alone or last_alone:
+                groups.append([call])
+            else:
+                groups[-1].append(call)
+            last_alone = alone
+        return groups
+
+    async def _run_batch(self, batch: list[ToolCall], run: RunContext, hooks: TurnHooks) -> list[ToolResult]:
+        """Run the calls of one group at the same time; their results in the group's order. If one fails
+        (a hook raised) or the turn is cancelled, the others are cancelled too."""
+
+        async def one(call: ToolCall) -> ToolResult:
+            await hooks.tool_started(run, call)
+            result = await self.executor.execute(call, run)
+            await hooks.tool_finished(run, result)
+            return result
+
+        if len(batch) == 1:
+            return [await one(batch[0])]
+        tasks = [asyncio.ensure_future(one(call)) for call in batch]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise

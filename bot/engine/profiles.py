@@ -126,6 +126,7 @@ class ProfileSpec(_Strict):
     temperature: float | None = None
     max_iterations: int = Field(default=10, ge=1, le=100)
     max_history_turns: int = Field(default=20, ge=0, le=1000)
+    parallel_tool_calls: bool = True
     timezone: str = "UTC"
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
@@ -171,6 +172,7 @@ class AgentProfile:
     temperature: float | None = None
     max_iterations: int = 10
     max_history_turns: int = 20
+    parallel_tool_calls: bool = True  # several tool calls in one model message run at once
     timezone: str = "UTC"
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
@@ -317,6 +319,7 @@ class ProfileLoader:
             temperature=spec.temperature,
             max_iterations=spec.max_iterations,
             max_history_turns=spec.max_history_turns,
+            parallel_tool_calls=spec.parallel_tool_calls,
             timezone=spec.timezone,
             tools=tools,
             bootstrap=bootstrap,

@@ -24,7 +24,8 @@ GuardFn = Callable[[ToolContext[Any], BaseModel], Awaitable[None]]
 @dataclass(frozen=True)
 class Tool(Generic[SettingsT]):
     """`fn(ctx: ToolContext[SettingsT], **args)`; `profile_section` names a top-level profile key whose
-    mapping the loader merges into the settings (notify's `notify:` policy)."""
+    mapping the loader merges into the settings (notify's `notify:` policy). `runs_alone`: never run at the
+    same time as another call of the same model message (a tool whose side effects must keep their order)."""
 
     name: str
     description: str
@@ -34,6 +35,7 @@ class Tool(Generic[SettingsT]):
     guard: GuardFn | None = None
     timeout: float = 30.0
     profile_section: str | None = None
+    runs_alone: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The function-calling schema; computed once (pydantic's schema generation is not cheap)."""
@@ -76,6 +78,7 @@ def tool(
     guard: GuardFn | None = None,
     timeout: float = 30.0,
     profile_section: str | None = None,
+    runs_alone: bool = False,
 ) -> Callable[[ToolFn], Tool[SettingsT]]:
     """Turn `async def fn(ctx, a: int, b: str = "x") -> str` into a Tool with a schema for a and b."""
 
@@ -88,7 +91,7 @@ def tool(
             fields[pname] = (param.annotation, default)
         model_name = "".join(p.capitalize() for p in name.split("_")) + "Args"
         args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
-        return Tool(name, description, args_model, fn, settings, guard, timeout, profile_section)
+        return Tool(name, description, args_model, fn, settings, guard, timeout, profile_section, runs_alone)
 
     return wrap
 

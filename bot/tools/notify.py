@@ -104,6 +104,7 @@ def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:
         "answer goes to them anyway. An identical alert posted recently is not repeated.",
         settings=NotifySettings,
         profile_section="notify",
+        runs_alone=True,  # alerts keep the order the model gave them
     )
     async def notify(ctx: ToolContext[NotifySettings], message: str, channel: str | None = None) -> str:
         settings = ctx.settings

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from bot.app import App, build_app, build_discord, build_slack
 from bot.config import Settings
+from bot.engine.model import preload
 from bot.observability.http import add_observability_routes
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
     async with AsyncExitStack() as stack:
         stack.callback(_restore_signals, loop)
         bot = await build_app(settings)
+        preload()  # the model SDK loads in a thread while the adapters connect, not in the first turn
         stack.push_async_callback(bot.close)
         http = web.Application()
         http.router.add_get("/healthz", healthz)

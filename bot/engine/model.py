@@ -11,24 +11,33 @@ schema (9 ms for 20 messages and 8 tools, growing with the history; `bench/model
 Servers differ (vLLM, llama.cpp, Ollama, LiteLLM and other proxies): `usage` may be missing, `content`
 null next to tool calls, tool-call ids or `type` absent, arguments an object instead of a JSON string,
 error codes given as HTTP status strings or numbers, retry hints under `retry-after-ms`, `retry-after`
-(seconds or an HTTP date) or `x-ratelimit-reset-*` (`1s`, `6m0s`, `250ms`). All of these are read here."""
+(seconds or an HTTP date) or `x-ratelimit-reset-*` (`1s`, `6m0s`, `250ms`). All of these are read here.
+
+The SDK itself (about a second of imports) loads off the event loop: in a background thread that
+`preload()` starts (the `chat` command, as soon as its prompt shows) or, at the latest, that the first
+call starts and awaits. `import bot.app` does not import it."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
 import re
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, cast
-
-import openai
-from openai import AsyncStream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from typing import TYPE_CHECKING, Any, cast
 
 from bot.engine.errors import ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
 from bot.engine.wire import ModelRequest
+
+if TYPE_CHECKING:
+    import openai
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 _PATH = "/chat/completions"
 _SECURITY: Any = {"security": {"bearer_auth": True}}  # the request options `create` sends: the API key only
@@ -41,6 +50,30 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _CONTEXT_WORDS = ("context_length", "context length", "context window", "context size", "exceed_context",
                   "contextwindowexceeded", "too many tokens", "maximum context")
+
+
+_sdk_lock = threading.Lock()
+_sdk_loading: list[Future[None]] = []  # at most one: the background import of the SDK
+
+
+def preload() -> Future[None]:
+    """Start importing the openai SDK in a background thread (once per process); the future resolves when
+    it is loaded."""
+    with _sdk_lock:
+        if not _sdk_loading:
+            done: Future[None] = Future()
+
+            def load() -> None:
+                try:
+                    for name in ("openai", "openai.types.chat"):
+                        importlib.import_module(name)
+                    done.set_result(None)
+                except BaseException as exc:  # surfaces at the first model call
+                    done.set_exception(exc)
+
+            threading.Thread(target=load, name="openai-import", daemon=True).start()
+            _sdk_loading.append(done)
+        return _sdk_loading[0]
 
 
 def _seconds(name: str, value: str) -> float | None:
@@ -116,6 +149,8 @@ def classify(exc: BaseException, model: str | None = None) -> ModelError:
 def _judge(exc: BaseException, model: str | None) -> tuple[str, bool, str]:
     """(sentence, retryable, code): 429/5xx/timeouts/connection errors are worth retrying; a 400 and
     `insufficient_quota` never are."""
+    import openai
+
     code = _code(exc)
     if isinstance(exc, openai.APITimeoutError):
         return "the model did not answer in time", True, "timeout"
@@ -236,24 +271,46 @@ class OpenAIChatModel:
     def __init__(self, *, api_key: str | None, base_url: str | None, timeout: float = 60.0,
                  stream: bool = False) -> None:
         self.stream = stream
-        self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+        self._options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": 0,
+                                         "timeout": timeout}
+        self._client: openai.AsyncOpenAI | None = None
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client (made on first use; this imports the SDK if `preload` has not)."""
+        if self._client is None:
+            import openai
+
+            self._client = openai.AsyncOpenAI(**self._options)
+        return self._client
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self._client is None:
+            await asyncio.wrap_future(preload())  # the import runs in a thread, not on the event loop
         payload = request.payload
         try:
             if self.stream:
                 return await self._streamed(payload, request.model)
-            resp = await self.client.post(_PATH, cast_to=ChatCompletion, body=payload, options=_SECURITY)
-            return _parse(resp, request.model)
+            return await self._plain(payload, request.model)
         except ModelError:
             raise
         except Exception as exc:
             raise classify(exc, request.model) from exc
 
     async def close(self) -> None:
-        await self.client.close()
+        if self._client is not None:
+            await self._client.close()
+
+    async def _plain(self, payload: dict[str, Any], model: str) -> ModelResponse:
+        from openai.types.chat import ChatCompletion
+
+        resp = await self.client.post(_PATH, cast_to=ChatCompletion, body=payload, options=_SECURITY)
+        return _parse(resp, model)
 
     async def _streamed(self, payload: dict[str, Any], model: str) -> ModelResponse:
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
         stream = await self.client.post(_PATH, cast_to=ChatCompletion, body={**payload, **_STREAM_OPTIONS},
                                         options=_SECURITY, stream=True, stream_cls=AsyncStream[ChatCompletionChunk])
         async with stream:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 _PATH = "/chat/completions"
 _SECURITY: Any = {"security": {"bearer_auth": True}}  # the request options `create` sends: the API key only
-_STREAM_OPTIONS = {"stream": True, "stream_options": {"include_usage": True}}
+_STREAM_OPTIONS: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 # Retry hints, most precise first: OpenAI/Azure `retry-after-ms`, the standard `Retry-After` (seconds or
 # an HTTP date), then the rate-limit reset headers OpenAI, vLLM routers and LiteLLM send (`6m0s`, `20ms`).
 _HINTS = ("retry-after-ms", "retry-after", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens",
@@ -287,11 +287,10 @@ class OpenAIChatModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if self._client is None:
             await asyncio.wrap_future(preload())  # the import runs in a thread, not on the event loop
-        payload = request.payload
         try:
             if self.stream:
-                return await self._streamed(payload, request.model)
-            return await self._plain(payload, request.model)
+                return await self._streamed(request)
+            return await self._plain(request)
         except ModelError:
             raise
         except Exception as exc:
@@ -301,17 +300,17 @@ class OpenAIChatModel:
         if self._client is not None:
             await self._client.close()
 
-    async def _plain(self, payload: dict[str, Any], model: str) -> ModelResponse:
+    async def _plain(self, request: ModelRequest) -> ModelResponse:
         from openai.types.chat import ChatCompletion
 
-        resp = await self.client.post(_PATH, cast_to=ChatCompletion, body=payload, options=_SECURITY)
-        return _parse(resp, model)
+        resp = await self.client.post(_PATH, cast_to=ChatCompletion, content=request.body(), options=_SECURITY)
+        return _parse(resp, request.model)
 
-    async def _streamed(self, payload: dict[str, Any], model: str) -> ModelResponse:
+    async def _streamed(self, request: ModelRequest) -> ModelResponse:
         from openai import AsyncStream
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-        stream = await self.client.post(_PATH, cast_to=ChatCompletion, body={**payload, **_STREAM_OPTIONS},
+        stream = await self.client.post(_PATH, cast_to=ChatCompletion, content=request.body(**_STREAM_OPTIONS),
                                         options=_SECURITY, stream=True, stream_cls=AsyncStream[ChatCompletionChunk])
         async with stream:
-            return await _collect(stream, model)
+            return await _collect(stream, request.model)

@@ -191,3 +191,11 @@ async def test_an_error_in_a_200_body_is_one_clear_sentence(plain: OpenAIChatMod
     fake_llm.raw({"error": {"message": "Provider returned error", "code": 502}, "user_id": "u"})
     err = await error_of(plain)
     assert "Provider returned error" in str(err) and err.code == "body_error"
+
+
+def test_the_encoded_body_is_the_payload_whatever_was_encoded_before():
+    first = request(20)
+    longer = ModelRequest("fake-model", (*first.messages, Message.user("naïve ünïcode \u2028 \"quoted\"")),
+                          first.tools, None)
+    assert json.loads(first.body()) == first.payload
+    assert json.loads(longer.body(stream=True)) == {**longer.payload, "stream": True}  # reuses the 20 encoded

@@ -79,10 +79,10 @@ async def run(base_url: str, calls: int, rounds: int) -> dict[int, dict[str, flo
             msgs = history(size)
             body = ModelRequest(MODEL, msgs, schemas).payload  # the dicts a user of `create` holds
 
-            async def via_create() -> Any:
+            async def via_create(body: dict[str, Any] = body) -> Any:
                 return await model.client.chat.completions.create(**body)
 
-            async def via_ours() -> Any:
+            async def via_ours(msgs: tuple[Message, ...] = msgs) -> Any:
                 return await model.complete(ModelRequest(MODEL, msgs, schemas))
 
             await via_create()

@@ -24,3 +24,11 @@ def test_slack_ack_benchmark_runs_in_quick_mode(capsys):
     assert all(0 < r["p50"] <= r["p99"] <= r["max"] for r in result.values())
     assert out.count("ack p50") == 2 and "all 20 answered, once each" in out
     assert time.perf_counter() - started < 30
+
+
+def test_model_overhead_benchmark_runs_in_quick_mode(capsys):
+    from bench import model_overhead
+
+    model_overhead.main(["--quick"])
+    out = capsys.readouterr().out
+    assert out.count("b/a") == 1 and "80 vs 2 messages" in out

@@ -31,4 +31,4 @@ def test_model_overhead_benchmark_runs_in_quick_mode(capsys):
 
     model_overhead.main(["--quick"])
     out = capsys.readouterr().out
-    assert out.count("b/a") == 1 and "80 vs 2 messages" in out
+    assert "b/a wall" in out and "80 vs 2 messages" in out and "(b) growth" in out

@@ -83,7 +83,9 @@ def make_tool(connection: McpConnection, spec: McpTool, timeout: float) -> Tool:
         return text
 
     description = (spec.description or spec.title or f"{remote} (from the MCP server {connection.name})").strip()
+    read_only = spec.annotations is not None and spec.annotations.read_only_hint is True
     return Tool(
         name=name, description=description, args_model=_args_model(name, spec.input_schema), fn=call,
         settings_model=McpToolSettings, timeout=timeout,
+        runs_alone=not read_only,  # may have side effects: keep the model's order unless the server says read-only
     )

@@ -144,3 +144,19 @@ async def test_a_tool_that_runs_alone_keeps_its_order_between_the_others(bot: Ap
 
 def test_notify_declares_that_it_runs_alone():
     assert make_notify_tool().runs_alone
+
+
+def test_mcp_tools_run_alone_unless_their_server_says_they_only_read():
+    from types import SimpleNamespace
+
+    from mcp_types import Tool as McpTool
+    from mcp_types import ToolAnnotations
+
+    from bot.mcp.tools import make_tool
+
+    conn: Any = SimpleNamespace(name="srv")
+    schema = {"type": "object", "properties": {}}
+    reader = McpTool(name="look", input_schema=schema, annotations=ToolAnnotations(read_only_hint=True))
+    writer = McpTool(name="restart", input_schema=schema)
+    assert not make_tool(conn, reader, 5).runs_alone
+    assert make_tool(conn, writer, 5).runs_alone

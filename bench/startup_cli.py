@@ -24,24 +24,25 @@ YOKEBOT = Path(sys.executable).parent / "yokebot"
 HEAVY = ("slack_bolt", "discord", "apscheduler", "prometheus_client", "aiohttp", "mcp", "openai", "sqlalchemy")
 
 
-def _env(db: Path) -> dict[str, str]:
+def _env(db: Path, source: Path = ROOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("YOKEBOT_", "OPENAI_", "SLACK_", "DISCORD_"))}
     env.update(YOKEBOT_DATABASE_URL=f"sqlite+aiosqlite:///{db}", YOKEBOT_AGENTS_DIR=str(ROOT / "agents"),
                OPENAI_API_KEY="sk-bench", OPENAI_BASE_URL="http://127.0.0.1:9/v1", YOKEBOT_DEFAULT_AGENT="ops",
-               XDG_STATE_HOME=str(db.parent), NO_COLOR="1")
+               XDG_STATE_HOME=str(db.parent), NO_COLOR="1", PYTHONPATH=str(source))
     return env
 
 
 def _timed(cmd: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(cmd, cwd=env["PYTHONPATH"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True)
     return time.perf_counter() - started
 
 
 def _chat_prompt(env: dict[str, str]) -> float:
     """Seconds from spawning `yokebot chat` to its greeting on stdout; then stdin closes and it leaves."""
     started = time.perf_counter()
-    proc = subprocess.Popen([str(YOKEBOT), "chat"], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+    proc = subprocess.Popen([*_yokebot(env), "chat"], cwd=env["PYTHONPATH"], env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None and proc.stdin is not None
     seen = ""
@@ -56,13 +57,19 @@ def _chat_prompt(env: dict[str, str]) -> float:
     return took
 
 
+def _yokebot(env: dict[str, str]) -> list[str]:
+    """The installed `yokebot` script, or `python -m bot` for another source tree (a before/after run)."""
+    return [str(YOKEBOT)] if Path(env["PYTHONPATH"]) == ROOT else [sys.executable, "-m", "bot"]
+
+
 def _median(fn: object, runs: int) -> float:
     return statistics.median(fn() for _ in range(runs))  # type: ignore[operator]
 
 
 def loaded_by_cli(env: dict[str, str]) -> list[str]:
     code = f"import sys, bot.cli; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=env["PYTHONPATH"], env=env, capture_output=True, text=True,
+                         check=True)
     return out.stdout.split()
 
 
@@ -71,21 +78,22 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="3 runs each")
     p.add_argument("--no-pg", action="store_true", help="(no PostgreSQL here; accepted for `python -m bench`)")
+    p.add_argument("--source", type=Path, default=ROOT, help="another checkout to measure (a before/after run)")
     args = p.parse_args(argv)
     runs = 3 if args.quick else args.runs
     with tempfile.TemporaryDirectory() as tmp:
-        env = _env(Path(tmp) / "yokebot.db")
+        env = _env(Path(tmp) / "yokebot.db", args.source.resolve())
         py = [sys.executable, "-c"]
         _chat_prompt(env)  # creates and migrates the database: the figures are for one that exists
         figures = {
             "python -c pass": _median(lambda: _timed([*py, "pass"], env), runs),
             "import openai": _median(lambda: _timed([*py, "import openai"], env), runs),
             "import bot.app": _median(lambda: _timed([*py, "import bot.app"], env), runs),
-            "yokebot --help": _median(lambda: _timed([str(YOKEBOT), "--help"], env), runs),
+            "yokebot --help": _median(lambda: _timed([*_yokebot(env), "--help"], env), runs),
             "chat prompt": _median(lambda: _chat_prompt(env), runs),
         }
         heavy = loaded_by_cli(env)
-    print(f"\n== benchmark 8: command-line start-up (median of {runs} fresh processes) ==")
+    print(f"\n== benchmark 8: command-line start-up (median of {runs} fresh processes; {args.source}) ==")
     for name, seconds in figures.items():
         print(f"  {name:<16} {seconds:6.2f} s")
     extra = figures["import bot.app"] - figures["import openai"]

@@ -1,4 +1,4 @@
-"""Benchmark 7: per-call overhead of the model client against the length of the history (issue 14).
+"""Benchmark 7: per-call overhead of the model client against the length of the history.
 
 One model call with 2, 20 and 80 history messages (user, assistant with tool calls, tool results) and 8
 tool schemas, to the scripted server in its own process (zero latency), two ways with the same client:

@@ -1,4 +1,4 @@
-"""Benchmark 8: how soon the command line answers (issue 14).
+"""Benchmark 8: how soon the command line answers.
 
 Each figure is the median of several fresh subprocesses, next to `python -c pass` and `python -c "import
 openai"` measured in the same run (the machine may be loaded; the ratios are what to compare):

@@ -1,4 +1,4 @@
-"""Start-up: the command line and the app load only what they use (issue 14). Each check is a fresh
+"""Start-up: the command line and the app load only what they use. Each check is a fresh
 interpreter: what a module imports shows in sys.modules."""
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
 def alembic_config(url: str | None = None) -> Config:
     from alembic.config import Config
 
-    cfg = Config()
+    cfg = Config(stdout=sys.stdout)  # today's stdout, not the one of whenever Alembic was first imported
     cfg.set_main_option("script_location", str(MIGRATIONS))
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))

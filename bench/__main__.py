@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench import concurrency, context, memory_startup, overhead, prompt_scale, slack_ack
+from bench import concurrency, context, memory_startup, model_overhead, overhead, prompt_scale, slack_ack, startup_cli
 
 
 def main() -> None:
@@ -21,6 +21,8 @@ def main() -> None:
     memory_startup.main(["--quick"] if args.quick else [])
     slack_ack.main(flags)
     context.main(["--quick"] if args.quick else [])
+    model_overhead.main(flags)
+    startup_cli.main(flags)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
 
 

@@ -6,7 +6,7 @@ import logging
 import sys
 import textwrap
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -15,9 +15,11 @@ from rich.table import Table
 from bot.commands.observe import register as register_observability
 from bot.commands.schedule import schedule_app
 from bot.commands.support import chat_log, err, out, run_async, settings_or_exit, setup_logging
-from bot.config import Settings
 from bot.engine.errors import YokebotError
 from bot.mcp.cli import mcp_app
+
+if TYPE_CHECKING:  # what a command needs loads when it runs: `yokebot --help` imports no SQLAlchemy, no SDKs
+    from bot.config import Settings
 
 __all__ = ["app", "main", "run_async", "settings_or_exit", "setup_logging"]
 app = typer.Typer(help="yokebot: a self-hosted chat-ops agent for Slack and Discord.", no_args_is_help=True,
@@ -42,6 +44,7 @@ def chat(
     """Talk to an agent in the terminal. The conversation continues across restarts (same session)."""
     from bot.app import build_app
     from bot.chat.console_adapter import ConsoleAdapter, TerminalAlerts
+    from bot.engine.model import preload
 
     settings = settings_or_exit()
     log_stream = chat_log(settings)
@@ -55,6 +58,7 @@ def chat(
             bot.notifier.register(alerts)  # type: ignore[arg-type]
             bot.notifier.fallback = alerts
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
+            preload()  # the model SDK loads in a thread while the prompt waits for the first line
             await ConsoleAdapter(bot.service, name, out, thread=thread).repl()
         finally:
             await bot.close()

@@ -8,8 +8,6 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from bot.engine.errors import ConfigError
 
@@ -159,6 +157,9 @@ class Settings(BaseSettings):
 def async_database_url(value: str) -> str:
     """`postgresql://…` (as people paste it) -> `postgresql+asyncpg://…`, `sqlite:///…` -> `sqlite+aiosqlite:///…`,
     through SQLAlchemy's URL API; an explicit async driver is kept."""
+    from sqlalchemy.engine import make_url  # here, not at the top: `yokebot --help` does not load SQLAlchemy
+    from sqlalchemy.exc import ArgumentError
+
     try:
         url = make_url(value.strip())
     except ArgumentError:

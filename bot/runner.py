@@ -14,6 +14,7 @@ from aiohttp import web
 from bot.app import App, build_app, build_discord, build_slack
 from bot.chat.inbox_turns import Recovery, Resumable
 from bot.config import Settings
+from bot.engine.model import preload
 from bot.observability.http import add_observability_routes
 from bot.store.filelock import lock_sqlite_for_run
 
@@ -80,6 +81,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         if run_lock is not None:
             stack.callback(run_lock.release)
         bot = await build_app(settings)
+        preload()  # the model SDK loads in a thread while the adapters connect, not in the first turn
         stack.push_async_callback(bot.close)
         http = web.Application()
         http.router.add_get("/healthz", healthz)

@@ -7,25 +7,35 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.console import Console
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.commands.support import run_async, settings_or_exit, setup_logging
-from bot.config import Settings
 from bot.engine.errors import YokebotError
-from bot.observability import render
-from bot.observability.prune import PruneResult
 from bot.observability.timeparse import BadTime, parse_since, parse_span
+
+if TYPE_CHECKING:  # imported when a command runs: `yokebot --help` loads neither SQLAlchemy nor the renderers
+    from rich.console import Console
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from bot.config import Settings
+    from bot.observability.prune import PruneResult
 
 T = TypeVar("T")
 
 
 def _out() -> Console:
+    from rich.console import Console
+
     return Console()  # built per command: it reads the terminal width (COLUMNS) when it is made
+
+
+def _render() -> ModuleType:
+    from bot.observability import render
+
+    return render
 
 SinceOpt = Annotated[str | None, typer.Option("--since", metavar="WHEN",
                                               help="Since: 7d, 12h, 1h30m (m is minutes) or 2025-01-31 (UTC).")]
@@ -33,6 +43,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 
 
 def _with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
+    from sqlalchemy.exc import DBAPIError
+
     from bot.store.db import create_engine, ensure_schema
 
     settings = settings_or_exit()
@@ -104,11 +116,11 @@ def sessions(
     items = _with_engine(lambda engine, _: list_sessions(
         engine, platform=platform, channel=channel, agent=agent, since=cutoff, limit=limit))
     if as_json:
-        print(render.sessions_json(items))
+        print(_render().sessions_json(items))
     elif not items:
         _out().print("No sessions match. Talk to an agent (`yokebot chat`, `yokebot ask`) and look again.")
     else:
-        _out().print(render.sessions_table(items))
+        _out().print(_render().sessions_table(items))
 
 
 def sessions_reset(
@@ -119,7 +131,7 @@ def sessions_reset(
     from bot.observability.queries import reset_session
 
     found = _with_engine(lambda engine, _: reset_session(engine, session))
-    _out().print(f"Session {found.id} ({found.platform} {render.where(found.channel, found.thread)}): "
+    _out().print(f"Session {found.id} ({found.platform} {_render().where(found.channel, found.thread)}): "
                  "memory reset; its next turn starts afresh.", highlight=False, markup=False)
 
 
@@ -133,14 +145,14 @@ def trace(
 
     result = _with_engine(lambda engine, _: load_trace(engine, session, turn))
     if as_json:
-        print(render.trace_json(result))
+        print(_render().trace_json(result))
         return
     out = _out()
-    out.print(render.trace_header(result))
+    out.print(_render().trace_header(result))
     if not result.turns:
         out.print("This session has no turns yet.")
     for t in result.turns:
-        out.print(render.turn_tree(t))
+        out.print(_render().turn_tree(t))
 
 
 def usage(
@@ -157,10 +169,10 @@ def usage(
     report = _with_engine(lambda engine, settings: load_usage(engine, by=by, since=cutoff,
                                                                prices=settings.model_prices))
     if as_json:
-        print(json.dumps(render.usage_dict(report), indent=2))
+        print(json.dumps(_render().usage_dict(report), indent=2))
         return
     out = _out()
-    for table in render.usage_tables(report):
+    for table in _render().usage_tables(report):
         out.print(table)
 
 
@@ -191,16 +203,16 @@ def db_prune(
     planned = _with_engine(lambda engine, _: prune(engine, cutoff, dry_run=True))
     out = _out()
     if dry_run or planned.sessions + sum(planned.deleted.values()) == 0:
-        out.print(render.prune_summary(planned), highlight=False, soft_wrap=True)
+        out.print(_render().prune_summary(planned), highlight=False, soft_wrap=True)
         return
     if not yes:
         _confirm(out, planned)
     result = _with_engine(lambda engine, _: prune(engine, cutoff, dry_run=False))
-    out.print(render.prune_summary(result), highlight=False, soft_wrap=True)
+    out.print(_render().prune_summary(result), highlight=False, soft_wrap=True)
 
 
 def _confirm(out: Console, planned: PruneResult) -> None:
-    out.print(render.prune_summary(planned), highlight=False, soft_wrap=True)
+    out.print(_render().prune_summary(planned), highlight=False, soft_wrap=True)
     try:
         sure = typer.confirm("Delete these rows for good?", default=False)
     except typer.Abort:  # no answer (stdin closed, as in a cron job)

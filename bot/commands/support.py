@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from bot.config import Settings
 from bot.engine.errors import YokebotError
+
+if TYPE_CHECKING:  # pydantic-settings and SQLAlchemy load when a command reads its settings, not for --help
+    from bot.config import Settings
 
 T = TypeVar("T")
 

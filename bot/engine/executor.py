@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
@@ -51,14 +52,21 @@ class ToolExecutor:
         return {name: self.registry[name] for name in profile.tools if name in self.registry}
 
     async def execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
-        started = time.perf_counter()
+        started_at, started = datetime.now(UTC), time.perf_counter()
         result = await self._execute(call, run, reply)
+        duration = time.perf_counter() - started
         return replace(
             result,
             content=self._cap(result.content),
             arguments=self._redact_args(result.arguments),
-            duration_ms=(time.perf_counter() - started) * 1000,
+            duration_ms=duration * 1000,
+            started_at=started_at,
+            finished_at=started_at + timedelta(seconds=duration),
         )
+
+    def runs_alone(self, name: str) -> bool:
+        tool = self.registry.get(name)
+        return tool is not None and tool.runs_alone
 
     # --- sandbox: redact before cutting, and the audit row's arguments too ---------------------
     def _cap(self, text: str) -> str:

@@ -3,10 +3,16 @@ Everything that happens is told to the turn's hooks; the loop itself records not
 
 Every prompt is fitted to the model's window first (`window.py`); a context-length error compacts and
 retries. A turn ends with the model's answer, or, when the iteration cap, a budget or the loop guard
-stops it (`guards.py`), with one last call without tools in which the model says what it found."""
+stops it (`guards.py`), with one last call without tools in which the model says what it found.
+
+Several tool calls in one model message run at the same time (the profile's `parallel_tool_calls: false`
+turns that off); a tool that `runs_alone` (notify) waits for the calls before it and runs before those
+after it. The results go back to the model in the order it asked; each call is told to the hooks when it
+starts and when it finishes, with its own start and finish times."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,29 +141,70 @@ class ReActLoop:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _tools(self, t: _Turn, calls: Sequence[ToolCall]) -> tuple[str, str] | None:
-        """Run the calls the model asked for, unless a budget or the loop guard says stop; every call
-        gets a result message either way (a call without one makes the next request invalid)."""
+        """Run the calls the model asked for (a group at a time, see `batches`), unless a budget or the loop
+        guard says stop; every call gets a result message, in the model's order, either way (a call without
+        one makes the next request invalid)."""
         stop: tuple[str, str] | None = None
-        for call in calls:
-            verdict = "ok"
-            if stop is None:
-                stop, verdict = self._check(t, call)
-            if stop is not None:
-                await self._add(t, Message.tool(call.id, call.name, f"(not run: the turn is ending; {stop[1]})"))
-                continue
-            await t.hooks.tool_started(t.run, call)
-            result = await self.executor.execute(call, t.run, t.iterations)
-            t.results.append(result)
-            await t.hooks.tool_finished(t.run, result)
-            note = t.guard.note(call) if verdict == "warn" else ""
-            await self._add(t, Message.tool(call.id, call.name, result.content + note))
+        for batch in self.batches(calls, t.run.profile.parallel_tool_calls):
+            planned: list[str] = []  # verdicts of the calls of this group that run (a prefix of it)
+            for call in batch:
+                if stop is None:
+                    stop, verdict = self._check(t, call, len(planned))
+                    if stop is None:
+                        planned.append(verdict)
+            results = await self._run_batch(batch[: len(planned)], t)
+            for i, call in enumerate(batch):
+                if i >= len(planned):
+                    reason = stop[1] if stop is not None else "the turn is ending"
+                    await self._add(t, Message.tool(call.id, call.name, f"(not run: the turn is ending; {reason})"))
+                    continue
+                t.results.append(results[i])
+                note = t.guard.note(call) if planned[i] == "warn" else ""
+                await self._add(t, Message.tool(call.id, call.name, results[i].content + note))
         return stop
 
+    def batches(self, calls: Sequence[ToolCall], parallel: bool) -> list[list[ToolCall]]:
+        """The calls in the model's order, cut into groups that may run at once: a call of a tool that
+        runs alone is a group of its own; without `parallel` every call is."""
+        groups: list[list[ToolCall]] = []
+        last_alone = True
+        for call in calls:
+            alone = not parallel or self.executor.runs_alone(call.name)
+            if alone or last_alone:
+                groups.append([call])
+            else:
+                groups[-1].append(call)
+            last_alone = alone
+        return groups
+
+    async def _run_batch(self, batch: list[ToolCall], t: _Turn) -> list[ToolResult]:
+        """Run the calls of one group at the same time; their results in the group's order. If one fails
+        (a hook raised) or the turn is cancelled, the others are cancelled too."""
+
+        async def one(call: ToolCall) -> ToolResult:
+            await t.hooks.tool_started(t.run, call)
+            result = await self.executor.execute(call, t.run, t.iterations)
+            await t.hooks.tool_finished(t.run, result)
+            return result
+
+        if len(batch) <= 1:
+            return [await one(call) for call in batch]
+        tasks = [asyncio.ensure_future(one(call)) for call in batch]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
     @staticmethod
-    def _check(t: _Turn, call: ToolCall) -> tuple[tuple[str, str] | None, str]:
-        which = t.budget.exceeded(t.usage, len(t.results))
+    def _check(t: _Turn, call: ToolCall, pending: int = 0) -> tuple[tuple[str, str] | None, str]:
+        """`pending`: calls of the same group already let through (they run at once with this one)."""
+        done = len(t.results) + pending
+        which = t.budget.exceeded(t.usage, done)
         if which is not None:
-            return (f"budget:{which}", "reached " + t.budget.describe(which, t.usage, len(t.results))), "ok"
+            return (f"budget:{which}", "reached " + t.budget.describe(which, t.usage, done)), "ok"
         verdict = t.guard.check(call)
         if verdict == "stop":
             return ("loop", "the loop guard stopped the same tool calls coming back again and again"), verdict

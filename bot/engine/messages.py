@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -74,7 +75,8 @@ class ModelResponse:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """What a tool call came to. `content` is what the model reads back."""
+    """What a tool call came to. `content` is what the model reads back; `started_at` / `finished_at` (UTC)
+    say when it ran (calls of one model message may run at the same time)."""
 
     call_id: str
     tool: str
@@ -84,6 +86,8 @@ class ToolResult:
     attempts: int = 1
     duration_ms: float = 0.0
     reason: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
     def trace(self) -> dict[str, Any]:
         return {"tool": self.tool, "arguments": self.arguments, "result": self.content, "status": self.status}

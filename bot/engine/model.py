@@ -1,18 +1,106 @@
 """The OpenAI-compatible wire client, the only module that imports `openai`. It sends one request and
 returns the response, or raises ModelError with retry advice (retryable, HTTP status, Retry-After). It
-neither retries (the SDK's retries are off; `retrying.py` retries) nor records anything (hooks do)."""
+neither retries (the SDK's retries are off; `retrying.py` retries) nor records anything (hooks do).
+
+The body is the wire-format payload the request already holds (`ModelRequest.payload`), sent through the
+SDK's documented low-level call `client.post("/chat/completions", cast_to=ChatCompletion, body=...)`:
+the same client, auth, base URL, error classes, headers and typed `ChatCompletion` / `AsyncStream` as
+`chat.completions.create`, without `create`'s per-call TypedDict transform of every message and tool
+schema (9 ms for 20 messages and 8 tools, growing with the history; `bench/model_overhead.py`).
+
+Servers differ (vLLM, llama.cpp, Ollama, LiteLLM and other proxies): `usage` may be missing, `content`
+null next to tool calls, tool-call ids or `type` absent, arguments an object instead of a JSON string,
+error codes given as HTTP status strings or numbers, retry hints under `retry-after-ms`, `retry-after`
+(seconds or an HTTP date) or `x-ratelimit-reset-*` (`1s`, `6m0s`, `250ms`). All of these are read here.
+
+The SDK itself (about a second of imports) loads off the event loop: in a background thread that
+`preload()` starts (the `chat` command, as soon as its prompt shows) or, at the latest, that the first
+call starts and awaits. `import bot.app` does not import it."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import json
+import re
+import threading
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, cast
-
-import openai
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, cast
 
 from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
 from bot.engine.overflow import detect
 from bot.engine.wire import ModelRequest
+
+if TYPE_CHECKING:
+    import openai
+    from openai import AsyncStream
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+_PATH = "/chat/completions"
+_SECURITY: Any = {"security": {"bearer_auth": True}}  # the request options `create` sends: the API key only
+_STREAM_OPTIONS: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
+# Retry hints, most precise first: OpenAI/Azure `retry-after-ms`, the standard `Retry-After` (seconds or
+# an HTTP date), then the rate-limit reset headers OpenAI, vLLM routers and LiteLLM send (`6m0s`, `20ms`).
+_HINTS = ("retry-after-ms", "retry-after", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens",
+          "x-ratelimit-reset")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_CONTEXT_WORDS = ("context_length", "context length", "context window", "context size", "exceed_context",
+                  "contextwindowexceeded", "too many tokens", "maximum context")
+
+
+_sdk_lock = threading.Lock()
+_sdk_loading: list[Future[None]] = []  # at most one: the background import of the SDK
+
+
+def preload() -> Future[None]:
+    """Start importing the openai SDK in a background thread (once per process); the future resolves when
+    it is loaded."""
+    with _sdk_lock:
+        if not _sdk_loading:
+            done: Future[None] = Future()
+
+            def load() -> None:
+                try:
+                    for name in ("openai", "openai.types.chat"):
+                        importlib.import_module(name)
+                    done.set_result(None)
+                except BaseException as exc:  # surfaces at the first model call
+                    done.set_exception(exc)
+
+            threading.Thread(target=load, name="openai-import", daemon=True).start()
+            _sdk_loading.append(done)
+        return _sdk_loading[0]
+
+
+def _seconds(name: str, value: str) -> float | None:
+    """One header's retry hint in seconds, or None if it says nothing usable."""
+    value = value.strip()
+    if name == "retry-after-ms":
+        return float(value) / 1000 if _is_number(value) else None
+    if _is_number(value):
+        return float(value)
+    if name == "retry-after":
+        try:
+            return parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError):
+            return None
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value.replace(" ", ""):
+        return None
+    return sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -20,24 +108,39 @@ def _retry_after(exc: BaseException) -> float | None:
     headers = getattr(response, "headers", None)
     if headers is None:
         return None
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+    for name in _HINTS:
         value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
+        seconds = _seconds(name, value) if isinstance(value, str) else None
+        if seconds is not None:
+            return max(0.0, seconds)
     return None
 
 
 def _endpoint(exc: BaseException) -> str:
     request = getattr(exc, "request", None)
     url = str(getattr(request, "url", "") or "")
-    return url.split("/chat/completions", 1)[0] or "OPENAI_BASE_URL"
+    return url.split(_PATH, 1)[0] or "OPENAI_BASE_URL"
+
+
+def _code(exc: BaseException) -> str | None:
+    """The error's own code, if it is a word: proxies (LiteLLM) and vLLM put the HTTP status there ("429", 400)."""
+    code = getattr(exc, "code", None)
+    if code is None or isinstance(code, int) or not str(code).strip() or str(code).strip().isdigit():
+        return None
+    return str(code)
+
+
+def _context_overflow(exc: BaseException, code: str | None) -> bool:
+    body: Any = getattr(exc, "body", None)
+    kind: Any = cast(dict[str, Any], body).get("type") if isinstance(body, dict) else None
+    text = f"{code} {kind} {getattr(exc, 'message', '')}".lower()
+    return any(word in text for word in _CONTEXT_WORDS)
 
 
 def classify(exc: BaseException, model: str | None = None) -> ModelError:
     """Map an SDK exception to one sentence a user understands, with the advice a retrying caller needs."""
+    import openai
+
     if isinstance(exc, ModelError):
         return exc
     status = getattr(exc, "status_code", None)
@@ -55,12 +158,17 @@ def classify(exc: BaseException, model: str | None = None) -> ModelError:
 def _judge(exc: BaseException, model: str | None) -> tuple[str, bool, str]:
     """(sentence, retryable, code): 429/5xx/timeouts/connection errors are worth retrying; a 400 and
     `insufficient_quota` never are."""
-    code = cast(str | None, getattr(exc, "code", None))
+    import openai
+
+    code = _code(exc)
     if isinstance(exc, openai.APITimeoutError):
         return "the model did not answer in time", True, "timeout"
     if isinstance(exc, openai.APIConnectionError):
         return "the model endpoint could not be reached", True, "connection"
     if isinstance(exc, openai.BadRequestError):
+        if _context_overflow(exc, code):
+            return ("the conversation is too long for the model's context window; start a new thread or lower "
+                    "max_history_turns", False, "context_length_exceeded")
         return f"the model rejected the request ({exc.message})", False, code or "bad_request"
     if isinstance(exc, openai.RateLimitError):
         if code == "insufficient_quota":
@@ -75,24 +183,55 @@ def _judge(exc: BaseException, model: str | None) -> tuple[str, bool, str]:
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         return f"the model endpoint answered HTTP {status}", status in (408, 409) or status >= 500, f"http_{status}"
+    if isinstance(exc, openai.APIError):  # an error event inside a stream: the server gave up mid-answer
+        return f"the model endpoint failed while answering ({exc.message})", True, code or "stream_error"
     return f"the model call failed unexpectedly ({type(exc).__name__})", False, "unexpected"
 
 
-def _parse(resp: Any, fallback_model: str) -> ModelResponse:
+def _arguments(value: Any) -> str:
+    """Arguments as the JSON text the executor parses: some servers (Ollama) send an object, not a string."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _tool_calls(raw_calls: list[Any]) -> tuple[ToolCall, ...]:
+    calls: list[ToolCall] = []
+    for n, tc in enumerate(raw_calls):
+        function = getattr(tc, "function", None)
+        if function is None or not getattr(function, "name", None):
+            continue
+        call_id = getattr(tc, "id", None) or f"call_{n}"  # llama.cpp and Ollama may leave the id out
+        calls.append(ToolCall(id=str(call_id), name=str(function.name), arguments=_arguments(function.arguments)))
+    return tuple(calls)
+
+
+def _usage(raw: Any) -> Usage:
+    if raw is None:  # vLLM, llama.cpp and Ollama may leave `usage` out
+        return Usage()
+    return Usage(int(getattr(raw, "prompt_tokens", 0) or 0), int(getattr(raw, "completion_tokens", 0) or 0))
+
+
+def _error_in_body(resp: Any) -> ModelError:
+    """HTTP 200 without choices: some proxies put the error in the body instead of the status."""
+    extra: dict[str, Any] = resp.model_extra or {}
+    error: Any = extra.get("error")
+    if isinstance(error, dict):
+        error = cast(dict[str, Any], error)
+        text = str(error.get("message") or error)[:300]
+        return ModelError(f"the model endpoint answered with an error ({text})", code="body_error",
+                          detail=json.dumps(error, default=str)[:4000])
+    return ModelError("the model returned no choices", code="empty")
+
+
+def _parse(resp: ChatCompletion, fallback_model: str) -> ModelResponse:
     if not resp.choices:
-        raise ModelError("the model returned no choices", code="empty")
+        raise _error_in_body(resp)
     choice = resp.choices[0]
     msg = choice.message
-    raw_calls: list[Any] = list(msg.tool_calls or [])
-    calls = tuple(
-        ToolCall(id=str(tc.id), name=str(tc.function.name), arguments=str(tc.function.arguments or ""))
-        for tc in raw_calls
-        if getattr(tc, "function", None) is not None
-    )
-    usage = Usage(resp.usage.prompt_tokens or 0, resp.usage.completion_tokens or 0) if resp.usage else Usage()
     return ModelResponse(
-        message=Message.assistant(msg.content or "", calls),
-        usage=usage,
+        message=Message.assistant(msg.content or "", _tool_calls(list(msg.tool_calls or []))),
+        usage=_usage(resp.usage),
         finish_reason=choice.finish_reason,
         model=resp.model or fallback_model,
     )
@@ -105,7 +244,16 @@ class _Partial:
     arguments: str = ""
 
 
-async def _collect(stream: Any, fallback_model: str) -> ModelResponse:
+def _merge_call(calls: dict[int, _Partial], tc: Any, position: int) -> None:
+    index = tc.index if isinstance(getattr(tc, "index", None), int) else position
+    part = calls.setdefault(index, _Partial())
+    part.id = tc.id or part.id
+    if tc.function is not None:
+        part.name = tc.function.name or part.name
+        part.arguments += _arguments(tc.function.arguments)
+
+
+async def _collect(stream: AsyncStream[ChatCompletionChunk], fallback_model: str) -> ModelResponse:
     """Assemble a streamed reply: content fragments, tool-call deltas by index, and the usage chunk."""
     content: list[str] = []
     calls: dict[int, _Partial] = {}
@@ -113,20 +261,16 @@ async def _collect(stream: Any, fallback_model: str) -> ModelResponse:
     async for chunk in stream:
         model = chunk.model or model
         if chunk.usage:
-            usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-        for choice in chunk.choices:
+            usage = _usage(chunk.usage)
+        for choice in chunk.choices or ():
             delta = choice.delta
             finish = choice.finish_reason or finish
             if delta.content:
                 content.append(delta.content)
-            deltas: list[Any] = list(delta.tool_calls or [])
-            for tc in deltas:
-                part = calls.setdefault(int(tc.index), _Partial())
-                part.id = tc.id or part.id
-                if tc.function is not None:
-                    part.name = tc.function.name or part.name
-                    part.arguments += tc.function.arguments or ""
-    tool_calls = tuple(ToolCall(p.id, p.name, p.arguments) for _, p in sorted(calls.items()))
+            for position, tc in enumerate(delta.tool_calls or ()):
+                _merge_call(calls, tc, position)
+    tool_calls = tuple(ToolCall(p.id or f"call_{i}", p.name, p.arguments)
+                       for i, p in sorted(calls.items()) if p.name)
     return ModelResponse(Message.assistant("".join(content), tool_calls), usage, finish, model)
 
 
@@ -136,24 +280,46 @@ class OpenAIChatModel:
     def __init__(self, *, api_key: str | None, base_url: str | None, timeout: float = 60.0,
                  stream: bool = False) -> None:
         self.stream = stream
-        self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+        self._options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": 0,
+                                         "timeout": timeout}
+        self._client: openai.AsyncOpenAI | None = None
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client (made on first use; this imports the SDK if `preload` has not)."""
+        if self._client is None:
+            import openai
+
+            self._client = openai.AsyncOpenAI(**self._options)
+        return self._client
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        payload = request.payload
+        if self._client is None:
+            await asyncio.wrap_future(preload())  # the import runs in a thread, not on the event loop
         try:
             if self.stream:
-                return await self._streamed(payload, request.model)
-            return _parse(await self.client.chat.completions.create(**payload), request.model)
+                return await self._streamed(request)
+            return await self._plain(request)
         except ModelError:
             raise
         except Exception as exc:
             raise classify(exc, request.model) from exc
 
     async def close(self) -> None:
-        await self.client.close()
+        if self._client is not None:
+            await self._client.close()
 
-    async def _streamed(self, payload: dict[str, Any], model: str) -> ModelResponse:
-        stream = await self.client.chat.completions.create(
-            **payload, stream=True, stream_options={"include_usage": True}
-        )
-        return await _collect(stream, model)
+    async def _plain(self, request: ModelRequest) -> ModelResponse:
+        from openai.types.chat import ChatCompletion
+
+        resp = await self.client.post(_PATH, cast_to=ChatCompletion, content=request.body(), options=_SECURITY)
+        return _parse(resp, request.model)
+
+    async def _streamed(self, request: ModelRequest) -> ModelResponse:
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+        stream = await self.client.post(_PATH, cast_to=ChatCompletion, content=request.body(**_STREAM_OPTIONS),
+                                        options=_SECURITY, stream=True, stream_cls=AsyncStream[ChatCompletionChunk])
+        async with stream:
+            return await _collect(stream, request.model)

@@ -131,6 +131,7 @@ class ProfileSpec(_Strict):
     context: ContextSpec = ContextSpec()
     budget: BudgetSpec = BudgetSpec()
     loop_repeats: int = Field(default=3, ge=2, le=50)  # same tool + same arguments this often = a loop
+    parallel_tool_calls: bool = True
     timezone: str = "UTC"
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
@@ -180,6 +181,7 @@ class AgentProfile:
     context: ContextSpec = field(default_factory=ContextSpec)
     budget: BudgetSpec = field(default_factory=BudgetSpec)
     loop_repeats: int = 3
+    parallel_tool_calls: bool = True  # several tool calls in one model message run at once
     timezone: str = "UTC"
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
@@ -330,6 +332,7 @@ class ProfileLoader:
             context=spec.context,
             budget=spec.budget,
             loop_repeats=spec.loop_repeats,
+            parallel_tool_calls=spec.parallel_tool_calls,
             timezone=spec.timezone,
             tools=tools,
             bootstrap=bootstrap,

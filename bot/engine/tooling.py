@@ -24,7 +24,8 @@ GuardFn = Callable[[ToolContext[Any], BaseModel], Awaitable[None]]
 @dataclass(frozen=True)
 class Tool(Generic[SettingsT]):
     """`fn(ctx: ToolContext[SettingsT], **args)`; `profile_section` names a top-level profile key whose
-    mapping the loader merges into the settings (notify's `notify:` policy)."""
+    mapping the loader merges into the settings (notify's `notify:` policy). `runs_alone`: never run at the
+    same time as another call of the same model message (a tool whose side effects must keep their order)."""
 
     name: str
     description: str
@@ -37,6 +38,7 @@ class Tool(Generic[SettingsT]):
     # True when running it changes something outside the turn (posts, writes memory): a turn interrupted
     # after such a call is not run again on recovery, the thread is told instead (docs/architecture.md).
     side_effects: bool = False
+    runs_alone: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The function-calling schema; computed once (pydantic's schema generation is not cheap)."""
@@ -80,6 +82,7 @@ def tool(
     timeout: float = 30.0,
     profile_section: str | None = None,
     side_effects: bool = False,
+    runs_alone: bool = False,
 ) -> Callable[[ToolFn], Tool[SettingsT]]:
     """Turn `async def fn(ctx, a: int, b: str = "x") -> str` into a Tool with a schema for a and b."""
 
@@ -92,7 +95,8 @@ def tool(
             fields[pname] = (param.annotation, default)
         model_name = "".join(p.capitalize() for p in name.split("_")) + "Args"
         args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
-        return Tool(name, description, args_model, fn, settings, guard, timeout, profile_section, side_effects)
+        return Tool(name, description, args_model, fn, settings, guard, timeout, profile_section, side_effects,
+                    runs_alone)
 
     return wrap
 

@@ -3,8 +3,9 @@ and the OpenAI chat wire format (what is sent, and what the audit records as sen
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Protocol
 
 from bot.engine.messages import Message, ModelResponse
@@ -22,6 +23,19 @@ class ModelRequest:
     def payload(self) -> dict[str, Any]:
         """The request body, built once: the client sends it and the recorder stores it (read-only)."""
         return request_payload(self)
+
+    def body(self, **extra: Any) -> bytes:
+        """`payload` (plus `extra` keys) as the JSON bytes sent. Each message is encoded once per process
+        (it does not change), so a call costs what is new in it, not the length of the history."""
+        parts = [b'{"model":', dumps(self.model), b',"messages":[', b",".join(map(encoded, self.messages)), b"]"]
+        if self.tools:
+            parts += [b',"tools":[', b",".join(map(encoded_schema, self.tools)), b"]"]
+        if self.temperature is not None:
+            parts += [b',"temperature":', dumps(self.temperature)]
+        for key, value in extra.items():
+            parts += [b",", dumps(key), b":", dumps(value)]
+        parts.append(b"}")
+        return b"".join(parts)
 
 
 class ChatModel(Protocol):
@@ -41,6 +55,34 @@ def to_wire(message: Message) -> dict[str, Any]:
             for c in message.tool_calls
         ]
     return out
+
+
+def dumps(value: Any) -> bytes:
+    """JSON as the SDK writes it (UTF-8, no spaces, no NaN)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+@lru_cache(maxsize=1024)
+def encoded(message: Message) -> bytes:
+    """One message's wire JSON; messages are frozen, so equal messages share it (the history of a turn's
+    calls, of a thread's turns)."""
+    return dumps(to_wire(message))
+
+
+_schemas: dict[int, tuple[dict[str, Any], bytes]] = {}
+
+
+def encoded_schema(schema: dict[str, Any]) -> bytes:
+    """A tool schema's JSON, kept by identity: schemas are built once per tool and never changed (the cache
+    holds the dict itself, so its id is not reused while the entry lives)."""
+    hit = _schemas.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    if len(_schemas) >= 512:
+        _schemas.clear()
+    data = dumps(schema)
+    _schemas[id(schema)] = (schema, data)
+    return data
 
 
 def request_payload(request: ModelRequest) -> dict[str, Any]:

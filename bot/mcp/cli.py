@@ -6,16 +6,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from bot.config import Settings
 from bot.engine.errors import ConfigError, YokebotError
-from bot.engine.mcp_spec import namespaced
-from bot.engine.profiles import ProfileLoader
+
+if TYPE_CHECKING:  # loaded when the command runs: `yokebot --help` stays quick
+    from bot.config import Settings
 
 mcp_app = typer.Typer(help="MCP servers declared in agent profiles (the `mcp:` section of AGENT.md).",
                       no_args_is_help=True)
@@ -25,6 +25,8 @@ err = Console(stderr=True)
 
 async def offered_tools(settings: Settings, agent: str, server: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Every tool the server offers, and the allowed tools it does not offer."""
+    from bot.engine.mcp_spec import namespaced
+    from bot.engine.profiles import ProfileLoader
     from bot.mcp.connection import McpConnection, Timing  # the SDK loads only when a server is asked
     from bot.mcp.params import resolve
     from bot.mcp.schema import schema_problem
@@ -59,6 +61,8 @@ def tools_command(
 ) -> None:
     """Connect to one MCP server and list every tool it offers: allowed or not, and whether the model API
     would accept its input schema. Nothing is called."""
+    from bot.config import Settings
+
     try:
         settings = Settings()
         tools, missing = asyncio.run(offered_tools(settings, agent, server))

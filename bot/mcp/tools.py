@@ -86,6 +86,7 @@ def make_tool(connection: McpConnection, spec: McpTool, timeout: float) -> Tool:
     return Tool(
         name=name, description=description, args_model=_args_model(name, spec.input_schema), fn=call,
         settings_model=McpToolSettings, timeout=timeout, side_effects=not read_only(spec),
+        runs_alone=not read_only(spec),  # may have side effects: keep the model's order unless the server says so
     )
 
 

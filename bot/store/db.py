@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+if TYPE_CHECKING:  # Alembic loads only to migrate (or when the quick check below is unsure)
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"  # a path, not an import: env.py imports us
@@ -56,7 +57,9 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
 
 
 def alembic_config(url: str | None = None) -> Config:
-    cfg = Config()
+    from alembic.config import Config
+
+    cfg = Config(stdout=sys.stdout)  # today's stdout, not the one of whenever Alembic was first imported
     cfg.set_main_option("script_location", str(MIGRATIONS))
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -64,11 +67,15 @@ def alembic_config(url: str | None = None) -> Config:
 
 
 def _upgrade(conn: Connection, cfg: Config, revision: str) -> None:
+    from alembic import command
+
     cfg.attributes["connection"] = conn
     command.upgrade(cfg, revision)
 
 
 def _current(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(conn).get_current_revision()
 
 
@@ -110,9 +117,47 @@ async def migration_lock(conn: AsyncConnection) -> AsyncIterator[None]:
         await conn.commit()
 
 
+_REVISION = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+)$", re.MULTILINE)
+
+
+def _single_head() -> str | None:
+    """The head revision read from the migration files' `revision =` / `down_revision =` lines, without
+    importing Alembic (a fifth of `yokebot chat`'s start-up); None when unsure (a merge, odd syntax)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        found = dict(_REVISION.findall(path.read_text(encoding="utf-8")))
+        rev, down = found.get("revision", "").strip(), found.get("down_revision", "").strip()
+        if not re.fullmatch(r"['\"][\w.-]+['\"]", rev) or not re.fullmatch(r"None|['\"][\w.-]+['\"]", down):
+            if rev or down:
+                return None
+            continue
+        revisions.add(rev[1:-1])
+        if down != "None":
+            parents.add(down[1:-1])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+async def _at_head(engine: AsyncEngine) -> bool:
+    head = _single_head()
+    if head is None:
+        return False
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalars().all()
+    except DBAPIError:  # no table yet: a new database
+        return False
+    return list(rows) == [head]
+
+
 async def ensure_schema(engine: AsyncEngine) -> None:
     """Migrate to head when behind (first start of the embedded SQLite database, or after an upgrade). Safe
     when several instances start together: they take turns under the lock, and the later ones find head."""
+    if await _at_head(engine):
+        return
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     async with engine.connect() as conn:
         if await conn.run_sync(_current) == head:

@@ -302,7 +302,7 @@ class SqlStore:
             "session_id": session_id, "turn_id": turn_id, "agent": agent, "call_id": _short(result.call_id, 128),
             "tool": _short(result.tool, 64), "arguments": result.arguments, "result": _text(result.content),
             "status": result.status, "reason": _text(result.reason), "attempts": result.attempts,
-            "duration_ms": result.duration_ms, "created_at": utcnow(),
+            "duration_ms": result.duration_ms, "created_at": result.finished_at or utcnow(),
         }, turn_id)
 
     # --- memory ---------------------------------------------------------------------------------------------

@@ -145,6 +145,7 @@ def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | N
         settings=NotifySettings,
         profile_section="notify",
         side_effects=True,
+        runs_alone=True,  # alerts keep the order the model gave them
     )
     async def notify(ctx: ToolContext[NotifySettings], message: str, channel: str | None = None) -> str:
         settings = ctx.settings

@@ -33,3 +33,11 @@ def test_context_benchmark_runs_in_quick_mode(capsys):
     assert after["errors"] == 0 and after["refused"] == 0 and after["max"] <= context.WINDOW
     assert after["compactions"] >= 1 and result["before"]["max"] > context.WINDOW
     assert "estimate, cached" in out and "x baseline" in out
+
+
+def test_model_overhead_benchmark_runs_in_quick_mode(capsys):
+    from bench import model_overhead
+
+    model_overhead.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "b/a wall" in out and "80 vs 2 messages" in out and "(b) growth" in out

@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible server: `POST /v1/chat/completions`, spoken to by the real openai SDK.
 
 Script replies in order (`reply`, `call`, `fail`, `hang`), or set `handler` to answer from the request
-(for concurrent sessions). Every request body is recorded in `requests`.
+(for concurrent sessions). Every request body is recorded in `requests` (its headers in `headers`).
+`raw` answers with a body exactly as given (a dict, or for a stream a list of SSE events): the shapes of
+vLLM, llama.cpp, Ollama and LiteLLM, which differ from OpenAI's.
 
 `enforce_window(n, flavour)` makes it count every prompt with its own tokenizer (not yokebot's: about
 one token per 4 characters plus 4 per message and 8 per tool call, as chat templates add) and refuse one
@@ -18,7 +20,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -68,7 +70,7 @@ def overflow_body(flavour: str, window: int, prompt: int) -> dict[str, Any]:
 
 @dataclass
 class Step:
-    kind: str  # reply | calls | fail | hang
+    kind: str  # reply | calls | fail | hang | raw
     content: str = ""
     calls: list[dict[str, Any]] = field(default_factory=list)
     status: int = 200
@@ -76,6 +78,7 @@ class Step:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     usage: tuple[int, int] = (10, 5)
+    body: Any = None  # raw: the JSON body, or the list of SSE `data:` events of a stream
 
 
 def call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
@@ -87,6 +90,7 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.script: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.handler: Callable[[dict[str, Any]], Step] | None = None
         self.latency = 0.0
         self.window: int | None = None
@@ -117,6 +121,11 @@ class FakeOpenAI:
     def enforce_window(self, window: int, flavour: str = "openai") -> FakeOpenAI:
         overflow_body(flavour, 1, 2)  # an unknown flavour fails here, not mid-test
         self.window, self.flavour = window, flavour
+        return self
+
+    def raw(self, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> FakeOpenAI:
+        """Answer with `body` as it is (a list: stream these events, then `[DONE]`)."""
+        self.script.append(Step("raw", status=status, headers=headers or {}, body=body))
         return self
 
     def hang(self, seconds: float) -> FakeOpenAI:
@@ -156,6 +165,7 @@ class FakeOpenAI:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        self.headers.append(dict(request.headers))
         counted = server_tokens(body)
         with self._lock:
             self.prompt_tokens.append(counted)
@@ -174,6 +184,8 @@ class FakeOpenAI:
             step = Step("reply", content="(too late)")
         if step.delay:
             await asyncio.sleep(step.delay)
+        if step.kind == "raw":
+            return await self._raw(request, step)
         if step.kind == "fail":
             error = {"message": step.content, "type": "error", "code": step.code, "param": None}
             return web.json_response({"error": error}, status=step.status, headers=step.headers)
@@ -212,6 +224,17 @@ class FakeOpenAI:
         if (body.get("stream_options") or {}).get("include_usage"):
             await send([], usage={"prompt_tokens": step.usage[0], "completion_tokens": step.usage[1],
                                   "total_tokens": sum(step.usage)})
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _raw(self, request: web.Request, step: Step) -> web.StreamResponse:
+        if not isinstance(step.body, list):
+            return web.json_response(step.body, status=step.status, headers=step.headers)
+        resp = web.StreamResponse(status=step.status, headers={"Content-Type": "text/event-stream", **step.headers})
+        await resp.prepare(request)
+        for event in cast(list[Any], step.body):
+            await resp.write(f"data: {json.dumps(event)}\n\n".encode())
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

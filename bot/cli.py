@@ -200,3 +200,12 @@ def _register_observability() -> None:
 
 
 _register_observability()
+
+
+def _register_eval() -> None:
+    from bot.eval.cli import register
+
+    register(app)  # eval
+
+
+_register_eval()

@@ -1,0 +1,44 @@
+"""A chat adapter that posts nowhere and remembers: the notify target of an eval run. It is registered with
+the app's AdapterNotifier for every platform, so `notify` and scheduled reports go the real way to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bot.chat.base import OutboundMessage
+from bot.engine.service import CURRENT_TURN
+
+Phase = Literal["turn", "report"]
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    target: str  # platform:channel, as the notifier resolved it
+    text: str
+    phase: Phase  # "turn": during the agent's turn (notify); "report": a schedule posting its result
+
+
+@dataclass
+class PostLog:
+    posts: list[Post] = field(default_factory=lambda: list[Post]())
+
+
+class RecordingAdapter:
+    def __init__(self, platform: str, log: PostLog) -> None:
+        self.platform = platform
+        self.log = log
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, message: OutboundMessage) -> str:
+        return await self.post(message.channel, message.text)
+
+    async def post(self, channel: str, text: str) -> str:
+        phase: Phase = "turn" if CURRENT_TURN.get() is not None else "report"  # inside a turn: the notify tool
+        self.log.posts.append(Post(f"{self.platform}:{channel}", text, phase))
+        return f"eval-{len(self.log.posts)}"

@@ -48,6 +48,9 @@ def lay_out(scenario: Scenario, root: Path, now: datetime | None = None) -> None
         fx = spec if isinstance(spec, FileFixture) else FileFixture(text=spec)
         path = root / rel.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
+        if fx.link is not None:  # a symlink to another path of the world (the sandbox must see through it)
+            path.symlink_to(root / fx.link.lstrip("/"))
+            continue
         data = render_times(fx.text * fx.repeat, now).encode()
         path.write_bytes(gzip.compress(data, mtime=0) if fx.gzip else data)
 

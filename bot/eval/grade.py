@@ -38,9 +38,12 @@ def _arg_text(value: Any) -> str:
 
 
 def call_matches(call: ToolCallSeen, want: ToolExpect) -> bool:
-    if want.tool is not None and call.tool != want.tool:
+    if want.tool is not None and not (matches(call.tool, want.tool) if want.tool.startswith("re:")
+                                      else call.tool == want.tool):
         return False
     if want.status is not None and call.status != want.status:
+        return False
+    if want.result is not None and not matches(call.result, want.result):
         return False
     return all(k in call.arguments and matches(_arg_text(call.arguments[k]), v) for k, v in want.args.items())
 

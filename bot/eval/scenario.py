@@ -28,6 +28,14 @@ class FileFixture(_Strict):
     text: str = ""
     repeat: int = Field(default=1, ge=1, le=100_000)
     gzip: bool = False
+    link: str | None = None  # make this path a symlink to another (absolute) fixture path instead
+
+    @field_validator("link")
+    @classmethod
+    def _link(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or ".." in Path(value).parts):
+            raise ValueError(f"link {value!r} must be an absolute path inside the scenario's world")
+        return value
 
 
 class ScheduleRun(_Strict):
@@ -46,16 +54,19 @@ class ScheduleRun(_Strict):
 
 class ToolExpect(_Strict):
     """A tool call to look for. `args` values are case-insensitive substrings of the argument, or `re:REGEX`.
-    No `tool` means any tool; no `status` means any outcome (ok, error, denied)."""
+    `tool` is a name or `re:REGEX`; no `tool` means any tool; no `status` means any outcome (ok, error, denied)."""
 
     tool: str | None = None
     args: dict[str, str] = Field(default_factory=lambda: dict[str, str]())
     status: Literal["ok", "error", "denied"] | None = None
+    result: str | None = None  # the tool's result contains this (substring or re:REGEX)
 
     def describe(self) -> str:
         what = self.tool or "any tool"
         if self.args:
             what += "(" + ", ".join(f"{k}~{v!r}" for k, v in sorted(self.args.items())) + ")"
+        if self.result:
+            what += f" -> {self.result!r}"
         return f"{what} [{self.status}]" if self.status else what
 
 

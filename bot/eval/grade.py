@@ -64,8 +64,9 @@ def check_tools(expect: Expect, calls: Sequence[ToolCallSeen]) -> list[Check]:
     return out
 
 
-def _post_ok(post: Post, to: str | None, contains: Sequence[str]) -> bool:
-    return (to is None or post.target == to) and all(matches(post.text, w) for w in contains)
+def _post_ok(post: Post, to: str | None, contains: Sequence[str], not_contains: Sequence[str] = ()) -> bool:
+    return ((to is None or post.target == to) and all(matches(post.text, w) for w in contains)
+            and not any(matches(post.text, w) for w in not_contains))
 
 
 def check_notify(want: NotifyExpect, posts: Sequence[Post]) -> Check:
@@ -73,8 +74,9 @@ def check_notify(want: NotifyExpect, posts: Sequence[Post]) -> Check:
     where = f" to {want.to}" if want.to else ""
     seen = "; ".join(f"{p.target}: {p.text[:100]!r}" for p in alerts) or "no alert was posted"
     if want.sent:
-        ok = any(_post_ok(p, want.to, want.contains) for p in alerts)
+        ok = any(_post_ok(p, want.to, want.contains, want.not_contains) for p in alerts)
         words = f" containing {', '.join(want.contains)}" if want.contains else ""
+        words += f" without {', '.join(want.not_contains)}" if want.not_contains else ""
         return Check(f"notify sent{where}{words}", ok, "" if ok else seen)
     bad = [p for p in alerts if want.to is None or p.target == want.to]
     return Check(f"notify not sent{where}", not bad, seen if bad else "")

@@ -74,6 +74,7 @@ class NotifyExpect(_Strict):
     sent: bool
     to: str | None = None
     contains: tuple[str, ...] = ()
+    not_contains: tuple[str, ...] = ()
 
 
 class PostExpect(_Strict):

@@ -71,9 +71,10 @@ def _roots_in(front: dict[str, Any]) -> list[str]:
 
 def rewrite_text(text: str, roots: list[str], root: Path) -> str:
     """Every mention of an original root (as a whole path, or the start of a longer one) points into `root`."""
+    roots = [r.rstrip("/") for r in roots if r.rstrip("/")]  # "/" itself is not rewritten in prose
     if not roots:
         return text
-    alternatives = "|".join(re.escape(r.rstrip("/")) for r in roots)
+    alternatives = "|".join(re.escape(r) for r in roots)
     pattern = re.compile(r"(?<![\w/.~-])(" + alternatives + r")(?=[/\s\"'`,;:.)\]]|$)")
     return pattern.sub(lambda m: map_root(m.group(1), root), text)
 

@@ -5,6 +5,7 @@ run through `ScheduleRunner`), then the audit read back and graded."""
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 import uuid
@@ -24,6 +25,7 @@ from bot.eval.grade import Check, grade, turn_cost
 from bot.eval.recorder import PostLog, RecordingAdapter
 from bot.eval.scenario import Scenario
 from bot.eval.scripted import Conversation, ScriptedModelServer
+from bot.store.db import create_engine, ensure_schema
 
 Status = Literal["pass", "fail", "error"]
 PLATFORMS = ("slack", "discord")
@@ -81,12 +83,18 @@ class EvalRunner:
     def __init__(self, settings: Settings, options: EvalOptions, progress: Progress = _quiet) -> None:
         self.settings, self.options, self.progress = settings, options, progress
         self.model_server: ScriptedModelServer | None = None
+        self.template: Path | None = None  # a migrated empty database, copied for each scenario
 
     async def run(self, scenarios: Sequence[Scenario]) -> list[ScenarioResult]:
         if self.options.scripted:
             self.model_server = await ScriptedModelServer().start()
         else:
             self.settings.require_model_endpoint()
+        with tempfile.TemporaryDirectory(prefix="yokebot-eval-db-") as tmp:
+            self.template = await migrated_database(Path(tmp))
+            return await self._run_all(scenarios)
+
+    async def _run_all(self, scenarios: Sequence[Scenario]) -> list[ScenarioResult]:
         try:
             results: list[ScenarioResult] = []
             for i, scenario in enumerate(scenarios, 1):
@@ -115,6 +123,8 @@ class EvalRunner:
                                       error=f"{type(exc).__name__}: {exc}")
 
     def _settings(self, tmp: Path) -> Settings:
+        if self.template is not None:
+            shutil.copyfile(self.template, tmp / "eval.db")
         update: dict[str, Any] = {"agents_dir": tmp / "agents", "database_url": f"sqlite+aiosqlite:///{tmp}/eval.db"}
         if self.options.model:
             update["model"] = self.options.model
@@ -175,6 +185,17 @@ class EvalRunner:
     def price(self, model: str, prompt: int, completion: int) -> float | None:
         p = self.settings.model_prices.get(model)
         return None if p is None else (prompt * p.input + completion * p.output) / 1_000_000
+
+
+async def migrated_database(folder: Path) -> Path:
+    """Migrate one empty SQLite database; each scenario starts from a copy (migrating costs ~1 s each time)."""
+    path = folder / "template.db"
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    try:
+        await ensure_schema(engine)
+    finally:
+        await engine.dispose()
+    return path
 
 
 def now_iso() -> str:

@@ -77,13 +77,13 @@ class Change:
 
     @property
     def kind(self) -> str:
+        if "absent" in (self.before, self.after):
+            return "new" if self.before == "absent" else "gone"
         if self.before == self.after:
             return "changed" if self.checks else "same"
         if self.after == "pass":
             return "fixed"
-        if self.before == "pass":
-            return "regressed"
-        return "new" if self.before == "absent" else "gone" if self.after == "absent" else "changed"
+        return "regressed" if self.before == "pass" else "changed"
 
 
 def _checks(entry: dict[str, Any] | None) -> dict[str, bool]:

@@ -17,6 +17,7 @@ from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.executor import ToolExecutor, ToolPolicy
 from bot.engine.loop import ReActLoop
 from bot.engine.model import ChatModel, OpenAIChatModel, RetryPolicy
+from bot.engine.plan import PlanExecutor
 from bot.engine.profiles import AgentProfile, ProfileLoader
 from bot.engine.prompt import PromptBuilder
 from bot.engine.service import AgentService
@@ -115,7 +116,8 @@ async def build_app(
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(model, executor, prompts, settings.model)
     app = App(settings, engine, store, registry, profiles, notifier, None, metrics, model)  # type: ignore[arg-type]
-    app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store)
+    app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store,
+                               planner=PlanExecutor(loop, recorder=store))
     return app
 
 

@@ -30,6 +30,14 @@ class NotifySpec(_Strict):
     dedup_window_seconds: float = 600.0
 
 
+class PlanSpec(_Strict):
+    """`mode: plan`: how long a plan may be, each step's model-call budget, how often it may replan."""
+
+    max_steps: int = Field(default=5, ge=1, le=20)
+    step_max_iterations: int = Field(default=4, ge=1, le=50)
+    max_replans: int = Field(default=1, ge=0, le=3)
+
+
 class AccessSpec(_Strict):
     users: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
@@ -169,6 +177,8 @@ class ProfileSpec(_Strict):
     temperature: float | None = None
     max_iterations: int = Field(default=10, ge=1, le=100)
     max_history_turns: int = Field(default=20, ge=0, le=1000)
+    mode: Literal["react", "plan"] = "react"
+    plan: PlanSpec = PlanSpec()
     timezone: str = "UTC"
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
@@ -214,6 +224,8 @@ class AgentProfile:
     temperature: float | None = None
     max_iterations: int = 10
     max_history_turns: int = 20
+    mode: Literal["react", "plan"] = "react"  # plan: plan-and-execute (bot/engine/plan.py)
+    plan: PlanSpec = field(default_factory=PlanSpec)
     timezone: str = "UTC"
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
@@ -358,6 +370,8 @@ class ProfileLoader:
             temperature=spec.temperature,
             max_iterations=spec.max_iterations,
             max_history_turns=spec.max_history_turns,
+            mode=spec.mode,
+            plan=spec.plan,
             timezone=spec.timezone,
             tools=tools,
             bootstrap=bootstrap,

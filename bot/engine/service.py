@@ -14,6 +14,7 @@ from bot.engine.errors import SessionNotFound
 from bot.engine.executor import RunContext
 from bot.engine.loop import LoopEvent, Observe, ReActLoop
 from bot.engine.messages import Message, TurnResult, Usage
+from bot.engine.plan import PlanExecutor
 from bot.engine.ports import MemoryStore, Notifier, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Scope
@@ -109,9 +110,11 @@ class AgentService:
         *,
         notifier: Notifier | None = None,
         memory: MemoryStore | None = None,
+        planner: PlanExecutor | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
         self.notifier, self.memory = notifier, memory
+        self.planner = planner  # runs the turns of `mode: plan` profiles
         self.locks = KeyedLocks()
         self._background: set[asyncio.Task[None]] = set()
 
@@ -151,8 +154,9 @@ class AgentService:
             async def emit(message: Message) -> None:
                 await self.store.append(session.id, turn_id, message)
 
+            runner = self.planner.run if profile.mode == "plan" and self.planner is not None else self.loop.run
             try:
-                out = await self.loop.run(run, history, req.text, emit, observe)
+                out = await runner(run, history, req.text, emit, observe)
             except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever
                 self._finish_in_background(turn_id, "yokebot stopped during this turn")
                 raise

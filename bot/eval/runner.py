@@ -143,7 +143,7 @@ class EvalRunner:
             app.profile(agent)
             text = rewrite_text(self._opening(scenario, app, agent), roots, root)
             if self.model_server is not None:
-                self.model_server.current = Conversation(text, scenario.script, str(root))
+                self.model_server.begin(Conversation(text, scenario.script, str(root)))
             session_id = await self._trigger(scenario, app, agent, text)
             await app.store.flush()
             seen = await read_turn(app.engine, session_id)

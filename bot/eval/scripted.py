@@ -1,8 +1,9 @@
 """The scripted model of `yokebot eval --scripted`: an OpenAI-compatible HTTP server on 127.0.0.1 that
 plays each scenario's `script:`, spoken to by the real openai SDK through the app's usual model client.
 
-It is deterministic and knows nothing of tools: it answers a request by counting the assistant messages
-since the scenario's user message and returning that step. The tools, the sandbox, notify and the audit
+It is deterministic and knows nothing of tools: the runner hands it each scenario's conversation before the
+turn, and it answers the n-th request of that conversation with the n-th step (a `mode: plan` turn's
+planning call is a step like any other). The tools, the sandbox, notify and the audit
 are the real ones, so a broken profile or sandbox shows up in the grades exactly as with a real model."""
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ class Conversation:
     root: str  # replaces {root} in arguments and replies
 
 
-def _assistant_turns(messages: list[dict[str, Any]], opener: str) -> tuple[int, str] | None:
-    """(assistant messages after the opening user message, the last tool result), or None if it is absent."""
-    start = next((i for i, m in enumerate(messages) if m.get("role") == "user" and m.get("content") == opener), None)
-    if start is None:
-        return None
-    after = messages[start + 1:]
-    results = [str(m.get("content") or "") for m in after if m.get("role") == "tool"]
-    return sum(1 for m in after if m.get("role") == "assistant"), (results[-1] if results else "")
+def _belongs(messages: list[dict[str, Any]], opener: str) -> bool:
+    """The request is part of the scenario's turn: a user message is, or quotes, its opening message."""
+    return any(m.get("role") == "user" and opener in str(m.get("content") or "") for m in messages)
+
+
+def _last_result(messages: list[dict[str, Any]]) -> str:
+    results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
+    return results[-1] if results else ""
 
 
 def _fill(value: Any, root: str) -> Any:
@@ -63,8 +64,12 @@ def reply_for(conv: Conversation, index: int, last_result: str) -> dict[str, Any
 class ScriptedModelServer:
     def __init__(self) -> None:
         self.current: Conversation | None = None
+        self.served = 0  # requests of the current conversation answered so far
         self._runner: web.AppRunner | None = None
         self.port = 0
+
+    def begin(self, conversation: Conversation) -> None:
+        self.current, self.served = conversation, 0
 
     @property
     def base_url(self) -> str:
@@ -87,13 +92,13 @@ class ScriptedModelServer:
 
     async def _completions(self, request: web.Request) -> web.Response:
         body = await request.json()
-        conv = self.current
-        found = _assistant_turns(body.get("messages") or [], conv.message) if conv else None
-        if conv is None or found is None:
+        conv, messages = self.current, body.get("messages") or []
+        if conv is None or not _belongs(messages, conv.message):
             error = {"message": "scripted model: no script for this conversation", "type": "invalid_request_error",
                      "code": None, "param": None}
             return web.json_response({"error": error}, status=400)
-        message = reply_for(conv, *found)
+        message = reply_for(conv, self.served, _last_result(messages))
+        self.served += 1
         if body.get("stream"):
             return await self._stream(request, body, message)
         return web.json_response(_completion(body, message))

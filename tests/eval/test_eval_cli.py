@@ -130,3 +130,53 @@ def test_unknown_suite_and_bad_compare_files_are_one_sentence(tmp_path: Path):
     (tmp_path / "x.json").write_text("{}")
     out = yokebot("eval", "--compare", str(tmp_path / "x.json"), str(tmp_path / "x.json"), env=base_env(tmp_path, None))
     assert out.returncode == 1 and "not a yokebot eval report" in out.stderr
+
+
+PLAN_AGENT = """---
+mode: plan
+max_iterations: 8
+plan: {max_steps: 3, step_max_iterations: 3}
+tools:
+  tail_log: {roots: [/var/log/nginx]}
+  notify: {}
+notify: {default: "slack:#ops-alerts", allowed: ["slack:#ops-alerts"]}
+---
+You plan, then triage nginx logs in /var/log/nginx.
+"""
+
+PLAN_SUITE = """suite: mine
+scenarios:
+  - id: plan-502
+    agent: planops
+    message: Check nginx for 502s and alert the team if there is a burst.
+    fixtures:
+      /var/log/nginx/access.log:
+        text: "10.0.0.1 - - [{{now-1m:nginx}}] \\"GET / HTTP/1.1\\" 502 157 \\"-\\" \\"x\\"\\n"
+        repeat: 10
+    expect:
+      tools_called: [{tool: tail_log, status: ok, result: '" 502 '}]
+      notify: {sent: true, to: "slack:#ops-alerts"}
+      answer_contains: ["1. Count the 502s: 10 502s in the last minute", "2. Alert the team: alerted"]
+      max_iterations: 6
+    script:
+      - reply: "1. Count the 502s\\n2. Alert the team"
+      - call: tail_log
+        args: {path: "{root}/var/log/nginx/access.log", lines: 50}
+      - reply: 10 502s in the last minute
+      - call: notify
+        args: {message: "nginx: 10 502s in the last minute"}
+      - reply: alerted
+"""
+
+
+def test_an_own_suite_against_a_plan_mode_agent(tmp_path: Path):
+    agents = tmp_path / "my-agents"
+    (agents / "planops").mkdir(parents=True)
+    (agents / "planops" / "AGENT.md").write_text(PLAN_AGENT)
+    suite = tmp_path / "mine.yaml"
+    suite.write_text(PLAN_SUITE)
+    out = run_eval(tmp_path, str(suite), "--scripted", "--json", agents=agents)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads(out.stdout)["scenarios"]["mine/plan-502"]
+    assert result["iterations"] == 5 and [c["tool"] for c in result["tool_calls"]] == ["tail_log", "notify"]
+    assert result["posts"][0]["target"] == "slack:#ops-alerts"

@@ -30,6 +30,7 @@ from bot.tools import builtin_tools
 from bot.tools.redact import SecretRedactor
 
 if TYPE_CHECKING:
+    from bot.chat.discord_adapter import DiscordAdapter
     from bot.chat.slack_adapter import SlackAdapter
 
 
@@ -129,5 +130,17 @@ def build_slack(app: App) -> SlackAdapter | None:
     from bot.chat.slack_adapter import SlackAdapter
 
     adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics)
+    app.notifier.register(adapter)
+    return adapter
+
+
+def build_discord(app: App) -> DiscordAdapter | None:
+    """The Discord adapter when DISCORD_BOT_TOKEN is set (not connected yet: `start()` it), registered with the
+    notifier so `notify` can post to `discord:#name` / `discord:123`."""
+    if app.settings.discord_bot_token is None:
+        return None
+    from bot.chat.discord_adapter import DiscordAdapter
+
+    adapter = DiscordAdapter(app.service, app.settings, app.profiles, claims=app.store, metrics=app.metrics)
     app.notifier.register(adapter)
     return adapter

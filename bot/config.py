@@ -77,6 +77,7 @@ class Settings(BaseSettings):
     discord_attach_over_chars: int = 6000
     discord_guild_ready_timeout: float = 2.0
     discord_drain_seconds: float = 30.0
+    discord_max_concurrent_turns: int = Field(default=8, ge=1)
 
     @field_validator("slack_allowed_users", "slack_allowed_channels", mode="before")
     @classmethod

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.app import App, build_app, build_slack
+from bot.app import App, build_app, build_discord, build_slack
 from bot.config import Settings
 from bot.observability.http import add_observability_routes
 
@@ -27,13 +27,9 @@ async def healthz(_: web.Request) -> web.Response:
 
 async def start_discord(bot: App) -> DiscordAdapter | None:
     """Connect to Discord when DISCORD_BOT_TOKEN is set, and let `notify` post through it."""
-    if bot.settings.discord_bot_token is None:
-        return None
-    from bot.chat.discord_adapter import DiscordAdapter
-
-    adapter = DiscordAdapter(bot.service, bot.settings, bot.profiles, claims=bot.store, metrics=bot.metrics)
-    await adapter.start()
-    bot.notifier.register(adapter)
+    adapter = build_discord(bot)
+    if adapter is not None:
+        await adapter.start()
     return adapter
 
 

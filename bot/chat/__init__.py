@@ -1,1 +1,1 @@
-"""Chat adapters: they translate platform events to InboundMessage and OutboundMessage, nothing more."""
+"""Chat: platform adapters parse events into `Inbound` and offer a reply surface; `pipeline.py` does the rest."""

@@ -1,45 +1,83 @@
-"""What adapters hand to the engine and get back."""
+"""What a platform hands the inbound pipeline (`Inbound`, with its `ReplySurface`), and the posting port.
+
+A platform adapter parses its events into one `Inbound` and offers a reply surface; everything between
+(claim, routing, access, the concurrency cap, tasks, the drain) is `bot/chat/pipeline.py`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
 
+from bot.chat.access import Origin
 from bot.engine.service import TurnRequest
 
+Trigger = Literal["mention", "dm", "thread", "console"]
+
+
+class ReplySurface(Protocol):
+    """How the answer to one inbound message reaches its author. Written once per platform.
+
+    The pipeline calls, in this order: `working()` (once a turn will run), `deliver()` (the answer, an error
+    sentence or the shutdown notice), `done(ok)`. A refusal or a hint is `deliver()` alone, without `working()`.
+
+    Room to grow: a surface may offer `observe` (the engine's progress callback, passed to
+    `AgentService.handle`; the console shows tool calls with it). Live status, streamed answers (chat.update /
+    stream, Discord edits) and approval buttons are meant to be further optional methods here, used by the
+    pipeline when present, so they are written once for every platform."""
+
+    async def working(self) -> str:
+        """Show that the bot is on it (:eyes:, typing…). Returns the conversation key the turn belongs to (the
+        session's thread: Discord may open a thread here)."""
+        ...
+
+    async def deliver(self, text: str) -> None:
+        """Post Markdown text under the platform's rules (mrkdwn, splitting, a file for very long text)."""
+        ...
+
+    async def done(self, ok: bool) -> None:
+        """The turn is over: ✅ or ❌ (and stop any working indicator)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
-class InboundMessage:
-    platform: str
-    channel: str
-    thread: str
+class Inbound:
+    """One chat message addressed to the bot, parsed by its platform."""
+
+    origin: Origin  # who and where, in platform IDs (routing and access read it)
+    thread: str  # the conversation key (the session's thread) when known at parse time
     text: str
-    user: str | None = None
-    trigger: str = "message"
+    trigger: Trigger
+    reply: ReplySurface
     message_id: str | None = None
-    event_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=lambda: {})
+    claim_key: str | None = None  # exactly once: the key claimed in the database; None: no claim (console)
+    groups_known: bool = False  # origin.groups were read from the event (else looked up when a list needs them)
+    addressed: Callable[[], Awaitable[bool]] | None = None  # a check made after the ack (Slack thread follow-ups)
 
-    def to_request(self, agent: str, session_id: str | None = None) -> TurnRequest:
-        return TurnRequest(platform=self.platform, channel=self.channel, thread=self.thread, text=self.text,
-                           agent=agent, trigger=self.trigger, user=self.user, session_id=session_id)
+    @property
+    def platform(self) -> str:
+        return self.origin.platform
+
+    def to_request(self, agent: str, thread: str) -> TurnRequest:
+        o = self.origin
+        return TurnRequest(platform=o.platform, channel=o.channel, thread=thread, text=self.text, agent=agent,
+                           trigger=self.trigger, user=o.user)
 
 
-@dataclass(frozen=True, slots=True)
-class OutboundMessage:
-    platform: str
-    channel: str
-    thread: str | None
-    text: str
-    failed: bool = False
+class Directory(Protocol):
+    """What the pipeline may ask a platform about an origin, only when a list needs it."""
+
+    async def channel_name(self, channel: str) -> str | None: ...
+    async def groups_of(self, user: str) -> frozenset[str]: ...
 
 
 class ChatAdapter(Protocol):
+    """What `notify` and schedules post through (`AdapterNotifier`)."""
+
     platform: str
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
-    async def send(self, message: OutboundMessage) -> str: ...
     async def post(self, channel: str, text: str) -> str:
         """Post to a channel by name or id (used by notify and schedules); returns a message reference."""
         ...
@@ -55,7 +93,7 @@ class ReadinessProbe(Protocol):
 
 
 class EventCounter(Protocol):
-    """What adapters count inbound events with (`Metrics.adapter_event` in bot/observability/metrics.py):
+    """What the pipeline counts inbound events with (`Metrics.adapter_event` in bot/observability/metrics.py):
     kinds `mention`, `dm`, `thread` (taken), `ignored`, `duplicate` (not taken), and, in addition for a
     taken event, `refused` (access lists) or `error` (the turn could not be handled)."""
 

@@ -1,5 +1,6 @@
-"""Discord on the gateway (discord.py): mentions in guild channels, DMs, and follow-ups in the bot's threads
-become turns of AgentService. The adapter translates and delivers; it holds no agent logic.
+"""Discord on the gateway (discord.py): mentions in guild channels, DMs, and follow-ups in the bot's threads.
+The adapter parses messages into `Inbound` and offers the reply surface (`DiscordReply`); the inbound
+pipeline (bot/chat/pipeline.py) does the rest.
 
 Sessions: a DM channel is one session; in a guild the bot answers a mention in a thread it creates on the
 triggering message, and that thread is one session (with `YOKEBOT_DISCORD_REPLY_INLINE` it answers in the
@@ -11,9 +12,7 @@ import asyncio
 import copy
 import logging
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 
 import discord
@@ -22,22 +21,18 @@ import discord.http
 import yarl
 from discord.abc import Messageable
 
-from bot.chat.base import EventClaims, EventCounter, InboundMessage, OutboundMessage
-from bot.chat.discord_output import NO_PINGS, deliver, post_to, react, typing
-from bot.chat.discord_routing import Origin, comma_list, permitted, profile_permits, route
+from bot.chat.access import Origin
+from bot.chat.base import EventClaims, EventCounter, Inbound, Trigger
+from bot.chat.discord_output import NO_PINGS, DiscordReply, post_to
+from bot.chat.wiring import discord_pipeline
 from bot.config import Settings
-from bot.engine.errors import ConfigError, ToolFailed, YokebotError
+from bot.engine.errors import ConfigError, ToolFailed
 from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
 
 log = logging.getLogger(__name__)
 
-DONE, FAILED = "✅", "❌"
-REFUSAL = "Sorry, you are not allowed to ask me here. Ask an admin to add you to this agent's access list."
-EMPTY = "Hi! Mention me with a question, for example: @yokebot check the nginx error log."
-CRASH = "Sorry, something went wrong on my side and I could not answer; the details are in the bot's logs."
 ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
-SEEN_MAX = 2048
 
 
 # what the bot needs in a channel: see it, read history, answer, open and write in threads, react, attach
@@ -82,13 +77,6 @@ def redirect(api_url: str | None, gateway_url: str | None) -> Callable[[], None]
     return undo
 
 
-@dataclass(frozen=True, slots=True)
-class Trigger:
-    kind: str  # dm | mention | thread
-    origin: Origin
-    text: str
-
-
 class _Client(discord.Client):
     def __init__(self, adapter: DiscordAdapter, **options: Any) -> None:
         super().__init__(**options)
@@ -109,7 +97,8 @@ class _Client(discord.Client):
         self.adapter.connected = False  # discord.py reconnects by itself; READY or RESUMED sets it back
 
     async def on_message(self, message: discord.Message) -> None:
-        self.adapter.received(message)
+        # a copy: discord.py updates cached Messages in place when an edit arrives (edits are ignored)
+        await self.adapter.received(copy.copy(message))
 
     # no on_message_edit: edits are ignored on purpose
 
@@ -128,8 +117,9 @@ class DiscordAdapter:
     ) -> None:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
-        self.service, self.settings, self.profiles = service, settings, profiles
-        self.claims, self.metrics = claims, metrics  # claims: the database, so instances answer a message once
+        self.settings = settings
+        # claims: the database, so instances sharing it answer a message once
+        self.pipeline = discord_pipeline(settings, service, profiles, claims, self, metrics)
         self.connected = False  # between READY/RESUMED and a disconnect
         self.client = _Client(
             self,
@@ -138,16 +128,9 @@ class DiscordAdapter:
             guild_ready_timeout=settings.discord_guild_ready_timeout,
         )
         self.ready = asyncio.Event()
-        self.tasks: set[asyncio.Task[None]] = set()
         self.stopping = False
         self._runner: asyncio.Task[None] | None = None
         self._undo_redirect: Callable[[], None] | None = None
-        self._seen: OrderedDict[int, None] = OrderedDict()
-        self._allow = (
-            comma_list(settings.discord_allowed_users),
-            comma_list(settings.discord_allowed_roles),
-            comma_list(settings.discord_allowed_channels),
-        )
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def start(self, within: float = 60.0) -> None:
@@ -176,10 +159,6 @@ class DiscordAdapter:
         """For /readyz: the gateway session is READY (or RESUMED) and has not dropped since."""
         return self.connected and not self.stopping and not self.client.is_closed()
 
-    def _count(self, kind: str) -> None:
-        if self.metrics is not None:
-            self.metrics.adapter_event(self.platform, kind)
-
     def _gateway_ended(self, task: asyncio.Task[None]) -> None:
         self.connected = False
         if self.stopping or task.cancelled():
@@ -189,20 +168,14 @@ class DiscordAdapter:
             log.error("discord: the gateway connection ended and will not reconnect", exc_info=error)
 
     async def stop(self) -> None:
-        """Stop taking messages, let the turns in flight finish (up to the drain time), then disconnect."""
+        """Stop taking messages, drain the turns in flight (the gateway stays up to post), then disconnect."""
         self.stopping = True
-        if self.tasks:
-            log.info("discord: waiting for %d turn(s) in flight", len(self.tasks))
-            _, pending = await asyncio.wait(set(self.tasks), timeout=self.settings.discord_drain_seconds)
-            for task in pending:
-                log.warning(
-                    "discord: a turn did not finish within %.0f s and is cancelled",
-                    self.settings.discord_drain_seconds,
-                )
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=5)
+        await self.pipeline.drain()
         await self._close_client()
+
+    @property
+    def busy(self) -> int:
+        return self.pipeline.busy
 
     async def _close_client(self) -> None:
         await self.client.close()
@@ -217,10 +190,6 @@ class DiscordAdapter:
         """Post to `CHANNEL_ID` or `#name`; returns `discord:CHANNEL/MESSAGE` of the first message."""
         dest = self._channel_for_post(channel)
         return await post_to(dest, channel, text, attach_over=self.settings.discord_attach_over_chars)
-
-    async def send(self, message: OutboundMessage) -> str:
-        target = message.thread if message.thread and message.thread != message.channel else message.channel
-        return await self.post(target, message.text)
 
     def _channel_for_post(self, channel: str) -> Messageable:
         if not self.ready.is_set():
@@ -238,72 +207,15 @@ class DiscordAdapter:
             "use the channel ID (Developer Mode -> right click -> Copy Channel ID)"
         )
 
-    # --- inbound --------------------------------------------------------------------------------------------
-    def received(self, message: discord.Message) -> None:
-        """Called on the gateway task: hand the message to a tracked background task and return at once."""
-        if self.stopping:
-            log.info("discord: stopping, message %s is not taken", message.id)
-            return
-        # a copy: discord.py updates cached Messages in place when an edit arrives (edits are ignored)
-        task = asyncio.create_task(self._handle(copy.copy(message)), name=f"discord-message-{message.id}")
-        self.tasks.add(task)
-        task.add_done_callback(self._finished)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("discord: handling a message failed", exc_info=task.exception())
-
-    async def _first_time(self, message_id: int) -> bool:
-        """Answer a message once: a resumed gateway may replay it (caught in memory), and every instance running
-        with the same token gets it (caught by the `processed_events` row the first one writes)."""
-        if message_id in self._seen:
-            return False
-        self._seen[message_id] = None
-        while len(self._seen) > SEEN_MAX:
-            self._seen.popitem(last=False)
-        return self.claims is None or await self.claims.claim_event(self.platform, str(message_id))
-
-    async def _handle(self, message: discord.Message) -> None:
+    # --- inbound: parse, hand to the pipeline ---------------------------------------------------------------
+    async def received(self, message: discord.Message) -> None:
+        """Called by discord.py in a task of its own for every MESSAGE_CREATE."""
         channel = await self._resolve_channel(message)
-        trigger = self.classify(message, channel)
-        if trigger is None:
-            self._count("ignored")
+        inbound = self.parse(message, channel)
+        if inbound is None:
+            self.pipeline.ignored("not addressed to the bot", message.id)
             return
-        if not await self._first_time(message.id):
-            self._count("duplicate")
-            return
-        self._count(trigger.kind)
-        agent = route(self.profiles, trigger.origin, self.settings.default_agent)
-        if trigger.origin.dm and self._roles_matter(agent):
-            trigger = replace(
-                trigger, origin=replace(trigger.origin, roles=await self._guild_roles(message.author.id))
-            )
-        if not self._permits(agent, trigger.origin):
-            log.info(
-                "discord: refused user %s in channel %s (agent %s)",
-                trigger.origin.user,
-                trigger.origin.channel,
-                agent,
-            )
-            self._count("refused")
-            await deliver(channel, REFUSAL, attach_over=10_000, reference=message)
-            return
-        if not trigger.text:
-            await deliver(channel, EMPTY, attach_over=10_000, reference=message)
-            return
-        dest, thread, reference = await self._destination(message, channel, trigger)
-        inbound = InboundMessage(
-            platform="discord",
-            channel=trigger.origin.channel,
-            thread=thread,
-            text=trigger.text,
-            user=trigger.origin.user,
-            trigger=trigger.kind,
-            message_id=str(message.id),
-        )
-        ok = await self._turn(inbound, agent, dest, reference)
-        await react(message, DONE if ok else FAILED)
+        await self.pipeline.receive(inbound)
 
     async def _resolve_channel(self, message: discord.Message) -> Messageable:
         channel = message.channel
@@ -316,8 +228,8 @@ class DiscordAdapter:
                 log.warning("discord: cannot look up channel %s: %s", channel.id, exc)
         return channel
 
-    def classify(self, message: discord.Message, channel: Messageable) -> Trigger | None:
-        """Which trigger this message is, or None when the bot should stay silent."""
+    def parse(self, message: discord.Message, channel: Messageable) -> Inbound | None:
+        """The message as an `Inbound`, or None when the bot should stay silent."""
         me = self.client.user
         if me is None or message.author.id == me.id or message.type not in ANSWERED_TYPES:
             return None
@@ -327,97 +239,49 @@ class DiscordAdapter:
             return None
         mentioned = any(u.id == me.id for u in message.mentions)
         text = re.sub(rf"<@!?{me.id}>", "", message.content).strip()
+        author, channel_id = str(message.author.id), str(getattr(channel, "id", message.channel.id))
         if message.guild is None:
-            return Trigger("dm", Origin(str(channel.id), None, str(message.author.id), dm=True), text)  # type: ignore[attr-defined]
-        roles = _roles(message.author)
+            return self._inbound(message, channel, Origin(self.platform, channel_id, author, dm=True), "dm", text,
+                                 channel_id)
+        origin = Origin(self.platform, channel_id, author, groups=_roles(message.author))
         if isinstance(channel, discord.Thread):
             if channel.owner_id != me.id and not mentioned:
                 return None
-            parent = channel.parent
-            origin = Origin(
-                str(channel.parent_id), parent.name if parent else None, str(message.author.id), roles
-            )
-            return Trigger("thread", origin, text)
+            return self._inbound(message, channel, Origin(self.platform, str(channel.parent_id), author,
+                                                          groups=origin.groups), "thread", text, channel_id)
         if not mentioned:
             return None
-        name = getattr(channel, "name", None)
-        return Trigger("mention", Origin(str(channel.id), name, str(message.author.id), roles), text)  # type: ignore[attr-defined]
+        return self._inbound(message, channel, origin, "mention", text, channel_id)
 
-    def _permits(self, agent: str, origin: Origin) -> bool:
-        if not permitted(*self._allow, origin):
-            return False
-        profile = self.profiles.get(agent)
-        return profile is None or profile_permits(profile.access, origin)
+    def _inbound(self, message: discord.Message, channel: Messageable, origin: Origin, trigger: Trigger,
+                 text: str, thread: str) -> Inbound:
+        reply = DiscordReply(message, channel, thread, text, opens_thread=trigger == "mention",
+                             inline=self.settings.discord_reply_inline,
+                             attach_over=self.settings.discord_attach_over_chars)
+        return Inbound(origin, thread, text, trigger, reply, message_id=str(message.id),
+                       claim_key=str(message.id), groups_known=not origin.dm)
 
-    def _roles_matter(self, agent: str) -> bool:
-        profile = self.profiles.get(agent)
-        return bool(self._allow[1]) or (profile is not None and bool(profile.access.roles))
+    # --- what the pipeline may look up ----------------------------------------------------------------------
+    async def channel_name(self, channel: str) -> str | None:
+        found = self.client.get_channel(int(channel)) if channel.isdigit() else None
+        return getattr(found, "name", None)
 
-    async def _guild_roles(self, user_id: int) -> frozenset[str]:
+    async def groups_of(self, user: str) -> frozenset[str]:
         """A DM carries no roles: look the author up in the bot's guilds (REST; no members intent needed)."""
         found: set[str] = set()
         for guild in self.client.guilds:
             try:
-                member = await guild.fetch_member(user_id)
+                member = await guild.fetch_member(int(user))
             except discord.HTTPException:
                 continue
             found |= _roles(member)
         return frozenset(found)
 
-    async def _destination(
-        self, message: discord.Message, channel: Messageable, trigger: Trigger
-    ) -> tuple[Messageable, str, discord.Message | None]:
-        """Where the answer goes, the session's thread key, and the message to reply to (if any)."""
-        if trigger.kind == "dm":
-            return channel, trigger.origin.channel, None
-        if trigger.kind == "thread":
-            return channel, str(channel.id), None  # type: ignore[attr-defined]
-        if self.settings.discord_reply_inline:
-            return channel, trigger.origin.channel, message
-        try:
-            thread = await message.create_thread(name=_thread_name(trigger.text), auto_archive_duration=1440)
-        except discord.HTTPException as exc:
-            log.warning(
-                "discord: cannot create a thread in %s (%s); answering inline", trigger.origin.channel, exc
-            )
-            return channel, str(message.id), message
-        return thread, str(thread.id), None
-
-    async def _turn(
-        self, inbound: InboundMessage, agent: str, dest: Messageable, reference: discord.Message | None
-    ) -> bool:
-        ok = False
-        async with typing(dest):
-            try:
-                result = await self.service.handle(inbound.to_request(agent))
-                answer, ok = result.answer, result.error is None
-            except YokebotError as exc:
-                answer = f"Sorry, I could not do this: {exc}"
-            except Exception:
-                log.exception("discord: turn for message %s failed", inbound.message_id)
-                answer = CRASH
-                self._count("error")
-        try:
-            await deliver(
-                dest, answer, attach_over=self.settings.discord_attach_over_chars, reference=reference
-            )
-        except discord.HTTPException as exc:
-            log.error("discord: could not deliver the answer to message %s: %s", inbound.message_id, exc)
-            return False
-        return ok
-
 
 def _roles(author: discord.User | discord.Member) -> frozenset[str]:
     if not isinstance(author, discord.Member):
         return frozenset()
-    return frozenset(
-        {str(r.id) for r in author.roles} | {r.name for r in author.roles} | {str(r) for r in author._roles}
-    )
-
-
-def _thread_name(text: str) -> str:
-    first = " ".join(text.split())
-    return (first[:90] + "…") if len(first) > 90 else (first or "yokebot")
+    return frozenset({str(r.id) for r in author.roles} | {str(r) for r in author._roles})  # IDs, never names
 
 
 def _start_failure(error: BaseException | None, timeout: float) -> str:

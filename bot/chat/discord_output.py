@@ -1,12 +1,12 @@
-"""Putting text on Discord: the 2,000-character limit, a file for very long answers, no pings, typing."""
+"""Putting text on Discord: the 2,000-character limit, a file for very long answers, no pings, typing, and the
+reply surface the inbound pipeline uses (a thread opened on the message, typing, ✅/❌)."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from typing import Any
 
 import discord
@@ -21,6 +21,7 @@ LIMIT = 2000
 NO_PINGS = discord.AllowedMentions.none()  # the model must never ping @everyone, a role or a user
 TYPING_EVERY = 8.0  # Discord shows "typing…" for 10 s after each trigger
 ATTACHMENT_NAME = "answer.md"
+DONE, FAILED = "✅", "❌"
 
 
 def attachment_preview(text: str, name: str = ATTACHMENT_NAME) -> str:
@@ -65,25 +66,76 @@ async def _send(
     return await dest.send(content, allowed_mentions=NO_PINGS, **extra)
 
 
-@asynccontextmanager
-async def typing(dest: Messageable) -> AsyncIterator[None]:
-    """Show "typing…" until the block ends. A failed trigger only costs the indicator, never the answer."""
+class Typing:
+    """Shows "typing…" from start() until stop(). A failed trigger only costs the indicator, never the answer."""
 
-    async def keep_typing() -> None:
+    def __init__(self, dest: Messageable) -> None:
+        self.dest = dest
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._keep_typing())
+
+    async def _keep_typing(self) -> None:
         while True:
             try:
-                await dest.typing()
+                await self.dest.typing()
             except discord.HTTPException as exc:
                 log.debug("typing indicator failed: %s", exc)
             await asyncio.sleep(TYPING_EVERY)
 
-    task = asyncio.create_task(keep_typing())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+
+class DiscordReply:
+    """The reply surface for one Discord message. Before `working()` (a refusal, a hint) text replies to the
+    message where it was written. `working()` picks where the answer goes: the DM, the thread it came from,
+    a new thread on the message (its session), or, inline (`YOKEBOT_DISCORD_REPLY_INLINE`, or no permission to
+    open a thread), a reply in the channel."""
+
+    def __init__(self, message: discord.Message, channel: Messageable, thread: str, title: str, *,
+                 opens_thread: bool, inline: bool, attach_over: int) -> None:
+        self.message, self.dest, self.reference, self.title = message, channel, message, title
+        self.thread, self.opens_thread, self.inline, self.attach_over = thread, opens_thread, inline, attach_over
+        self.typing = Typing(channel)
+
+    async def working(self) -> str:
+        if not self.opens_thread:
+            self.reference = None  # a DM or a thread: the answer follows the question there
+        elif not self.inline:
+            await self._open_thread()
+        self.typing = Typing(self.dest)
+        self.typing.start()
+        return self.thread
+
+    async def _open_thread(self) -> None:
+        try:
+            thread = await self.message.create_thread(name=thread_name(self.title),
+                                                      auto_archive_duration=1440)
+        except discord.HTTPException as exc:
+            log.warning("discord: cannot create a thread on message %s (%s); answering inline",
+                        self.message.id, exc)
+            self.thread = str(self.message.id)
+            return
+        self.dest, self.reference, self.thread = thread, None, str(thread.id)
+
+    async def deliver(self, text: str) -> None:
+        await self.typing.stop()
+        await deliver(self.dest, text, attach_over=self.attach_over, reference=self.reference)
+
+    async def done(self, ok: bool) -> None:
+        await self.typing.stop()
+        await react(self.message, DONE if ok else FAILED)
+
+
+def thread_name(text: str) -> str:
+    first = " ".join(text.split())
+    return (first[:90] + "…") if len(first) > 90 else (first or "yokebot")
 
 
 async def react(message: discord.Message, emoji: str) -> None:

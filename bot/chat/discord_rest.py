@@ -11,7 +11,6 @@ from collections.abc import Callable
 import discord
 from discord.abc import Messageable
 
-from bot.chat.base import OutboundMessage
 from bot.chat.discord_adapter import redirect
 from bot.chat.discord_output import NO_PINGS, post_to
 from bot.config import Settings
@@ -42,10 +41,6 @@ class DiscordPoster:
         if self._undo_redirect is not None:
             self._undo_redirect()
             self._undo_redirect = None
-
-    async def send(self, message: OutboundMessage) -> str:
-        target = message.thread if message.thread and message.thread != message.channel else message.channel
-        return await self.post(target, message.text)
 
     async def post(self, channel: str, text: str) -> str:
         """Post to `CHANNEL_ID` or `#name`; returns `discord:CHANNEL/MESSAGE` of the first message."""

@@ -1,4 +1,4 @@
-"""Slack events -> InboundMessage, or the reason an event is ignored. Pure functions, no I/O."""
+"""Slack events -> SlackMessage, or the reason an event is ignored. Pure functions, no I/O."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.chat.base import EventClaims, InboundMessage
+from bot.chat.base import EventClaims, Trigger
 
-__all__ = ["EventClaims"]  # kept importable from here for the Slack adapter
+__all__ = ["EventClaims"]  # kept importable from here (bench/slack_ack.py)
 
 PLATFORM = "slack"
 # Subtypes that are a person saying something; the rest (edits, deletes, joins, topic changes…) are ignored.
@@ -27,6 +27,22 @@ class BotIdentity:
 class EventRules:
     ignore_bots: bool = True
     thread_followups: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SlackMessage:
+    channel: str
+    ts: str
+    thread: str  # the session's thread: thread_ts or ts; in a DM "" (the conversation) unless threaded
+    reply_thread: str | None  # where answers go (None: inline in a DM)
+    text: str
+    user: str | None
+    trigger: Trigger
+    event_id: str | None
+
+    @property
+    def dm(self) -> bool:
+        return self.trigger == "dm"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +79,7 @@ def _from_bot(event: Mapping[str, Any], me: BotIdentity) -> str | None:
     return None
 
 
-def _inbound(event: Mapping[str, Any], me: BotIdentity, trigger: str, event_id: str | None) -> InboundMessage:
+def _inbound(event: Mapping[str, Any], me: BotIdentity, trigger: Trigger, event_id: str | None) -> SlackMessage:
     channel, ts = str(event["channel"]), str(event["ts"])
     thread_ts = event.get("thread_ts")
     if trigger == "dm":
@@ -71,15 +87,11 @@ def _inbound(event: Mapping[str, Any], me: BotIdentity, trigger: str, event_id: 
         session_thread, reply_to = (str(thread_ts), str(thread_ts)) if thread_ts else ("", None)
     else:
         session_thread = reply_to = str(thread_ts or ts)
-    return InboundMessage(
-        platform=PLATFORM, channel=channel, thread=session_thread,
-        text=strip_mention(str(event.get("text") or ""), me.user_id), user=event.get("user"), trigger=trigger,
-        message_id=ts, event_id=event_id,
-        extra={"reply_thread": reply_to, "is_dm": trigger == "dm", "team": event.get("team")},
-    )
+    return SlackMessage(channel, ts, session_thread, reply_to, strip_mention(str(event.get("text") or ""),
+                        me.user_id), event.get("user"), trigger, event_id)
 
 
-def classify(body: Mapping[str, Any], me: BotIdentity, rules: EventRules) -> InboundMessage | Ignored:
+def classify(body: Mapping[str, Any], me: BotIdentity, rules: EventRules) -> SlackMessage | Ignored:
     """Decide what an event means to us: a mention, a DM, a possible thread follow-up, or nothing."""
     event: Mapping[str, Any] = body.get("event") or {}
     kind, subtype = event.get("type"), event.get("subtype")

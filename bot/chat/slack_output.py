@@ -1,5 +1,6 @@
-"""Writing to Slack: answers as mrkdwn split under the message limit (or a file when very long), and the
-progress reactions on the message being answered. 429s are retried by the SDK (RateLimitErrorRetryHandler)."""
+"""Writing to Slack: answers as mrkdwn split under the message limit (or a file when very long), the
+progress reactions on the message being answered, and the reply surface the pipeline uses. 429s are retried
+by the SDK (RateLimitErrorRetryHandler)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.formatting import split_message
 from bot.chat.mrkdwn import to_mrkdwn
+from bot.chat.slack_directory import ThreadMemory
 
 log = logging.getLogger(__name__)
 
@@ -64,3 +66,24 @@ class SlackPoster:
     async def finish(self, channel: str, ts: str, ok: bool) -> None:
         await self.react(channel, ts, WORKING, remove=True)
         await self.react(channel, ts, DONE if ok else FAILED)
+
+
+class SlackReply:
+    """The reply surface for one Slack message: :eyes: while working, the answer in its thread (or inline in
+    a DM), then :white_check_mark: or :x:. Remembers the thread, so follow-ups there need no mention."""
+
+    def __init__(self, poster: SlackPoster, channel: str, ts: str, thread: str, reply_thread: str | None,
+                 threads: ThreadMemory) -> None:
+        self.poster, self.channel, self.ts, self.thread = poster, channel, ts, thread
+        self.reply_thread, self.threads = reply_thread, threads
+
+    async def working(self) -> str:
+        await self.poster.react(self.channel, self.ts, WORKING)
+        return self.thread
+
+    async def deliver(self, text: str) -> None:
+        await self.poster.post(self.channel, text, self.reply_thread)
+        self.threads.remember(self.channel, self.thread)
+
+    async def done(self, ok: bool) -> None:
+        await self.poster.finish(self.channel, self.ts, ok)

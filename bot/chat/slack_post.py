@@ -11,10 +11,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.base import OutboundMessage
+from bot.chat.slack_directory import ChannelDirectory
 from bot.chat.slack_events import PLATFORM
 from bot.chat.slack_output import OutputLimits, SlackPoster
-from bot.chat.slack_routing import ChannelDirectory
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
 
@@ -48,10 +47,6 @@ class SlackOutbox:
 
     async def stop(self) -> None:
         return None
-
-    async def send(self, message: OutboundMessage) -> str:
-        stamps = await self.poster.post(message.channel, message.text, message.thread)
-        return f"slack:{message.channel}:{stamps[0]}"
 
     async def post(self, channel: str, text: str) -> str:
         """Post to `#name` (resolved with conversations.list) or a channel ID; returns `slack:<id>:<ts>`."""

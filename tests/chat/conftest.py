@@ -8,6 +8,8 @@ import pytest
 
 from tests.chat.ops_agent import nginx_logs, shipped_ops
 from tests.chat.slack_harness import OPS
+from tests.fakes.discord_server import BOB, ONCALL_ROLE, OTHER
+from tests.helpers import write_agent
 
 
 @pytest.fixture
@@ -20,4 +22,22 @@ def log_dir(tmp_path: Path) -> Path:
 def slack_agents(agents_dir: Path, log_dir: Path) -> Path:
     """`tester` (the default agent) and the shipped `ops` agent, which answers in #ops (C_OPS)."""
     shipped_ops(agents_dir, log_dir, front=f'channels: ["{OPS}"]')
+    return agents_dir
+
+
+# The shipped ops agent, its alerts sent to the Discord team channel, answering the on-call role and Bob.
+OPS_ACCESS = f"""
+access:
+  roles: ["{ONCALL_ROLE}"]
+  users: ["discord:{BOB}"]
+"""
+
+
+
+
+
+@pytest.fixture
+def discord_agents(agents_dir: Path, log_dir: Path) -> Path:
+    shipped_ops(agents_dir, log_dir, front=OPS_ACCESS, notify_to="discord:#ops-alerts")
+    write_agent(agents_dir, "other", f"description: routed by channel\nchannels: ['discord:{OTHER}']")
     return agents_dir

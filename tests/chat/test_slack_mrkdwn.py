@@ -60,13 +60,13 @@ def event(**fields: object) -> dict:
 def test_classify_sessions_and_reply_threads():
     m = classify(event(type="app_mention", text="<@UBOT> hi there", ts="5.5"), ME, EventRules())
     assert not isinstance(m, Ignored)
-    assert (m.trigger, m.thread, m.text, m.extra["reply_thread"]) == ("mention", "5.5", "hi there", "5.5")
+    assert (m.trigger, m.thread, m.text, m.reply_thread) == ("mention", "5.5", "hi there", "5.5")
     m = classify(event(type="app_mention", text="<@UBOT> more", ts="6.6", thread_ts="5.5"), ME, EventRules())
-    assert not isinstance(m, Ignored) and (m.thread, m.extra["reply_thread"]) == ("5.5", "5.5")
+    assert not isinstance(m, Ignored) and (m.thread, m.reply_thread) == ("5.5", "5.5")
     m = classify(event(channel="D1", channel_type="im", ts="7.7"), ME, EventRules())
-    assert not isinstance(m, Ignored) and (m.trigger, m.thread, m.extra["reply_thread"]) == ("dm", "", None)
+    assert not isinstance(m, Ignored) and (m.trigger, m.thread, m.reply_thread) == ("dm", "", None)
     m = classify(event(channel="D1", channel_type="im", ts="8.8", thread_ts="7.7"), ME, EventRules())
-    assert not isinstance(m, Ignored) and (m.thread, m.extra["reply_thread"]) == ("7.7", "7.7")
+    assert not isinstance(m, Ignored) and (m.thread, m.reply_thread) == ("7.7", "7.7")
     m = classify(event(ts="9.9", thread_ts="5.5"), ME, EventRules())
     assert not isinstance(m, Ignored) and m.trigger == "thread"
 
@@ -116,5 +116,6 @@ def test_the_manifest_asks_for_the_events_and_scopes_the_adapter_uses():
         "groups:history",
         "channels:read",
         "groups:read",
+        "usergroups:read",
     }
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True

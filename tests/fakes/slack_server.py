@@ -90,6 +90,7 @@ class FakeSlack:
         self.calls: list[Call] = []
         self.failures: dict[str, deque[Failure]] = {}
         self.channels: dict[str, str] = {"C_OPS_ALERTS": "ops-alerts", "C_GENERAL": "general"}
+        self.usergroups: dict[str, list[str]] = {"S_ONCALL": ["U_ALICE"]}  # user group ID -> its members
         self.messages: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (channel, thread ts) -> messages
         self.uploads: dict[str, bytes] = {}
         self.acks: list[str] = []
@@ -338,6 +339,10 @@ class FakeSlack:
             for cid, name in self.channels.items()
         ]
         return {"channels": chans, "response_metadata": {"next_cursor": ""}}
+
+    def _usergroups_list(self, p: dict[str, Any]) -> dict[str, Any]:
+        groups = [{"id": gid, "handle": gid.lower(), "users": list(users)} for gid, users in self.usergroups.items()]
+        return {"usergroups": groups}
 
     def _files_getUploadURLExternal(self, p: dict[str, Any]) -> dict[str, Any]:
         file_id = f"F{uuid.uuid4().hex[:8].upper()}"

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
-from bot.chat.base import OutboundMessage
 from bot.scheduling.service import SchedulerService
 from bot.scheduling.setup import build_scheduler
 from tests.conftest import make_settings
@@ -44,9 +43,6 @@ class RecordingAdapter:
 
     async def stop(self) -> None:
         return None
-
-    async def send(self, message: OutboundMessage) -> str:
-        return await self.post(message.channel, message.text)
 
     async def post(self, channel: str, text: str) -> str:
         if self.fail:

@@ -1,0 +1,46 @@
+"""The pipeline's exactly-once step, as a small port: `claim` before the ack, `settle` when the turn is over.
+
+Today it is a row in `processed_events` (`SqlStore.claim_event`), behind an in-memory set of recent keys (a
+resumed Discord gateway replays events; a Slack retry can reach the same process). The durable inbox replaces
+it with "claim and store the event in one transaction, then lease it" and marks the row done in `settle`."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Protocol
+
+from bot.chat.base import EventClaims, Inbound
+
+RECENT_MAX = 4096
+
+
+class ClaimStep(Protocol):
+    async def claim(self, inbound: Inbound) -> bool:
+        """True the first time this message is seen (by any process sharing the database)."""
+        ...
+
+    async def settle(self, inbound: Inbound, ok: bool) -> None:
+        """The message was handled (answered, refused, or failed with a sentence to the user)."""
+        ...
+
+
+class StoreClaims:
+    """`processed_events` rows, keyed `namespace` + the inbound's `claim_key` (no store: this process only)."""
+
+    def __init__(self, store: EventClaims | None, namespace: str) -> None:
+        self.store, self.namespace = store, namespace
+        self._recent: OrderedDict[str, None] = OrderedDict()
+
+    async def claim(self, inbound: Inbound) -> bool:
+        key = inbound.claim_key
+        if key is None:
+            return True
+        if key in self._recent:
+            return False
+        self._recent[key] = None
+        while len(self._recent) > RECENT_MAX:
+            self._recent.popitem(last=False)
+        return self.store is None or await self.store.claim_event(self.namespace, key)
+
+    async def settle(self, inbound: Inbound, ok: bool) -> None:
+        return None

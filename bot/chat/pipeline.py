@@ -1,0 +1,238 @@
+"""The one inbound path for every chat message, on every platform: from "an event arrived" to "the answer is
+delivered".
+
+    adapter parses ─> receive(): closing? ─> claim (exactly once) ─> count ─> spawn a tracked task ─> (ack)
+    task: let the acks of a burst go first ─> addressed? ─> route ─> access ─> reply.working()
+          ─> [concurrency slot] AgentService.handle ─> reply.deliver(answer | error sentence) ─> reply.done(ok)
+    drain(): stop taking events, let turns finish, cancel the rest with the shutdown notice
+
+`receive()` is all that runs before the platform's ack (Slack); it does one database write, the claim. The
+console calls `answer()` in its own task: no claim, no access lists, a fixed agent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from bot.chat.access import Access, FixedAgent, Routing
+from bot.chat.base import Directory, EventCounter, Inbound
+from bot.chat.claiming import ClaimStep
+from bot.engine.messages import TurnResult
+from bot.engine.service import AgentService
+
+log = logging.getLogger(__name__)
+
+SORRY = "Sorry, something went wrong on my side and I could not answer this; the details are in my logs."
+STOPPED = "Sorry, I was restarted before I could finish this; please ask again."
+REFUSED = "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
+EMPTY = "Hi! Mention me with a question, for example: @yokebot check the nginx error log."
+ACK_FIRST_SECONDS = 1.0  # the longest a turn waits for the acks of a burst (Slack retries after 3 s)
+LAST_WORD_SECONDS = 5.0
+
+
+class Receipt(Enum):
+    TAKEN = "taken"
+    DUPLICATE = "duplicate"  # claimed before: acknowledge, do not process
+    CLOSING = "closing"  # shutting down: not claimed (Slack: not acknowledged, so it is redelivered elsewhere)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_concurrent_turns: int = 8
+    drain_seconds: float = 30.0
+
+
+class Pipeline:
+    def __init__(self, service: AgentService, routing: Routing | FixedAgent, *, access: Access | None = None,
+                 claims: ClaimStep | None = None, directory: Directory | None = None,
+                 counter: EventCounter | None = None, limits: Limits = Limits(), platform: str = "") -> None:
+        self.service, self.routing, self.access, self.claims = service, routing, access, claims
+        self.directory, self.counter, self.limits, self.platform = directory, counter, limits, platform
+        self._slots = asyncio.Semaphore(limits.max_concurrent_turns)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._receiving = 0  # calls inside receive(): their acks are not out yet
+        self._acked = asyncio.Event()
+        self._acked.set()
+        if access is not None:
+            for entry in access.name_entries(platform):
+                log.warning("%s access entry %s is a name; access lists match IDs only, so it matches nobody",
+                            platform, entry)
+
+    @property
+    def busy(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    def count(self, kind: str) -> None:
+        if self.counter is not None:
+            self.counter.adapter_event(self.platform, kind)
+
+    def ignored(self, reason: str, ref: object = None) -> None:
+        """An event the platform parser decided is not for the bot."""
+        log.debug("ignored %s event %s: %s", self.platform, ref, reason)
+        self.count("ignored")
+
+    # --- before the ack ----------------------------------------------------------------------------------
+    async def receive(self, inbound: Inbound) -> Receipt:
+        self._receiving += 1
+        self._acked.clear()
+        try:
+            return await self._take(inbound)
+        finally:
+            self._receiving -= 1
+            if self._receiving == 0:
+                self._acked.set()
+
+    async def _take(self, inbound: Inbound) -> Receipt:
+        if self._closing:
+            log.info("%s message %s arrived while stopping: not taken", self.platform, inbound.message_id)
+            return Receipt.CLOSING
+        if self.claims is not None and not await self.claims.claim(inbound):
+            log.info("%s message %s was already taken: not processed again", self.platform, inbound.claim_key)
+            self.count("duplicate")
+            return Receipt.DUPLICATE
+        if inbound.addressed is None:  # a possible follow-up counts once it is known to be for the bot
+            self.count(inbound.trigger)
+        task = asyncio.create_task(self._run(inbound), name=f"{self.platform}:{inbound.message_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return Receipt.TAKEN
+
+    # --- the turn, in the background ---------------------------------------------------------------------
+    async def _after_acks(self) -> None:
+        """Let the acks of a burst go out first: a turn's database writes and API calls would slow them."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._acked.wait(), timeout=ACK_FIRST_SECONDS)
+
+    async def _run(self, inbound: Inbound) -> None:
+        ok = False
+        try:
+            await self._after_acks()
+            if inbound.addressed is not None:
+                if not await inbound.addressed():
+                    self.count("ignored")
+                    return
+                self.count(inbound.trigger)
+            result = await self.answer(inbound)
+            ok = result is not None and result.error is None
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s message %s could not be handled", self.platform, inbound.message_id)
+            self.count("error")
+        finally:
+            if self.claims is not None:
+                with contextlib.suppress(Exception):
+                    await self.claims.settle(inbound, ok)
+
+    async def answer(self, inbound: Inbound) -> TurnResult | None:
+        """Route, check access, run the turn and deliver. The turn's result; None when no turn ran (refused,
+        empty) or the turn raised (the user got SORRY)."""
+        agent = await self.routing.agent_for(inbound.origin, self._channel_name)
+        if self.access is not None:
+            inbound = await self._with_groups(inbound, agent)
+            reason = self.access.refusal(inbound.origin, agent)
+            if reason is not None:
+                log.warning("refused %s message %s from %s in %s: %s", self.platform.capitalize(),
+                            inbound.message_id, inbound.origin.user, inbound.origin.channel, reason)
+                self.count("refused")
+                await inbound.reply.deliver(REFUSED)
+                return None
+        if not inbound.text.strip():
+            await inbound.reply.deliver(EMPTY)
+            return None
+        return await self._turn(inbound, agent)
+
+    async def _channel_name(self, channel: str) -> str | None:
+        return await self.directory.channel_name(channel) if self.directory is not None else None
+
+    async def _with_groups(self, inbound: Inbound, agent: str) -> Inbound:
+        """A platform that cannot read the author's groups from the event looks them up, when a list needs them."""
+        o = inbound.origin
+        if inbound.groups_known or self.directory is None or o.user is None or self.access is None \
+                or not self.access.needs_groups(agent, o.platform):
+            return inbound
+        return replace(inbound, origin=replace(o, groups=await self.directory.groups_of(o.user)))
+
+    async def _turn(self, inbound: Inbound, agent: str) -> TurnResult | None:
+        reply = inbound.reply
+        thread = await reply.working()
+        result: TurnResult | None = None
+        try:
+            observe = getattr(reply, "observe", None)  # the surface's progress hook, when it has one
+            async with self._slots:
+                if observe is not None:
+                    result = await self.service.handle(inbound.to_request(agent, thread), observe)
+                else:
+                    result = await self.service.handle(inbound.to_request(agent, thread))
+            text = result.answer or "(no answer)"
+        except asyncio.CancelledError:
+            await self._last_word(inbound)
+            raise
+        except Exception:
+            log.exception("turn for %s message %s in %s failed", self.platform, inbound.message_id,
+                          inbound.origin.channel)
+            text = SORRY
+            self.count("error")
+        ok = result is not None and result.error is None
+        if not await self._deliver(inbound, text):
+            ok = False
+        await reply.done(ok)
+        return result
+
+    async def _deliver(self, inbound: Inbound, text: str) -> bool:
+        try:
+            await inbound.reply.deliver(text)
+        except Exception:  # formatting or transport: the user still gets one sentence if it can be posted
+            log.exception("could not deliver the answer to %s message %s", self.platform, inbound.message_id)
+            with contextlib.suppress(Exception):
+                await inbound.reply.deliver(SORRY)
+            return False
+        return True
+
+    async def _last_word(self, inbound: Inbound) -> None:
+        """Shutting down mid-turn: tell the user in one sentence rather than leave them waiting forever."""
+        async def notice() -> None:
+            await inbound.reply.deliver(STOPPED)
+            await inbound.reply.done(False)
+
+        try:
+            await asyncio.wait_for(notice(), timeout=LAST_WORD_SECONDS)
+        except Exception:
+            log.warning("could not tell %s that message %s was dropped at shutdown", self.platform,
+                        inbound.message_id)
+
+    # --- shutdown ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Take no more events (Slack: answer them 503 so they are redelivered to an instance that is up)."""
+        self._closing = True
+
+    async def drain(self) -> None:
+        """Stop taking events, let turns in flight finish (up to drain_seconds), cancel the rest; each
+        cancelled turn tells its user so (STOPPED) and marks the message failed."""
+        self.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.drain_seconds
+        # events already past the closing check are claimed (and acked): wait for them to spawn their turn
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._acked.wait(), timeout=min(5.0, self.limits.drain_seconds))
+        if self._tasks:
+            log.info("%s: waiting for %d turn(s) in flight", self.platform, len(self._tasks))
+        while self._tasks:
+            left = deadline - loop.time()
+            if left <= 0:
+                pending = set(self._tasks)
+                log.warning("%s: %d turn(s) did not finish within %.0f s and are cancelled", self.platform,
+                            len(pending), self.limits.drain_seconds)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+            await asyncio.wait(set(self._tasks), timeout=left)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.chat.base import OutboundMessage
 from bot.engine.service import CURRENT_TURN
 
 Phase = Literal["turn", "report"]
@@ -34,9 +33,6 @@ class RecordingAdapter:
 
     async def stop(self) -> None:
         return None
-
-    async def send(self, message: OutboundMessage) -> str:
-        return await self.post(message.channel, message.text)
 
     async def post(self, channel: str, text: str) -> str:
         phase: Phase = "turn" if CURRENT_TURN.get() is not None else "report"  # inside a turn: the notify tool

@@ -1,13 +1,31 @@
+# yokebot: `yokebot run` (Slack/Discord, scheduler, HTTP on YOKEBOT_HTTP_PORT). Layers from least to most
+# often changed: system packages, pinned dependencies (requirements.lock), then the code and the agents, so
+# a code change rebuilds in seconds.
 FROM python:3.11-slim
+
+# bubblewrap: the sandbox runs the shell tool's commands under bwrap where the kernel allows user namespaces
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 yokebot \
+    && mkdir /data && chown yokebot /data
+
 WORKDIR /app
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
-    YOKEBOT_DATABASE_URL=sqlite+aiosqlite:////data/yokebot.db YOKEBOT_AGENTS_DIR=/app/agents
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    YOKEBOT_DATABASE_URL=sqlite+aiosqlite:////data/yokebot.db YOKEBOT_AGENTS_DIR=/app/agents \
+    YOKEBOT_HTTP_PORT=8080
+
+COPY requirements.lock ./
+RUN pip install --no-cache-dir -r requirements.lock
+
 COPY pyproject.toml README.md alembic.ini ./
 COPY bot ./bot
-RUN pip install --no-cache-dir . && useradd --create-home --uid 10001 yokebot && mkdir /data && chown yokebot /data
+RUN pip install --no-cache-dir --no-deps .
 COPY agents ./agents
+
 USER yokebot
 VOLUME /data
 EXPOSE 8080
-HEALTHCHECK CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=3)" || exit 1
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s \
+    CMD python -c "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('YOKEBOT_HTTP_PORT', '8080'), timeout=3)" || exit 1
 CMD ["yokebot", "run"]

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install chat run test test-fast lint bench clean
+.PHONY: install chat run test test-fast lint bench lock clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "yokebot needs Python 3.11 or newer"'
@@ -27,9 +27,15 @@ test: $(STAMP)          ## the whole suite (PostgreSQL tests skip when no server
 lint: $(STAMP)
 	$(BIN)/ruff check bot tests $(wildcard bench)
 	$(BIN)/pyright
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
+
+lock: $(STAMP)          ## re-pin requirements.lock (the container's dependencies) from pyproject.toml
+	$(BIN)/pip install --quiet --dry-run --ignore-installed --report .lock.json .
+	$(BIN)/python -c 'import json; r = json.load(open(".lock.json")); pins = sorted((i["metadata"]["name"].lower(), i["metadata"]["version"]) for i in r["install"] if i["metadata"]["name"].lower() != "yokebot"); open("requirements.lock", "w").write("# Runtime dependencies of yokebot, pinned for the container image (Python 3.11, Linux).\n# Regenerate after changing pyproject.toml: make lock\n" + "".join(f"{n}=={v}\n" for n, v in pins))'
+	rm -f .lock.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -110,7 +110,7 @@ async def bench_app(db_url: str, base_url: str, workdir: Path) -> AsyncIterator[
     try:
         yield app
     finally:
-        client = getattr(app.service.loop.model, "client", None)
+        client = getattr(app.model, "client", None)
         if client is not None:  # App.close() leaves the SDK client to the garbage collector
             await client.close()
         await app.close()

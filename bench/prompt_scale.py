@@ -23,10 +23,10 @@ from typing import Any
 
 from bench._common import ROOT, header, median_ms, percentile, pg_available, pg_database, verdict, workdir
 from bot.engine.messages import Message
-from bot.engine.model import ModelRequest, request_payload
 from bot.engine.profiles import AgentProfile, ProfileLoader
 from bot.engine.prompt import PromptBuilder
 from bot.engine.tooling import Scope
+from bot.engine.wire import ModelRequest, request_payload
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools

@@ -108,7 +108,7 @@ async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str,
     settings = bench_settings(db_url, llm_url, write_bench_agent(wd), **tokens, **overrides)
     app = await build_app(settings, registry=registry())
     stack.push_async_callback(app.close)
-    client = getattr(app.service.loop.model, "client", None)
+    client = getattr(app.model, "client", None)
     if client is not None:  # App.close() leaves the SDK client to the garbage collector
         stack.push_async_callback(client.close)
     claims = TimedClaims(app.store)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -15,23 +17,28 @@ from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.executor import ToolExecutor, ToolPolicy
+from bot.engine.hooks import CompositeHooks
 from bot.engine.loop import ReActLoop
-from bot.engine.model import ChatModel, OpenAIChatModel, RetryPolicy
+from bot.engine.model import OpenAIChatModel
 from bot.engine.plan import PlanExecutor
 from bot.engine.profiles import AgentProfile, ProfileLoader
 from bot.engine.prompt import PromptBuilder
+from bot.engine.retrying import RetryingModel, RetryPolicy
 from bot.engine.service import AgentService
 from bot.engine.tooling import Tool
+from bot.engine.wire import ChatModel
+from bot.observability.hooks import MetricsHooks
 from bot.observability.metrics import Metrics
-from bot.observability.store import ObservedStore
+from bot.redact import SecretRedactor
 from bot.store.db import create_engine, ensure_schema
+from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
-from bot.tools.redact import SecretRedactor
 
 if TYPE_CHECKING:
     from bot.chat.discord_adapter import DiscordAdapter
     from bot.chat.slack_adapter import SlackAdapter
+    from bot.mcp.manager import McpManager
 
 
 @dataclass
@@ -39,24 +46,21 @@ class App:
     settings: Settings
     engine: AsyncEngine
     store: SqlStore
-    registry: dict[str, Tool]
+    registry: dict[str, Tool[Any]]
     profiles: dict[str, AgentProfile]
     notifier: AdapterNotifier
     service: AgentService
     metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
     model: ChatModel | None = None
+    mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
 
     def profile(self, name: str) -> AgentProfile:
-        try:
-            return self.profiles[name]
-        except KeyError:
-            known = ", ".join(sorted(self.profiles)) or "none"
-            raise UnknownAgent(
-                f"No agent named {name!r} in {self.settings.agents_dir} (known agents: {known})."
-            ) from None
+        return find_profile(self.profiles, self.settings.agents_dir, name)
 
     async def close(self) -> None:
-        """Commit what is queued, close the model's HTTP client, release the database."""
+        """Stop the MCP servers, commit what is queued, close the model's HTTP client, release the database."""
+        if self.mcp is not None:
+            await self.mcp.stop()
         await self.store.close()
         close_model = getattr(self.model, "close", None)
         if close_model is not None:
@@ -64,7 +68,16 @@ class App:
         await self.engine.dispose()
 
 
-def load_profiles(settings: Settings, registry: dict[str, Tool]) -> dict[str, AgentProfile]:
+def find_profile(profiles: Mapping[str, AgentProfile], agents_dir: Path, name: str) -> AgentProfile:
+    try:
+        return profiles[name]
+    except KeyError:
+        known = ", ".join(sorted(profiles)) or "none; set YOKEBOT_AGENTS_DIR to the folder with them"
+        where = agents_dir.expanduser().resolve()
+        raise UnknownAgent(f"No agent named {name!r} in {where} (known agents: {known}).") from None
+
+
+def load_profiles(settings: Settings, registry: dict[str, Tool[Any]]) -> dict[str, AgentProfile]:
     return ProfileLoader(settings.agents_dir, registry).load_all()
 
 
@@ -88,38 +101,54 @@ async def build_app(
     settings: Settings,
     *,
     model: ChatModel | None = None,
-    registry: dict[str, Tool] | None = None,
+    registry: dict[str, Tool[Any]] | None = None,
     clock: Callable[[], datetime] | None = None,
 ) -> App:
     registry = registry if registry is not None else builtin_tools()
     profiles = load_profiles(settings, registry)
     if model is None:
         settings.require_model_endpoint()
-    engine, store = await open_store(settings)
     metrics = Metrics()
-    observed = ObservedStore(store, metrics)  # counts turns, model and tool calls, then delegates
+    mcp = mcp_manager(settings, profiles, registry, metrics)  # checks the environment its servers need
+    engine, store = await open_store(settings)
     if model is None:
-        model = OpenAIChatModel(
-            api_key=settings.api_key(),
-            base_url=settings.openai_base_url,
-            audit=observed,
-            retry=RetryPolicy(settings.model_max_attempts, settings.model_retry_base_seconds,
-                              settings.model_retry_max_wait_seconds),
-            timeout=settings.model_timeout_seconds,
-            stream=settings.model_stream,
-        )
+        model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,
+                                timeout=settings.model_timeout_seconds, stream=settings.model_stream)
+    retrying = RetryingModel(model, RetryPolicy(settings.model_max_attempts, settings.model_retry_base_seconds,
+                                                settings.model_retry_max_wait_seconds))
     executor = ToolExecutor(
-        registry, observed,
+        registry,
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
-        redact=SecretRedactor(settings.secret_values()),
+        redact=SecretRedactor([*settings.secret_values(), *(mcp.secret_values() if mcp else [])]),  # MCP secrets too
     )
     notifier = AdapterNotifier()
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
-    loop = ReActLoop(model, executor, prompts, settings.model)
-    app = App(settings, engine, store, registry, profiles, notifier, None, metrics, model)  # type: ignore[arg-type]
-    app.service = AgentService(observed, loop, app.profile, notifier=notifier, memory=store,
-                               planner=PlanExecutor(loop, recorder=store))
+    loop = ReActLoop(retrying, executor, prompts, settings.model)
+    hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(metrics))  # every turn is recorded and counted
+    service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
+                           notifier=notifier, memory=store, planner=PlanExecutor(loop))
+    app = App(settings, engine, store, registry, profiles, notifier, service, metrics, model, mcp)
+    if mcp is not None:
+        try:
+            await mcp.start()
+        except BaseException:
+            await app.close()
+            raise
     return app
+
+
+def mcp_manager(
+    settings: Settings, profiles: dict[str, AgentProfile], registry: dict[str, Tool], metrics: Metrics
+) -> McpManager | None:
+    """The MCP servers of the profiles (not yet started), or None when no agent declares one."""
+    if not any(p.mcp for p in profiles.values()):
+        return None
+    from bot.mcp.connection import Timing
+    from bot.mcp.manager import McpManager
+
+    timing = Timing(settings.mcp_startup_seconds, settings.mcp_backoff_base_seconds, settings.mcp_backoff_max_seconds,
+                    settings.mcp_health_seconds, settings.mcp_health_timeout_seconds)
+    return McpManager.from_profiles(profiles, registry, timing, metrics.registry)
 
 
 def build_slack(app: App) -> SlackAdapter | None:

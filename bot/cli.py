@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
+import logging
+import sys
+import textwrap
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from bot.commands.eval import register as register_eval
+from bot.commands.observe import register as register_observability
+from bot.commands.schedule import schedule_app
+from bot.commands.support import chat_log, err, out, run_async, settings_or_exit, setup_logging
 from bot.config import Settings
 from bot.engine.errors import YokebotError
-from bot.scheduling.cli import schedule_app
+from bot.mcp.cli import mcp_app
 
-T = TypeVar("T")
+__all__ = ["app", "main", "run_async", "settings_or_exit", "setup_logging"]
 app = typer.Typer(help="yokebot: a self-hosted chat-ops agent for Slack and Discord.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 agents_app = typer.Typer(help="Inspect agent profiles (agents/<name>/AGENT.md).", no_args_is_help=True)
@@ -23,38 +28,11 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 app.add_typer(db_app, name="db")
 app.add_typer(schedule_app, name="schedule")
-
-out = Console()
-err = Console(stderr=True)
+app.add_typer(mcp_app, name="mcp")
 
 AgentOpt = Annotated[
     str | None, typer.Option("--agent", "-a", help="Agent profile to use (default: YOKEBOT_DEFAULT_AGENT).")
 ]
-
-
-def setup_logging(settings: Settings, quiet: bool = False) -> None:
-    from bot.observability.logs import setup_logging as configure
-
-    configure(settings, quiet=quiet)
-
-
-def run_async(factory: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine; a YokebotError becomes one red sentence and exit code 1, not a traceback."""
-    try:
-        return asyncio.run(factory())  # type: ignore[arg-type]
-    except YokebotError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-
-
-def settings_or_exit() -> Settings:
-    try:
-        return Settings()
-    except Exception as exc:  # pydantic ValidationError: a bad value in the environment or .env
-        err.print(f"[red]error:[/red] invalid settings: {exc}", highlight=False)
-        raise typer.Exit(2) from None
 
 
 @app.command()
@@ -64,20 +42,24 @@ def chat(
 ) -> None:
     """Talk to an agent in the terminal. The conversation continues across restarts (same session)."""
     from bot.app import build_app
-    from bot.chat.console_adapter import ConsoleAdapter
+    from bot.chat.console_adapter import ConsoleAdapter, TerminalAlerts
 
     settings = settings_or_exit()
-    setup_logging(settings, quiet=True)
+    log_stream = chat_log(settings)
 
     async def main() -> None:
         bot = await build_app(settings)
         try:
             name = agent or settings.default_agent
             bot.profile(name)
+            alerts = TerminalAlerts(out)  # notify shows alerts here (console:terminal, or unconfigured platforms)
+            bot.notifier.register(alerts)  # type: ignore[arg-type]
+            bot.notifier.fallback = alerts
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             await ConsoleAdapter(bot.service, name, out, thread=thread).repl()
         finally:
             await bot.close()
+            log_stream.close()
 
     run_async(main)
 
@@ -112,21 +94,72 @@ def ask(
     if as_json:
         print(result.to_json())
     else:
-        out.print(result.answer, markup=False, highlight=False)
+        print_answer(result.answer)
         err.print(f"[dim]session {result.session_id} · {result.iterations} model call(s) · "
                   f"{len(result.tool_calls)} tool call(s)[/dim]")
     if result.error:
         raise typer.Exit(3)
 
 
+def print_answer(answer: str) -> None:
+    """Piped or redirected: the text exactly as the model wrote it. On a terminal: no markup, no emoji codes."""
+    if out.is_terminal:
+        from bot.chat import console_view
+
+        console_view.print_text(out, console_view.answer(answer))
+    else:
+        sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
+        sys.stdout.flush()
+
+
 @app.command()
 def run() -> None:
     """Start every configured adapter, the scheduler and the HTTP server; stop cleanly on SIGTERM."""
+    import errno
+
+    from bot.observability.http import NO_PLATFORM
     from bot.runner import serve
 
     settings = settings_or_exit()
     setup_logging(settings)
-    run_async(lambda: serve(settings))
+    if settings.slack_bot_token is None and settings.discord_bot_token is None:
+        logging.getLogger("bot.cli").warning("%s.", NO_PLATFORM[0].upper() + NO_PLATFORM[1:])
+    try:
+        run_async(lambda: serve(settings))
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        err.print(f"[red]error:[/red] port {settings.http_port} is already in use; stop the other process or set "
+                  "YOKEBOT_HTTP_PORT to a free port.", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def no_agents(settings: Settings) -> str:
+    where = settings.agents_dir.expanduser().resolve()
+    found = "does not exist" if not where.is_dir() else "holds no <name>/AGENT.md"
+    return (f"No agent profiles: {where} {found}. Set YOKEBOT_AGENTS_DIR to the folder with your agents "
+            "(the checkout's agents/ folder has ops and reporter), or run yokebot from the checkout.")
+
+
+@app.command()
+def doctor() -> None:
+    """Check the model endpoint (and that it serves the model), the database, the Slack/Discord tokens and the
+    agents; say what to fix. Exits 1 when something would stop yokebot from answering."""
+    from bot.doctor import run_checks
+
+    settings = settings_or_exit()
+    setup_logging(settings, quiet=True)
+    checks = run_async(lambda: run_checks(settings))
+    for check in checks:
+        mark = "[yellow]![/yellow]" if check.warning else ("[green]✓[/green]" if check.ok else "[red]✗[/red]")
+        out.print(f"{mark} {escape(check.name)}: {escape(check.detail)}", highlight=False, soft_wrap=True)
+        if check.fix:
+            out.print(f"    [dim]fix:[/dim] {escape(check.fix)}", highlight=False, soft_wrap=True)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        err.print(f"[red]{len(failed)} problem(s) to fix[/red] before yokebot can answer.", highlight=False)
+        raise typer.Exit(1)
+    out.print("Ready.", highlight=False)
 
 
 @agents_app.command("list")
@@ -139,8 +172,11 @@ def agents_list() -> None:
     try:
         profiles = load_profiles(settings, builtin_tools())
     except YokebotError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
+    if not profiles:
+        err.print(f"[red]error:[/red] {escape(no_agents(settings))}", highlight=False)
+        raise typer.Exit(1)
     table = Table("agent", "model", "tools", "description")
     for p in profiles.values():
         table.add_row(p.name, p.model or f"{settings.model} (default)", ", ".join(p.tools) or "-", p.description)
@@ -153,27 +189,49 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     from bot.engine.profiles import ProfileLoader
     from bot.engine.prompt import PromptBuilder
     from bot.tools import builtin_tools
+    from bot.tools.isolation import shell_isolation
 
     settings = settings_or_exit()
+    if not settings.agents_dir.expanduser().is_dir():
+        err.print(f"[red]error:[/red] {escape(no_agents(settings))}", highlight=False)
+        raise typer.Exit(1)
     try:
         profile = ProfileLoader(settings.agents_dir, builtin_tools()).load(name)
     except YokebotError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
     out.print(f"[bold]{profile.name}[/bold]  ({profile.path})")
     out.print(f"model: {profile.model or settings.model}   max_iterations: {profile.max_iterations}   "
               f"max_history_turns: {profile.max_history_turns}   timezone: {profile.timezone}")
     for tname, tsettings in profile.tools.items():
-        out.print(f"tool [cyan]{tname}[/cyan]: {tsettings.model_dump(exclude_defaults=True) or 'defaults'}")
-    if profile.notify.default:
-        out.print(f"notify: {profile.notify.default} (allowed also: {', '.join(profile.notify.allowed) or '-'})")
+        policy = tsettings.model_dump(mode="json", exclude_defaults=True)
+        out.print(f"tool [cyan]{tname}[/cyan]:" + ("" if policy else " defaults"), highlight=False)
+        if policy:
+            out.print(textwrap.indent(policy_yaml(policy), "  "), markup=False, highlight=False, soft_wrap=True)
+    for sname, spec in profile.mcp.items():
+        where = spec.url if spec.url else " ".join((spec.command or "", *spec.args))
+        out.print(f"mcp server [cyan]{sname}[/cyan] ({spec.transport}: {where}): "
+                  f"{', '.join(spec.allowed()) or 'no tools allowed'}  [dim](yokebot mcp tools {profile.name} "
+                  f"{sname} lists what it offers)[/dim]", highlight=False)
+    if (isolation := shell_isolation(profile.tools)) is not None:
+        out.print(f"shell: {isolation}", markup=False, highlight=False)
     out.rule("system prompt")
     out.print(PromptBuilder().system_prompt(profile), markup=False, highlight=False)
+
+
+def policy_yaml(policy: dict[str, Any]) -> str:
+    """A tool's sandbox policy as the YAML it is written in (AGENT.md), not as Python reprs."""
+    import yaml
+
+    return yaml.safe_dump(policy, sort_keys=False, default_flow_style=None, width=1_000_000).rstrip()
 
 
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head") -> None:
     """Apply the database migrations (the embedded SQLite database is also migrated on first start)."""
+    from alembic.util import CommandError
+    from sqlalchemy.exc import SQLAlchemyError
+
     from bot.store.db import create_engine, upgrade
 
     settings = settings_or_exit()
@@ -182,6 +240,14 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
         engine = create_engine(settings.database_url)
         try:
             await upgrade(engine, revision)
+        except CommandError as exc:  # an unknown revision: one sentence, not Alembic's traceback
+            raise YokebotError(f"cannot upgrade to {revision!r} ({exc}); use `yokebot db upgrade` for the "
+                               "newest schema") from None
+        except (OSError, SQLAlchemyError) as exc:
+            where = engine.url.render_as_string(hide_password=True)
+            first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+            raise YokebotError(f"could not open the database at {where} ({first[0]}); check "
+                               "YOKEBOT_DATABASE_URL") from None
         finally:
             await engine.dispose()
 
@@ -189,23 +255,29 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
     out.print(f"database at {settings.database_url.split('@')[-1]} is at revision {revision}")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("yokebot")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        print(f"yokebot {number}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool | None, typer.Option("--version", callback=_version, is_eager=True,
+                                                 help="Print the version and exit.")] = None,
+) -> None:
+    """yokebot: a self-hosted chat-ops agent for Slack and Discord."""
+
+
 def main() -> None:
     app()
 
 
-def _register_observability() -> None:
-    from bot.observability.cli import register
-
-    register(app, db_app)  # sessions, trace, usage, db prune
-
-
-_register_observability()
-
-
-def _register_eval() -> None:
-    from bot.eval.cli import register
-
-    register(app)  # eval
-
-
-_register_eval()
+register_observability(app, db_app)  # sessions, trace, usage, db prune
+register_eval(app)  # eval

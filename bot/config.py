@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from bot.engine.errors import ConfigError
 
 DEFAULT_MODEL = "gpt-5-mini"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# the forms people paste -> the async drivers yokebot ships with
+ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
 
 
 class ModelPrice(BaseModel):
@@ -20,18 +26,24 @@ class ModelPrice(BaseModel):
     output: float
 
 
+def _state_dir() -> Path:
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "yokebot"
+
+
 def _env(name: str) -> AliasChoices:
     return AliasChoices(name, name.lower())
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="YOKEBOT_", env_file=".env", extra="ignore")
+    # env_ignore_empty: `SLACK_BOT_TOKEN=` (as in .env.example) means unset, not an empty token
+    model_config = SettingsConfigDict(env_prefix="YOKEBOT_", env_file=".env", extra="ignore", env_ignore_empty=True)
 
     database_url: str = "sqlite+aiosqlite:///./yokebot.db"
     agents_dir: Path = Path("./agents")
     default_agent: str = "ops"
     model: str = DEFAULT_MODEL
     http_port: int = 8080
+    chat_log_file: Path = Field(default_factory=lambda: _state_dir() / "chat.log")  # log lines of `yokebot chat`
     log_level: str = "INFO"
     log_format: str = "text"
     # YOKEBOT_MODEL_PRICES='{"gpt-5-mini": {"input": 0.25, "output": 2.0}}' for `yokebot usage` cost estimates
@@ -79,6 +91,25 @@ class Settings(BaseSettings):
     discord_drain_seconds: float = 30.0
     discord_max_concurrent_turns: int = Field(default=8, ge=1)
 
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        return async_database_url(value)
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return value.upper()
+
+    @field_validator("log_format")
+    @classmethod
+    def _log_format(cls, value: str) -> str:
+        if value.lower() not in ("text", "json"):
+            raise ValueError("must be text or json")
+        return value.lower()
+
     @field_validator("slack_allowed_users", "slack_allowed_channels", mode="before")
     @classmethod
     def _id_list(cls, value: Any) -> Any:
@@ -92,11 +123,19 @@ class Settings(BaseSettings):
     schedule_poll_seconds: float = 5.0
     schedule_drain_seconds: float = 30.0  # on stop, runs in flight get this long to finish and post
 
+    # MCP servers of the profiles' `mcp:` sections (docs/mcp.md)
+    mcp_startup_seconds: float = Field(default=20.0, gt=0)  # start-up waits this long for each server
+    mcp_backoff_base_seconds: float = Field(default=1.0, gt=0)  # reconnects: 1 s, 2 s, 4 s ... up to the max
+    mcp_backoff_max_seconds: float = Field(default=60.0, gt=0)
+    mcp_health_seconds: float = Field(default=30.0, gt=0)  # how often a connected server is checked
+    mcp_health_timeout_seconds: float = Field(default=5.0, gt=0)
+
     def require_model_endpoint(self) -> None:
         if self.openai_api_key is None and not self.openai_base_url:
             raise ConfigError(
                 "No model endpoint is configured: set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL (for an "
-                "OpenAI-compatible server such as Ollama, vLLM or llama.cpp), in the environment or in a .env file."
+                "OpenAI-compatible server such as Ollama, vLLM or llama.cpp, with YOKEBOT_MODEL naming a model it "
+                "serves), in the environment or in a .env file."
             )
 
     def api_key(self) -> str:
@@ -108,3 +147,89 @@ class Settings(BaseSettings):
         secrets = [self.openai_api_key, self.slack_bot_token, self.slack_app_token, self.slack_signing_secret,
                    self.discord_bot_token]
         return [s.get_secret_value() for s in secrets if s is not None and len(s.get_secret_value()) >= 6]
+
+
+def async_database_url(value: str) -> str:
+    """`postgresql://…` (as people paste it) -> `postgresql+asyncpg://…`, `sqlite:///…` -> `sqlite+aiosqlite:///…`,
+    through SQLAlchemy's URL API; an explicit async driver is kept."""
+    try:
+        url = make_url(value.strip())
+    except ArgumentError:
+        raise ValueError(
+            "is not a database URL; write sqlite+aiosqlite:///path/to/yokebot.db or "
+            "postgresql+asyncpg://user:password@host:5432/dbname"
+        ) from None
+    driver = ASYNC_DRIVERS.get(url.drivername)
+    if driver is not None:
+        url = url.set(drivername=driver)
+    elif url.get_backend_name() == "postgres":
+        url = url.set(drivername="postgresql+asyncpg")
+    if url.drivername not in ("postgresql+asyncpg", "sqlite+aiosqlite"):
+        raise ValueError(f"uses the driver {url.drivername!r}; yokebot speaks postgresql+asyncpg and sqlite+aiosqlite")
+    return url.render_as_string(hide_password=False)
+
+
+def env_name(field: str) -> str:
+    """The environment variable a settings field is read from."""
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"YOKEBOT_{field.upper()}"
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    name = str(loc[0]) if loc else "?"
+    for field, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices) and name in [str(c) for c in alias.choices]:
+            return field
+    return name
+
+
+def describe_error(exc: ValidationError) -> str:
+    """One sentence per bad setting, naming the variable, not the Python field."""
+    parts: list[str] = []
+    for error in exc.errors():
+        var = env_name(_field_of(tuple(error["loc"])))
+        value = error.get("input")
+        shown = "" if isinstance(value, dict) or "token" in var.lower() or "key" in var.lower() \
+            or "secret" in var.lower() else f"={value!r}"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{var}{shown}: {message}")
+    return "; ".join(parts)
+
+
+def _env_file_keys(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    keys = [line.split("=", 1)[0].removeprefix("export ").strip() for line in lines if "=" in line]
+    return [k for k in keys if k and not k.startswith("#")]
+
+
+def unknown_variables(environ: dict[str, str] | None = None, env_file: Path | None = Path(".env")) -> list[str]:
+    """A warning for each YOKEBOT_* variable yokebot does not read, with the nearest name it does."""
+    import difflib
+
+    known = {env_name(field) for field in Settings.model_fields} | {"YOKEBOT_TEST_PG_URL", "YOKEBOT_REQUIRE_PG",
+                                                                        "YOKEBOT_BENCH_PG_URL"}
+    seen = list(environ if environ is not None else os.environ)
+    if env_file is not None:
+        seen += _env_file_keys(env_file)
+    warnings: list[str] = []
+    for name in dict.fromkeys(k.upper() for k in seen):
+        if name.startswith("YOKEBOT_") and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]}?" if close else "; README.md lists the settings"
+            warnings.append(f"{name} is not a yokebot setting and is ignored{hint}")
+    return warnings
+
+
+def load_settings(**values: Any) -> Settings:
+    """Settings from the environment and `.env`; a bad value is a ConfigError naming the variable."""
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise ConfigError(f"Invalid setting: {describe_error(exc)}.") from None

@@ -21,7 +21,8 @@ def yokebot(*args: str, env: dict[str, str], stdin: str | None = None, cwd: Path
 def base_env(tmp_path: Path, fake: FakeOpenAI | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "YOKEBOT_", "SLACK_", "DISCORD_"))}
     env.update(YOKEBOT_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}", YOKEBOT_AGENTS_DIR=str(tmp_path / "agents"),
-               YOKEBOT_MODEL="cli-model", COLUMNS="200", PYTHONPATH=str(ROOT))
+               YOKEBOT_MODEL="cli-model", COLUMNS="200", PYTHONPATH=str(ROOT),
+               YOKEBOT_CHAT_LOG_FILE=str(tmp_path / "chat.log"))
     if fake is not None:
         env.update(OPENAI_BASE_URL=fake.base_url, OPENAI_API_KEY="sk-cli-test-0000")
     return env
@@ -47,7 +48,7 @@ def test_ask_json_runs_a_multi_step_turn(tmp_path: Path, fake_llm: FakeOpenAI):
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["answer"] == "One 502 at 08:00."
-    assert data["iterations"] == 3 and data["hit_iteration_limit"] is False
+    assert data["iterations"] == 3 and data["hit_iteration_limit"] is False and data["stopped_by"] == "answer"
     assert [(c["tool"], c["status"]) for c in data["tool_calls"]] == [("read_file", "ok"), ("read_file", "denied")]
     assert "upstream timed out" in data["tool_calls"][0]["result"]
     assert data["tool_calls"][1]["arguments"] == {"path": "/etc/passwd"}
@@ -114,3 +115,39 @@ def test_bad_profile_is_reported_with_file_and_line(tmp_path: Path, fake_llm: Fa
     out = yokebot("ask", "hi", env=base_env(tmp_path, fake_llm))
     assert out.returncode == 1
     assert f"{bad / 'AGENT.md'}:2: unknown tool 'sudo'" in " ".join(out.stderr.split()).replace("AGENT.md: 2", "AGENT.md:2")
+
+
+def test_help_version_and_a_readable_policy(tmp_path: Path):
+    ops_agent(tmp_path)
+    env = base_env(tmp_path, None)
+    for args in (("--help",), ("ask", "--help"), ("db", "prune", "--help"), ("schedule", "add", "--help")):
+        out = yokebot(*args, env=env)
+        assert out.returncode == 0, out.stderr
+        assert "<bool>" not in out.stdout and "<str>" not in out.stdout and "{text}" not in out.stdout
+    assert "TEXT" in yokebot("ask", "--help", env=env).stdout
+    out = yokebot("--version", env=env)
+    assert out.returncode == 0 and out.stdout.startswith("yokebot ") and out.stdout.split()[1][0].isdigit()
+    out = yokebot("agents", "show", "ops", env=env)
+    assert out.returncode == 0
+    assert "tool read_file:\n  roots: [" in out.stdout and "('" not in out.stdout and "{'" not in out.stdout
+
+
+def test_a_relative_root_is_refused_with_the_line(tmp_path: Path):
+    agent = tmp_path / "agents" / "ops"
+    agent.mkdir(parents=True)
+    (agent / "AGENT.md").write_text("---\ntools:\n  read_file:\n    roots: [logs]\n---\nYou are ops.\n")
+    out = yokebot("agents", "show", "ops", env=base_env(tmp_path, None))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    text = " ".join(out.stderr.split())
+    assert "AGENT.md:4" in text.replace("AGENT.md: 4", "AGENT.md:4") and "'logs' is a relative path" in text
+
+
+def test_an_unknown_model_is_a_configuration_error_not_try_again_later(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_agent(tmp_path)
+    fake_llm.fail(404, code="model_not_found", message="model 'cli-model' not found")
+    out = yokebot("ask", "hello", env=base_env(tmp_path, fake_llm))
+    assert out.returncode == 3
+    answer = " ".join(out.stdout.split())
+    assert f"the model 'cli-model' is not known at {fake_llm.base_url} (HTTP 404)" in answer
+    assert "set YOKEBOT_MODEL" in answer and "try again later" not in answer
+    assert len(fake_llm.requests) == 1  # not retried either

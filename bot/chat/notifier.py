@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from bot.chat.base import ChatAdapter
 from bot.engine.errors import ToolFailed
 
@@ -11,9 +13,16 @@ HINTS = {
 }
 
 
+class Fallback(Protocol):
+    """Where an alert goes when its platform is not configured (`yokebot chat`: the terminal)."""
+
+    async def post_instead(self, target: str, text: str) -> str: ...
+
+
 class AdapterNotifier:
     def __init__(self) -> None:
         self.adapters: dict[str, ChatAdapter] = {}
+        self.fallback: Fallback | None = None
 
     def register(self, adapter: ChatAdapter) -> None:
         self.adapters[adapter.platform] = adapter
@@ -23,6 +32,8 @@ class AdapterNotifier:
         if not sep or not channel:
             raise ToolFailed(f"{target!r} is not a channel target; write it as platform:channel, like slack:#ops")
         adapter = self.adapters.get(platform)
+        if adapter is None and self.fallback is not None:
+            return await self.fallback.post_instead(target, text)
         if adapter is None:
             hint = HINTS.get(platform, "no adapter exists for this platform")
             raise ToolFailed(f"cannot post to {target}: {platform} is not configured in this process ({hint})")

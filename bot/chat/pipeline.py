@@ -166,12 +166,9 @@ class Pipeline:
         thread = await reply.working()
         result: TurnResult | None = None
         try:
-            observe = getattr(reply, "observe", None)  # the surface's progress hook, when it has one
+            hooks = getattr(reply, "hooks", None)  # the surface's own turn hooks (progress), when it has them
             async with self._slots:
-                if observe is not None:
-                    result = await self.service.handle(inbound.to_request(agent, thread), observe)
-                else:
-                    result = await self.service.handle(inbound.to_request(agent, thread))
+                result = await self.service.handle(inbound.to_request(agent, thread), hooks)
             text = result.answer or "(no answer)"
         except asyncio.CancelledError:
             await self._last_word(inbound)
@@ -200,7 +197,9 @@ class Pipeline:
     async def _last_word(self, inbound: Inbound) -> None:
         """Shutting down mid-turn: tell the user in one sentence rather than leave them waiting forever."""
         async def notice() -> None:
-            await inbound.reply.deliver(STOPPED)
+            text = getattr(inbound.reply, "stopped_text", STOPPED)  # the console says it its own way
+            if text:
+                await inbound.reply.deliver(text)
             await inbound.reply.done(False)
 
         try:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -121,6 +122,11 @@ class SlackAdapter:
                 resp = await self.web.auth_test()
             except SlackApiError as exc:
                 raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({exc.response.get('error')}).") from None
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise ConfigError(
+                    f"Cannot reach the Slack API at {self.settings.slack_api_url} ({type(exc).__name__}: {exc}); "
+                    "check the network, a proxy, or SLACK_API_URL."
+                ) from None
             self.identity = BotIdentity(str(resp["user_id"]), resp.get("bot_id"), resp.get("team_id"))
         return self.identity
 

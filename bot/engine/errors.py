@@ -46,12 +46,27 @@ class ProfileError(YokebotError):
 
 
 class ModelError(YokebotError):
-    """The model could not be called (after retries, or on a request it will never accept)."""
+    """The model could not be called (after retries, or on a request it will never accept).
 
-    def __init__(self, message: str, *, retryable: bool = False, code: str | None = None) -> None:
+    Raised by the wire client with retry advice (`retryable`, the HTTP `status`, the server's `retry_after`
+    in seconds) that the retrying wrapper follows; `detail` is the underlying error for the audit row."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        code: str | None = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+        detail: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.code = code
+        self.status = status
+        self.retry_after = retry_after
+        self.detail = detail
 
 
 class UnknownAgent(YokebotError):

@@ -1,5 +1,6 @@
 """ToolExecutor: look up, parse and validate arguments, sandbox check, run with a timeout, retry what is
-retryable, wrap as a ToolResult, audit. Every failure becomes a tool message the model can read."""
+retryable (tenacity), wrap as a ToolResult with its output redacted and capped. Every failure becomes a
+tool message the model can read. Recording the call is the hooks' job (the loop reports each result)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from bot.engine.context import RunContext, ToolContext
 from bot.engine.errors import ToolDenied, ToolFailed, ToolRetry
 from bot.engine.messages import ToolCall, ToolResult, ToolStatus
-from bot.engine.ports import AuditLog, MemoryStore, Notifier
 from bot.engine.profiles import AgentProfile
-from bot.engine.tooling import Scope, Tool, ToolContext, describe_validation_error
+from bot.engine.tooling import Tool, describe_validation_error
+from bot.redact import cut
 
 log = logging.getLogger(__name__)
 
@@ -29,18 +32,6 @@ class ToolPolicy:
     max_output_chars: int = 16_000
 
 
-@dataclass(frozen=True)
-class RunContext:
-    """Per-turn facts the executor turns into a ToolContext for each call."""
-
-    session_id: str
-    turn_id: str
-    profile: AgentProfile
-    scope: Scope
-    notifier: Notifier | None = None
-    memory: MemoryStore | None = None
-
-
 def identity(text: str) -> str:
     return text
 
@@ -48,64 +39,63 @@ def identity(text: str) -> str:
 class ToolExecutor:
     def __init__(
         self,
-        registry: Mapping[str, Tool],
-        audit: AuditLog,
+        registry: Mapping[str, Tool[Any]],
         policy: ToolPolicy | None = None,
         redact: Callable[[str], str] = identity,
     ) -> None:
         self.registry = registry
-        self.audit = audit
         self.policy = policy or ToolPolicy()
         self.redact = redact
 
-    def tools_for(self, profile: AgentProfile) -> dict[str, Tool]:
+    def tools_for(self, profile: AgentProfile) -> dict[str, Tool[Any]]:
         return {name: self.registry[name] for name in profile.tools if name in self.registry}
 
-    async def execute(self, call: ToolCall, run: RunContext) -> ToolResult:
+    async def execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
         started = time.perf_counter()
-        result = await self._execute(call, run)
-        result = replace(
+        result = await self._execute(call, run, reply)
+        return replace(
             result,
-            content=self._cap(self.redact(result.content)),
+            content=self._cap(result.content),
+            arguments=self._redact_args(result.arguments),
             duration_ms=(time.perf_counter() - started) * 1000,
         )
-        await self.audit.record_tool_call(run.session_id, run.turn_id, run.profile.name, result)
-        return result
 
+    # --- sandbox (issue 12): redact before cutting, and the audit row's arguments too ---------------------
     def _cap(self, text: str) -> str:
-        limit = self.policy.max_output_chars
-        if len(text) <= limit:
-            return text
-        return f"{text[:limit]}\n[output cut: {len(text) - limit} more characters were not shown]"
+        head, was_cut = cut(text, self.policy.max_output_chars, self.redact)
+        if not was_cut:
+            return head
+        return f"{head}\n[output cut: about {len(text) - len(head)} more characters were not shown]"
 
-    async def _execute(self, call: ToolCall, run: RunContext) -> ToolResult:
-        def fail(status: ToolStatus, text: str, args: Any = call.arguments, **kw: Any) -> ToolResult:
-            return ToolResult(call.id, call.name, args, text, status, **kw)
+    def _redact_args(self, args: Any) -> Any:
+        if isinstance(args, str):
+            return self.redact(args)
+        if isinstance(args, dict):
+            return {k: self._redact_args(v) for k, v in cast(dict[str, Any], args).items()}
+        return args
+
+    async def _execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
+        def fail(text: str, args: Any = call.arguments) -> ToolResult:
+            return ToolResult(call.id, call.name, args, text, "error")
 
         tools = self.tools_for(run.profile)
         tool = tools.get(call.name)
         if tool is None:
             available = ", ".join(sorted(tools)) or "none"
-            return fail("error", f"Error: there is no tool named {call.name!r}. Available tools: {available}.")
+            return fail(f"Error: there is no tool named {call.name!r}. Available tools: {available}.")
         try:
             raw: Any = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError as exc:
-            return fail("error", f"Error: the arguments for {call.name} are not valid JSON ({exc.msg}). "
+            return fail(f"Error: the arguments for {call.name} are not valid JSON ({exc.msg}). "
                         "Send a JSON object that fits the tool's schema.")
         if not isinstance(raw, dict):
-            return fail("error", f"Error: the arguments for {call.name} must be a JSON object.")
+            return fail(f"Error: the arguments for {call.name} must be a JSON object.")
         raw = cast(dict[str, Any], raw)
         try:
             args = tool.parse(raw)
         except ValidationError as exc:
-            return fail("error", f"Error: invalid arguments for {call.name}: {describe_validation_error(exc)}.",
-                        raw)
-        settings = run.profile.tools[call.name]
-        ctx = ToolContext(
-            session_id=run.session_id, turn_id=run.turn_id, agent=run.profile.name, scope=run.scope,
-            settings=settings, timezone=run.profile.timezone, notifier=run.notifier, memory=run.memory,
-            notify_policy=run.profile.notify,
-        )
+            return fail(f"Error: invalid arguments for {call.name}: {describe_validation_error(exc)}.", raw)
+        ctx = ToolContext(run, run.profile.tools[call.name], redact=self.redact, reply=reply)
         try:
             if tool.guard is not None:
                 await tool.guard(ctx, args)
@@ -120,29 +110,35 @@ class ToolExecutor:
         return ToolResult(call.id, call.name, raw, text, "denied", attempts=attempts, reason=exc.reason)
 
     async def _run_with_retries(
-        self, tool: Tool, ctx: ToolContext, args: BaseModel, call: ToolCall, raw: Any
+        self, tool: Tool[Any], ctx: ToolContext[Any], args: BaseModel, call: ToolCall, raw: Any
     ) -> ToolResult:
-        max_attempts = ctx.settings.max_attempts or self.policy.max_attempts
-        timeout = ctx.settings.timeout or tool.timeout
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                text = await asyncio.wait_for(tool.run(ctx, args), timeout)
-                return ToolResult(call.id, call.name, raw, text, "ok", attempts=attempt)
-            except ToolDenied as exc:
-                return self._denied(call, raw, exc, attempt)
-            except ToolFailed as exc:
-                return ToolResult(call.id, call.name, raw, f"Error: {exc}", "error", attempts=attempt)
-            except ToolRetry as exc:
-                if attempt >= max_attempts:
-                    return ToolResult(call.id, call.name, raw, f"Error: {exc} (gave up after {attempt} attempts)",
-                                      "error", attempts=attempt)
-                await asyncio.sleep(self.policy.backoff_seconds * 2 ** (attempt - 1))
-            except TimeoutError:
-                return ToolResult(call.id, call.name, raw, f"Error: {call.name} timed out after {timeout:g} s.",
-                                  "error", attempts=attempt)
-            except Exception as exc:
-                log.warning("tool %s raised", call.name, exc_info=True)
-                return ToolResult(call.id, call.name, raw, f"Error: {call.name} failed: {type(exc).__name__}: {exc}",
-                                  "error", attempts=attempt)
+        """ToolRetry is retried with exponential backoff; everything else ends the call at once."""
+        timeout: float = ctx.settings.timeout or tool.timeout
+        attempts = 0
+
+        def result(text: str, status: ToolStatus = "error") -> ToolResult:
+            return ToolResult(call.id, call.name, raw, text, status, attempts=attempts)
+
+        async def once() -> str:
+            nonlocal attempts
+            attempts += 1
+            return await asyncio.wait_for(tool.run(ctx, args), timeout)
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(ctx.settings.max_attempts or self.policy.max_attempts),
+            wait=wait_exponential(multiplier=self.policy.backoff_seconds),
+            retry=retry_if_exception_type(ToolRetry), reraise=True,
+        )
+        try:
+            return result(await retrying(once), "ok")
+        except ToolDenied as exc:
+            return self._denied(call, raw, exc, attempts)
+        except ToolFailed as exc:
+            return result(f"Error: {exc}")
+        except ToolRetry as exc:
+            return result(f"Error: {exc} (gave up after {attempts} attempts)")
+        except TimeoutError:
+            return result(f"Error: {call.name} timed out after {timeout:g} s.")
+        except Exception as exc:
+            log.warning("tool %s raised", call.name, exc_info=True)
+            return result(f"Error: {call.name} failed: {type(exc).__name__}: {exc}")

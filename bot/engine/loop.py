@@ -1,89 +1,60 @@
-"""The ReAct loop: the model decides, we run the tools it asks for, feed the results back, repeat."""
+"""The ReAct loop: the model decides, we run the tools it asks for, feed the results back, repeat.
+Everything that happens is told to the turn's hooks; the loop itself records nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-
+from bot.engine import replies
+from bot.engine.context import RunContext
 from bot.engine.errors import ModelError
-from bot.engine.executor import RunContext, ToolExecutor
-from bot.engine.messages import Message, ToolCall, ToolResult, Usage
-from bot.engine.model import CallMeta, ChatModel, ModelRequest
+from bot.engine.executor import ToolExecutor
+from bot.engine.hooks import ModelAttempt, TurnHooks
+from bot.engine.messages import Message, ToolResult, TurnOutcome, Usage
 from bot.engine.prompt import PromptBuilder
-
-
-@dataclass(frozen=True, slots=True)
-class LoopEvent:
-    kind: str  # "model", "tool_start", "tool_end"
-    iteration: int
-    call: ToolCall | None = None
-    result: ToolResult | None = None
-
-
-Emit = Callable[[Message], Awaitable[None]]
-Observe = Callable[[LoopEvent], Awaitable[None]]
-
-
-@dataclass
-class LoopResult:
-    answer: str
-    iterations: int = 0
-    hit_iteration_limit: bool = False
-    tool_results: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
-    usage: Usage = field(default_factory=Usage)
-    error: str | None = None
-
-
-async def _noop(_: LoopEvent) -> None:
-    return None
+from bot.engine.retrying import RetryingModel
+from bot.engine.wire import ModelRequest
 
 
 class ReActLoop:
-    def __init__(self, model: ChatModel, executor: ToolExecutor, prompts: PromptBuilder, default_model: str) -> None:
+    def __init__(self, model: RetryingModel, executor: ToolExecutor, prompts: PromptBuilder,
+                 default_model: str) -> None:
         self.model, self.executor, self.prompts, self.default_model = model, executor, prompts, default_model
 
-    async def run(
-        self, run: RunContext, history: list[Message], text: str, emit: Emit, observe: Observe = _noop
-    ) -> LoopResult:
+    async def run(self, run: RunContext, history: list[Message], text: str, hooks: TurnHooks) -> TurnOutcome:
         profile, tools = run.profile, self.executor.tools_for(run.profile)
-        meta = CallMeta(run.session_id, run.turn_id, profile.name)
-        messages = [*history, Message.user(text)]
-        await emit(messages[-1])
-        out = LoopResult(answer="")
+        messages = list(history)
+        results: list[ToolResult] = []
+        usage, iterations = Usage(), 0
+
+        async def add(message: Message) -> None:
+            messages.append(message)
+            await hooks.message_appended(run, message)
+
+        async def report(attempt: ModelAttempt) -> None:
+            await hooks.model_attempt(run, attempt)
+
+        await add(Message.user(text))
         system = await self.prompts.system_message(profile, run.scope)
-        while out.iterations < profile.max_iterations:
-            out.iterations += 1
+        while iterations < profile.max_iterations:
+            iterations += 1
             prompt = self.prompts.assemble(system, profile, messages, tools)
             request = ModelRequest(profile.model or self.default_model, prompt.messages, prompt.tools,
                                    profile.temperature)
             try:
-                response = await self.model.complete(request, meta)
+                response = await self.model.complete(request, report)
             except ModelError as err:
-                out.error = str(err)
-                out.answer = f"Sorry, I could not finish this: {err}. Please try again later."
-                await emit(Message.assistant(out.answer))
-                return out
-            out.usage += response.usage
-            messages.append(response.message)
-            await emit(response.message)
-            await observe(LoopEvent("model", out.iterations))
+                answer = replies.model_failed(err)
+                await add(Message.assistant(answer))
+                return TurnOutcome(answer, iterations, usage, str(err), "error", tuple(results))
+            usage += response.usage
+            await add(response.message)
             if not response.message.tool_calls:
-                out.answer = response.message.content
-                return out
+                return TurnOutcome(response.message.content, iterations, usage, None, "answer", tuple(results))
             for call in response.message.tool_calls:
-                await observe(LoopEvent("tool_start", out.iterations, call))
-                result = await self.executor.execute(call, run)
-                out.tool_results.append(result)
-                messages.append(Message.tool(call.id, call.name, result.content))
-                await emit(messages[-1])
-                await observe(LoopEvent("tool_end", out.iterations, call, result))
-        out.hit_iteration_limit = True
-        out.answer = self._partial(out)
-        await emit(Message.assistant(out.answer))
-        return out
-
-    @staticmethod
-    def _partial(out: LoopResult) -> str:
-        done = ", ".join(f"{r.tool} ({r.status})" for r in out.tool_results[-5:]) or "no tool calls"
-        return (f"I stopped after {out.iterations} steps, the limit for this agent, before reaching a final "
-                f"answer. Last steps: {done}. Ask me to continue, or narrow the question.")
+                await hooks.tool_started(run, call)
+                result = await self.executor.execute(call, run, iterations)
+                results.append(result)
+                await hooks.tool_finished(run, result)
+                await add(Message.tool(call.id, call.name, result.content))
+        answer = replies.iteration_limit(iterations, results)
+        await add(Message.assistant(answer))
+        return TurnOutcome(answer, iterations, usage, None, "iteration_limit", tuple(results))

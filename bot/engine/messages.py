@@ -89,18 +89,64 @@ class ToolResult:
         return {"tool": self.tool, "arguments": self.arguments, "result": self.content, "status": self.status}
 
 
+StopReason = Literal["answer", "iteration_limit", "loop", "error", "interrupted"]
+TurnStatus = Literal["ok", "limit", "error"]
+
+
 @dataclass(frozen=True, slots=True)
-class TurnResult:
-    """The outcome of one turn: what the user sees, and what happened on the way."""
+class TurnOutcome:
+    """How a turn ended. `stopped_by` is a StopReason, or `budget:<which>` when a budget ran out."""
 
     answer: str
-    session_id: str
-    turn_id: str
-    iterations: int
-    hit_iteration_limit: bool
-    tool_calls: tuple[ToolResult, ...] = ()
+    iterations: int = 0
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    stopped_by: StopReason | str = "answer"
+    tool_calls: tuple[ToolResult, ...] = ()
+
+    @property
+    def status(self) -> TurnStatus:
+        """The `turns.status` column: error, limit (stopped before a final answer), or ok."""
+        if self.error:
+            return "error"
+        return "ok" if self.stopped_by == "answer" else "limit"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The outcome of one turn, and where it happened."""
+
+    session_id: str
+    turn_id: str
+    outcome: TurnOutcome
+
+    @property
+    def answer(self) -> str:
+        return self.outcome.answer
+
+    @property
+    def iterations(self) -> int:
+        return self.outcome.iterations
+
+    @property
+    def usage(self) -> Usage:
+        return self.outcome.usage
+
+    @property
+    def error(self) -> str | None:
+        return self.outcome.error
+
+    @property
+    def stopped_by(self) -> str:
+        return self.outcome.stopped_by
+
+    @property
+    def tool_calls(self) -> tuple[ToolResult, ...]:
+        return self.outcome.tool_calls
+
+    @property
+    def hit_iteration_limit(self) -> bool:
+        return self.outcome.stopped_by == "iteration_limit"
 
     def to_json(self) -> str:
         return json.dumps(
@@ -109,6 +155,7 @@ class TurnResult:
                 "session_id": self.session_id,
                 "iterations": self.iterations,
                 "hit_iteration_limit": self.hit_iteration_limit,
+                "stopped_by": self.stopped_by,
                 "tool_calls": [r.trace() for r in self.tool_calls],
             },
             ensure_ascii=False,

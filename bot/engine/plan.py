@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
+from bot.engine import replies
+from bot.engine.context import RunContext
 from bot.engine.errors import ModelError
-from bot.engine.executor import RunContext
-from bot.engine.loop import Emit, LoopResult, Observe, ReActLoop
-from bot.engine.messages import Message
-from bot.engine.model import CallMeta, ModelRequest
+from bot.engine.hooks import ModelAttempt, TurnHooks
+from bot.engine.loop import ReActLoop
+from bot.engine.messages import Message, ToolResult, TurnOutcome, Usage
+from bot.engine.wire import ModelRequest
 
 StepStatus = Literal["pending", "done", "failed", "skipped"]
 _ITEM = re.compile(r"^\s*(\d{1,2})[.)]\s+(.+?)\s*$")
@@ -26,10 +28,6 @@ REPLAN_PROMPT = (
     "Step {number} ({step}) did not finish: {why}. What the steps found so far:\n{found}\n\n"
     "Write a revised numbered list (at most {n} steps) for the work that remains. Reply with the list only."
 )
-
-
-class PlanRecorder(Protocol):
-    async def record_plan(self, turn_id: str, plan: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -46,6 +44,20 @@ class Replan:
     after_step: int
     reason: str
     steps: tuple[str, ...]
+
+
+@dataclass
+class _Tally:
+    """What the turn has used so far, over the plan calls and every step."""
+
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
+    error: str | None = None
+    stopped_by: str = "answer"
+
+    def outcome(self, answer: str) -> TurnOutcome:
+        return TurnOutcome(answer, self.iterations, self.usage, self.error, self.stopped_by, tuple(self.tool_calls))
 
 
 @dataclass
@@ -95,88 +107,88 @@ def compose_answer(plan: Plan, stopped: str | None) -> str:
 
 
 class PlanExecutor:
-    """Same call shape as ReActLoop.run, so AgentService picks one or the other by the profile's mode."""
+    """Same call shape as ReActLoop.run, so AgentService picks one or the other by the profile's mode. Every
+    message, model attempt and tool call goes to the turn's hooks, the plan itself to `hooks.plan_made`."""
 
-    def __init__(self, loop: ReActLoop, recorder: PlanRecorder | None = None) -> None:
-        self.loop, self.recorder = loop, recorder
+    def __init__(self, loop: ReActLoop) -> None:
+        self.loop = loop
 
-    async def _ask_plan(self, run: RunContext, messages: list[Message], out: LoopResult) -> list[str]:
+    async def _ask_plan(self, run: RunContext, messages: list[Message], tally: _Tally,
+                        hooks: TurnHooks) -> list[str]:
         profile = run.profile
         system = await self.loop.prompts.system_message(profile, run.scope)
         request = ModelRequest(profile.model or self.loop.default_model, (system, *messages), (),
                                profile.temperature)
-        out.iterations += 1
-        response = await self.loop.model.complete(request, CallMeta(run.session_id, run.turn_id, profile.name))
-        out.usage += response.usage
+
+        async def report(attempt: ModelAttempt) -> None:
+            await hooks.model_attempt(run, attempt)
+
+        tally.iterations += 1
+        response = await self.loop.model.complete(request, report)
+        tally.usage += response.usage
         return parse_plan(response.message.content, profile.plan.max_steps)
 
-    async def run(self, run: RunContext, history: list[Message], text: str, emit: Emit,
-                  observe: Observe | None = None) -> LoopResult:
-        spec, out, plan = run.profile.plan, LoopResult(answer=""), Plan()
-        await emit(Message.user(text))
+    async def run(self, run: RunContext, history: list[Message], text: str, hooks: TurnHooks) -> TurnOutcome:
+        spec, tally, plan = run.profile.plan, _Tally(), Plan()
+        await hooks.message_appended(run, Message.user(text))
         try:
             steps = await self._ask_plan(run, [*history, Message.user(text),
-                                               Message.user(PLAN_PROMPT.format(n=spec.max_steps))], out)
+                                               Message.user(PLAN_PROMPT.format(n=spec.max_steps))], tally, hooks)
         except ModelError as err:
-            return await self._failed(out, emit, str(err))
+            tally.error, tally.stopped_by = str(err), "error"
+            answer = replies.model_failed(err)
+            await hooks.message_appended(run, Message.assistant(answer))
+            return tally.outcome(answer)
         plan.steps = [PlanStep(i, s) for i, s in enumerate(steps or [text], 1)]
-        await emit(Message.assistant("Plan:\n" + plan.listing()))
-        stopped = await self._execute(run, history, text, plan, out, emit, observe)
-        out.answer = compose_answer(plan, stopped)
-        await emit(Message.assistant(out.answer))
-        if self.recorder is not None:
-            await self.recorder.record_plan(run.turn_id, plan.to_dict())
-        return out
+        await hooks.message_appended(run, Message.assistant("Plan:\n" + plan.listing()))
+        stopped = await self._execute(run, history, text, plan, tally, hooks)
+        answer = compose_answer(plan, stopped)
+        await hooks.message_appended(run, Message.assistant(answer))
+        await hooks.plan_made(run, plan.to_dict())
+        return tally.outcome(answer)
 
-    async def _failed(self, out: LoopResult, emit: Emit, error: str) -> LoopResult:
-        out.error = error
-        out.answer = f"Sorry, I could not finish this: {error}. Please try again later."
-        await emit(Message.assistant(out.answer))
-        return out
-
-    async def _execute(self, run: RunContext, history: list[Message], text: str, plan: Plan, out: LoopResult,
-                       emit: Emit, observe: Observe | None) -> str | None:
+    async def _execute(self, run: RunContext, history: list[Message], text: str, plan: Plan, tally: _Tally,
+                       hooks: TurnHooks) -> str | None:
         """Run the steps in order; returns why it stopped early, if it did."""
         profile, i = run.profile, 0
         while i < len(plan.steps):
             step = plan.steps[i]
-            budget = min(profile.plan.step_max_iterations, profile.max_iterations - out.iterations)
+            budget = min(profile.plan.step_max_iterations, profile.max_iterations - tally.iterations)
             if budget <= 0:
-                out.hit_iteration_limit = True
+                tally.stopped_by = "iteration_limit"
                 self._skip_rest(plan, i)
                 return f"I stopped at the limit of {profile.max_iterations} model calls for this agent."
             step_run = replace(run, profile=replace(profile, max_iterations=budget))
-            args = (step_run, history, step_prompt(text, plan, step), emit)
-            res = await (self.loop.run(*args, observe) if observe else self.loop.run(*args))
-            out.iterations += res.iterations
-            out.usage += res.usage
-            out.tool_results.extend(res.tool_results)
+            res = await self.loop.run(step_run, history, step_prompt(text, plan, step), hooks)
+            tally.iterations += res.iterations
+            tally.usage += res.usage
+            tally.tool_calls.extend(res.tool_calls)
             step.iterations, step.finding = res.iterations, res.answer
-            step.status = "failed" if res.hit_iteration_limit or res.error else "done"
+            step.status = "done" if res.stopped_by == "answer" and not res.error else "failed"
             if res.error:
-                out.error = res.error
+                tally.error, tally.stopped_by = res.error, "error"
                 self._skip_rest(plan, i + 1)
                 return f"Step {step.number} failed: {res.error}"
             if step.status == "failed" and len(plan.replans) < profile.plan.max_replans:
-                await self._replan(run, history, text, plan, step, out, emit)
+                await self._replan(run, history, text, plan, step, tally, hooks)
             i += 1
         return None
 
     async def _replan(self, run: RunContext, history: list[Message], text: str, plan: Plan, step: PlanStep,
-                      out: LoopResult, emit: Emit) -> None:
+                      tally: _Tally, hooks: TurnHooks) -> None:
         why = f"it used its {step.iterations} model calls without an answer"
-        if run.profile.max_iterations - out.iterations <= 0:
+        if run.profile.max_iterations - tally.iterations <= 0:
             return
         ask = REPLAN_PROMPT.format(number=step.number, step=step.text, why=why, found=findings(plan),
                                    n=run.profile.plan.max_steps)
         try:
-            new = await self._ask_plan(run, [*history, Message.user(text), Message.user(ask)], out)
+            new = await self._ask_plan(run, [*history, Message.user(text), Message.user(ask)], tally, hooks)
         except ModelError:
             return
         kept = [s for s in plan.steps if s.status != "pending"]
         plan.steps = kept + [PlanStep(len(kept) + n, s) for n, s in enumerate(new, 1)]
         plan.replans.append(Replan(step.number, why, tuple(new)))
-        await emit(Message.assistant(f"Revised plan after step {step.number}:\n" + plan.listing()))
+        await hooks.message_appended(run, Message.assistant(f"Revised plan after step {step.number}:\n" + plan.listing()))
 
     @staticmethod
     def _skip_rest(plan: Plan, start: int) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from bot.engine.messages import Message, ToolResult, Usage
+from bot.engine.messages import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,35 +28,12 @@ class MemoryItem:
     created_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class LLMCallRecord:
-    session_id: str
-    turn_id: str
-    agent: str
-    model: str
-    attempt: int
-    request: dict[str, Any]
-    response: dict[str, Any] | None
-    usage: Usage
-    latency_ms: float
-    finish_reason: str | None = None
-    error: str | None = None
-
-
 class SessionStore(Protocol):
+    """Sessions and their history (reads). A turn's writes go through the turn hooks (the recorder)."""
+
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord: ...
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
     async def history(self, session_id: str, max_turns: int) -> list[Message]: ...
-    async def append(self, session_id: str, turn_id: str, message: Message) -> None: ...
-    async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None: ...
-    async def finish_turn(
-        self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
-    ) -> None: ...
-
-
-class AuditLog(Protocol):
-    async def record_llm_call(self, record: LLMCallRecord) -> None: ...
-    async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None: ...
 
 
 class MemoryStore(Protocol):

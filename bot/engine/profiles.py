@@ -8,26 +8,33 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.engine.cron import parse_cron, parse_every
 from bot.engine.errors import ProfileError, UnknownAgent
-from bot.engine.tooling import Tool, ToolSettings
+from bot.engine.mcp_spec import McpServerSpec, McpSpecError, mcp_tool_settings
+from bot.engine.toolsettings import ToolSettings
+
+
+class ToolSpec(Protocol):
+    """What the loader needs of a tool: its settings model, and the top-level profile key it owns, if any
+    (notify reads `notify:`). `bot.engine.tooling.Tool` is one."""
+
+    @property
+    def settings_model(self) -> type[ToolSettings]: ...
+    @property
+    def profile_section(self) -> str | None: ...
+
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NotifySpec(_Strict):
-    default: str | None = None
-    allowed: tuple[str, ...] = ()
-    dedup_window_seconds: float = 600.0
 
 
 class PlanSpec(_Strict):
@@ -44,74 +51,21 @@ class AccessSpec(_Strict):
     roles: tuple[str, ...] = ()
 
 
-# --- schedule syntax (pure Python: the engine imports no scheduler) ----------------------------------------
-_CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
-    ("second", 0, 59), ("minute", 0, 59), ("hour", 0, 23), ("day", 1, 31), ("month", 1, 12),
-    ("day_of_week", 0, 7),
-)
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_CRON_TOKEN = re.compile(r"^(?:(\*)|([a-z0-9]+)(?:-([a-z0-9]+))?)(?:/(\d+))?$")
-_EVERY = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+CHAT_PLATFORMS = ("slack", "discord")  # what post_to may name (the adapters in bot/chat)
 
 
-def parse_every(text: str) -> int:
-    """`15m`, `1h30m`, `2d`, `90s` -> seconds. ValueError with a readable message otherwise."""
-    match = _EVERY.match(text.strip().lower().replace(" ", ""))
-    if not text.strip() or match is None:
-        raise ValueError(f"{text!r} is not an interval; write it like 30s, 15m, 1h30m or 2d")
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    if total <= 0:
-        raise ValueError(f"{text!r} is an empty interval")
-    return total
-
-
-def _cron_value(word: str, name: str, low: int, high: int) -> int:
-    names = _MONTHS if name == "month" else _WEEKDAYS if name == "day_of_week" else ()
-    if word in names:
-        return names.index(word) + (1 if name == "month" else 0)
-    if not word.isdigit():
-        kind = "a number or a name" if names else "a number"
-        raise ValueError(f"{name.replace('_', ' ')} value {word!r} is not {kind}")
-    if not low <= int(word) <= high:
-        raise ValueError(f"{name.replace('_', ' ')} value {word!r} is outside {low}-{high}")
-    return int(word)
-
-
-def _cron_token(token: str, name: str, low: int, high: int) -> set[int]:
-    match = _CRON_TOKEN.match(token)
-    if match is None:
-        raise ValueError(f"{name.replace('_', ' ')} field: cannot read {token!r}")
-    star, first, last, step = match.groups()
-    start = low if star else _cron_value(first, name, low, high)
-    end = high if star or (step and not last) else _cron_value(last or first, name, low, high)
-    if start > end:
-        raise ValueError(f"{name.replace('_', ' ')} range {token!r} runs backwards")
-    if step is not None and int(step) == 0:
-        raise ValueError(f"{name.replace('_', ' ')} step in {token!r} must be at least 1")
-    return set(range(start, end + 1, int(step or 1)))
-
-
-def parse_cron(expr: str) -> dict[str, str]:
-    """Standard crontab (`min hour day month weekday`, optionally a leading seconds field) -> one
-    string per field. Weekday numbers follow crontab (0 and 7 are Sunday) and come back as names, so no
-    scheduler can misread them (APScheduler 3 counts from Monday)."""
-    parts = expr.lower().split()
-    if len(parts) not in (5, 6):
-        raise ValueError(f"cron {expr!r} has {len(parts)} fields; write 5 (minute hour day month weekday) "
-                         "or 6 (with a leading seconds field)")
-    fields = _CRON_FIELDS if len(parts) == 6 else _CRON_FIELDS[1:]
-    out: dict[str, str] = {"second": "0"}
-    for part, (name, low, high) in zip(parts, fields, strict=True):
-        values: set[int] = set()
-        for token in part.split(","):
-            values |= _cron_token(token, name, low, high)
-        if name == "day_of_week" and part != "*":
-            days = {v % 7 for v in values}
-            part = ",".join(_WEEKDAYS[d] for d in (1, 2, 3, 4, 5, 6, 0) if d in days)
-        out[name] = part
-    return out
+def _refuse_relative_roots(conf: Any, tname: str, where: str, node: yaml.Node | None, first: int) -> None:
+    """`roots:` must be absolute: a relative root would depend on the directory yokebot was started in and,
+    resolved against the wrong one, deny everything (docs/sandbox.md)."""
+    settings = cast(dict[str, Any], conf) if isinstance(conf, dict) else {}
+    roots: Any = settings.get("roots")
+    if not isinstance(roots, list | tuple):
+        return
+    for i, root in enumerate(cast(list[Any], roots)):
+        if isinstance(root, str) and not root.startswith("/"):
+            raise ProfileError(where, f"tools.{tname}.roots: {root!r} is a relative path; write it absolute "
+                               "(like /var/log/nginx), since yokebot may start in any directory",
+                               _line_of(node, ("tools", tname, "roots", i), first))
 
 
 class ScheduleSpec(_Strict):
@@ -161,6 +115,9 @@ class ScheduleSpec(_Strict):
         if value is not None and not re.match(r"^[a-z]+:\S+$", value):
             raise ValueError(f"{value!r} is not a channel target; write it as platform:channel, "
                              "like slack:#ops")
+        if value is not None and value.split(":", 1)[0] not in CHAT_PLATFORMS:
+            raise ValueError(f"{value!r} names an unknown platform; yokebot posts to "
+                             f"{' and '.join(CHAT_PLATFORMS)}, like slack:#ops or discord:123456789")
         return value
 
     @model_validator(mode="after")
@@ -183,10 +140,10 @@ class ProfileSpec(_Strict):
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
     skills: list[str] = Field(default_factory=lambda: cast(list[str], []))
-    notify: NotifySpec = NotifySpec()
     channels: list[str] = Field(default_factory=lambda: cast(list[str], []))
     access: AccessSpec = AccessSpec()
     schedules: list[ScheduleSpec] = Field(default_factory=lambda: cast(list[ScheduleSpec], []))
+    mcp: dict[str, McpServerSpec] = Field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
 
     @field_validator("timezone")
     @classmethod
@@ -230,10 +187,10 @@ class AgentProfile:
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
     skills: tuple[Skill, ...] = ()
-    notify: NotifySpec = field(default_factory=NotifySpec)
     channels: tuple[str, ...] = ()
     access: AccessSpec = field(default_factory=AccessSpec)
     schedules: tuple[ScheduleSpec, ...] = ()
+    mcp: Mapping[str, McpServerSpec] = field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
 
 
 FRONT_FIRST_LINE = 2  # the front matter starts on the line after the opening '---'
@@ -314,7 +271,7 @@ def _load_skill(base: Path, name: str, owner: str, line: int | None) -> Skill:
 class ProfileLoader:
     """Loads and validates profiles against the tools this process has."""
 
-    def __init__(self, agents_dir: Path, registry: Mapping[str, Tool]) -> None:
+    def __init__(self, agents_dir: Path, registry: Mapping[str, ToolSpec]) -> None:
         self.agents_dir = agents_dir
         self.registry = registry
 
@@ -341,6 +298,7 @@ class ProfileLoader:
         front, body, body_line = split_front_matter(text, where)
         first = FRONT_FIRST_LINE
         data, node = _parse_yaml(front, where, first)
+        sections = self._sections(data, where, node, first)
         try:
             spec = ProfileSpec.model_validate(data)
         except ValidationError as exc:
@@ -352,7 +310,8 @@ class ProfileLoader:
         name = spec.name or path.parent.name
         if not body:
             raise ProfileError(where, "the Markdown body (the system prompt) is empty", body_line)
-        tools = self._tools(spec, where, node, first)
+        tools = self._tools(spec, sections, where, node, first)
+        tools.update(self._mcp_tools(spec, where, node, first))
         base = path.parent
         bootstrap = tuple(
             (rel, _read_text(base / rel, where, "bootstrap file", _line_of(node, ("bootstrap", i), first)).strip())
@@ -376,13 +335,38 @@ class ProfileLoader:
             tools=tools,
             bootstrap=bootstrap,
             skills=skills,
-            notify=spec.notify,
             channels=tuple(spec.channels),
             access=spec.access,
             schedules=tuple(spec.schedules),
+            mcp=spec.mcp,
         )
 
-    def _tools(self, spec: ProfileSpec, where: str, node: yaml.Node | None, first: int) -> dict[str, ToolSettings]:
+    def _mcp_tools(self, spec: ProfileSpec, where: str, node: yaml.Node | None, first: int) -> dict[str, ToolSettings]:
+        """The allowed tools of the `mcp:` servers, as `server__tool` (bot/mcp registers them once connected)."""
+        try:
+            tools = mcp_tool_settings(spec.mcp)
+        except McpSpecError as exc:
+            raise ProfileError(where, f"{'.'.join(map(str, exc.loc))}: {exc.message}",
+                               _line_of(node, exc.loc, first)) from None
+        taken = sorted(set(tools) & set(self.registry))
+        if taken:
+            raise ProfileError(where, f"MCP tool {taken[0]!r} has the name of a built-in tool", None)
+        return dict(tools)
+
+    def _sections(self, data: dict[str, Any], where: str, node: yaml.Node | None, first: int) -> dict[str, Any]:
+        """Take the top-level keys that tools own (`notify:`) out of the front matter, as {key: mapping}."""
+        owned = {t.profile_section for t in self.registry.values() if t.profile_section}
+        out: dict[str, Any] = {}
+        for key in sorted(owned & set(data)):
+            value: Any = data.pop(key)
+            if value is not None and not isinstance(value, dict):
+                raise ProfileError(where, f"{key}: must be a mapping", _line_of(node, (key,), first))
+            out[key] = cast(dict[str, Any], value or {})
+        return out
+
+    def _tools(
+        self, spec: ProfileSpec, sections: dict[str, Any], where: str, node: yaml.Node | None, first: int
+    ) -> dict[str, ToolSettings]:
         raw: dict[str, dict[str, Any] | None] = (
             {n: None for n in spec.tools} if isinstance(spec.tools, list) else dict(spec.tools)
         )
@@ -392,12 +376,28 @@ class ProfileLoader:
             if tname not in self.registry:
                 known = ", ".join(sorted(self.registry))
                 raise ProfileError(where, f"unknown tool {tname!r} (available: {known})", _line_of(node, loc, first))
-            try:
-                out[tname] = self.registry[tname].settings_model.model_validate(conf or {})
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                sub = tuple(err["loc"])
-                what = ".".join(str(p) for p in (*loc[:1], tname, *sub))
-                msg = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
-                raise ProfileError(where, f"{what}: {msg}", _line_of(node, ("tools", tname, *sub), first)) from None
+            _refuse_relative_roots(conf, tname, where, node, first)
+            section = self.registry[tname].profile_section
+            owned: dict[str, Any] = sections.get(section, {}) if section else {}
+            out[tname] = self._settings(tname, owned, conf or {}, section, where, node, first)
+        for section, owned in sections.items():  # the section of a tool this agent does not use: still checked
+            owners = [n for n, t in self.registry.items() if t.profile_section == section]
+            if not any(n in out for n in owners):
+                self._settings(owners[0], owned, {}, section, where, node, first)
         return out
+
+    def _settings(
+        self, tname: str, owned: dict[str, Any], conf: dict[str, Any], section: str | None, where: str,
+        node: yaml.Node | None, first: int,
+    ) -> ToolSettings:
+        """One tool's settings: its `tools:` entry over the top-level section it owns."""
+        try:
+            return self.registry[tname].settings_model.model_validate({**owned, **conf})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            sub = tuple(err["loc"])
+            in_section = section is not None and bool(sub) and sub[0] in owned and sub[0] not in conf
+            prefix: tuple[Any, ...] = (section,) if in_section else ("tools", tname)
+            what = ".".join(str(p) for p in (*prefix, *sub))
+            msg = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
+            raise ProfileError(where, f"{what}: {msg}", _line_of(node, (*prefix, *sub), first)) from None

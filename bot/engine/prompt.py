@@ -101,7 +101,7 @@ class PromptBuilder:
         return Message.system(system)
 
     def assemble(
-        self, system: Message, profile: AgentProfile, history: Sequence[Message], tools: Mapping[str, Tool]
+        self, system: Message, profile: AgentProfile, history: Sequence[Message], tools: Mapping[str, Tool[Any]]
     ) -> Prompt:
         """Parts (3) and (4), for each model call of the turn."""
         messages = (system, *truncate_history(history, profile.max_history_turns))
@@ -109,6 +109,6 @@ class PromptBuilder:
         return Prompt(messages=messages, tools=schemas)
 
     async def build(
-        self, profile: AgentProfile, scope: Scope, history: Sequence[Message], tools: Mapping[str, Tool]
+        self, profile: AgentProfile, scope: Scope, history: Sequence[Message], tools: Mapping[str, Tool[Any]]
     ) -> Prompt:
         return self.assemble(await self.system_message(profile, scope), profile, history, tools)

@@ -10,14 +10,15 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
+from bot.engine import replies
+from bot.engine.context import RunContext, Scope
 from bot.engine.errors import SessionNotFound
-from bot.engine.executor import RunContext
-from bot.engine.loop import LoopEvent, Observe, ReActLoop
-from bot.engine.messages import Message, TurnResult, Usage
+from bot.engine.hooks import CompositeHooks, TurnHooks
+from bot.engine.loop import ReActLoop
+from bot.engine.messages import TurnOutcome, TurnResult
 from bot.engine.plan import PlanExecutor
 from bot.engine.ports import MemoryStore, Notifier, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
-from bot.engine.tooling import Scope
 
 log = logging.getLogger(__name__)
 
@@ -34,32 +35,21 @@ class TurnRequest:
     session_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TurnInfo:
-    """The turn running in this task: log lines and metrics read it (trace id = turn id)."""
-
-    session_id: str
-    turn_id: str
-    agent: str
-    platform: str
-    channel: str
-    trigger: str
-
-
 # A ContextVar, not a global: each asyncio task sees its own turn, and tasks a turn spawns inherit it.
-CURRENT_TURN: ContextVar[TurnInfo | None] = ContextVar("yokebot_current_turn", default=None)
+# Log lines read it (session id, trace id = turn id); nothing else should.
+CURRENT_TURN: ContextVar[RunContext | None] = ContextVar("yokebot_current_turn", default=None)
 
 
-class turn_scope:  # lower case: used like a function, `async with turn_scope(info):`
+class turn_scope:  # lower case: used like a function, `async with turn_scope(run):`
     """Sets CURRENT_TURN for the body of the turn, and restores what was there after."""
 
-    def __init__(self, info: TurnInfo) -> None:
-        self.info = info
-        self.token: Token[TurnInfo | None] | None = None
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+        self.token: Token[RunContext | None] | None = None
 
-    async def __aenter__(self) -> TurnInfo:
-        self.token = CURRENT_TURN.set(self.info)
-        return self.info
+    async def __aenter__(self) -> RunContext:
+        self.token = CURRENT_TURN.set(self.run)
+        return self.run
 
     async def __aexit__(self, *_: object) -> None:
         if self.token is not None:
@@ -97,34 +87,34 @@ class KeyedLocks:
         return len(self._locks)
 
 
-async def _ignore(_: LoopEvent) -> None:
-    return None
-
-
 class AgentService:
+    """Runs turns. `hooks` are the app's standing hooks (the recorder, the metrics); `handle` adds a
+    call's own (a live view, a progress indicator) after them."""
+
     def __init__(
         self,
         store: SessionStore,
         loop: ReActLoop,
         profiles: Callable[[str], AgentProfile],
         *,
+        hooks: TurnHooks | None = None,
         notifier: Notifier | None = None,
         memory: MemoryStore | None = None,
         planner: PlanExecutor | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
+        self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
         self.notifier, self.memory = notifier, memory
         self.planner = planner  # runs the turns of `mode: plan` profiles
         self.locks = KeyedLocks()
         self._background: set[asyncio.Task[None]] = set()
 
-    def _finish_in_background(self, turn_id: str, error: str) -> None:
+    def _finish_in_background(self, run: RunContext, hooks: TurnHooks, outcome: TurnOutcome) -> None:
         async def finish() -> None:
             try:
-                await self.store.finish_turn(turn_id, answer="", iterations=0, hit_limit=False, usage=Usage(),
-                                             error=error)
+                await hooks.turn_finished(run, outcome)
             except Exception:
-                log.warning("could not record the end of turn %s", turn_id, exc_info=True)
+                log.warning("could not record the end of turn %s", run.turn_id, exc_info=True)
 
         task = asyncio.get_running_loop().create_task(finish())
         self._background.add(task)
@@ -138,38 +128,28 @@ class AgentService:
             return session
         return await self.store.session_for(req.platform, req.channel, req.thread, req.agent)
 
-    async def handle(self, req: TurnRequest, observe: Observe = _ignore) -> TurnResult:
+    async def handle(self, req: TurnRequest, hooks: TurnHooks | None = None) -> TurnResult:
         session = await self.open_session(req)
         profile = self.profiles(session.agent)
-        turn_id = uuid.uuid4().hex
-        info = TurnInfo(session.id, turn_id, session.agent, session.platform, session.channel, req.trigger)
-        async with self.locks.hold(session.id) as earlier, turn_scope(info):
-            await self.store.start_turn(session.id, turn_id, req.trigger, req.user, req.text)
+        scope = Scope(session.platform, session.channel, session.thread, req.user)
+        run = RunContext(session.id, uuid.uuid4().hex, profile, scope, req.trigger, self.notifier, self.memory)
+        turn_hooks = self.hooks.plus(hooks)
+        async with self.locks.hold(session.id) as earlier, turn_scope(run):
+            await turn_hooks.turn_started(run, req.text)
             # a session this call created, that no other turn has used meanwhile, has no history to read
             fresh = session.created and earlier == 0
             history = [] if fresh else await self.store.history(session.id, profile.max_history_turns)
-            scope = Scope(session.platform, session.channel, session.thread, req.user)
-            run = RunContext(session.id, turn_id, profile, scope, self.notifier, self.memory)
-
-            async def emit(message: Message) -> None:
-                await self.store.append(session.id, turn_id, message)
-
             runner = self.planner.run if profile.mode == "plan" and self.planner is not None else self.loop.run
             try:
-                out = await runner(run, history, req.text, emit, observe)
+                outcome = await runner(run, history, req.text, turn_hooks)
             except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever
-                self._finish_in_background(turn_id, "yokebot stopped during this turn")
+                stopped = TurnOutcome("", error=replies.TURN_STOPPED, stopped_by="interrupted")
+                self._finish_in_background(run, turn_hooks, stopped)
                 raise
             except Exception as exc:
-                log.exception("turn %s in session %s failed", turn_id, session.id)
-                await self.store.finish_turn(turn_id, answer="", iterations=0, hit_limit=False,
-                                             usage=Usage(),
-                                             error=f"{type(exc).__name__}: {exc}")
+                log.exception("turn %s in session %s failed", run.turn_id, session.id)
+                failed = TurnOutcome("", error=f"{type(exc).__name__}: {exc}", stopped_by="error")
+                await turn_hooks.turn_finished(run, failed)
                 raise
-            await self.store.finish_turn(turn_id, answer=out.answer, iterations=out.iterations,
-                                         hit_limit=out.hit_iteration_limit, usage=out.usage, error=out.error)
-        return TurnResult(
-            answer=out.answer, session_id=session.id, turn_id=turn_id, iterations=out.iterations,
-            hit_iteration_limit=out.hit_iteration_limit, tool_calls=tuple(out.tool_results), usage=out.usage,
-            error=out.error,
-        )
+            await turn_hooks.turn_finished(run, outcome)
+        return TurnResult(session.id, run.turn_id, outcome)

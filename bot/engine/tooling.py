@@ -6,64 +6,34 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Generic, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from bot.engine.context import RunContext, Scope, SettingsT, ToolContext
 from bot.engine.errors import ToolFailed
-from bot.engine.ports import MemoryStore, Notifier
+from bot.engine.toolsettings import ToolSettings
 
-if TYPE_CHECKING:
-    from bot.engine.profiles import NotifySpec
-
-
-class ToolSettings(BaseModel):
-    """Per-tool settings from the profile's `tools:` mapping. Tools subclass this; unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    timeout: float | None = None
-    max_attempts: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Where a turn happens."""
-
-    platform: str
-    channel: str
-    thread: str
-    user: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """Everything one tool call may know about its run. Built per call; never stored on a tool."""
-
-    session_id: str
-    turn_id: str
-    agent: str
-    scope: Scope
-    settings: ToolSettings
-    timezone: str = "UTC"
-    notifier: Notifier | None = None
-    memory: MemoryStore | None = None
-    notify_policy: NotifySpec | None = None  # the profile's `notify:` (default target, allowed, dedup window)
-
+__all__ = ["RunContext", "Scope", "Tool", "ToolContext", "ToolSettings", "describe_validation_error", "require",
+           "tool"]
 
 ToolFn = Callable[..., Awaitable[str]]
-GuardFn = Callable[[ToolContext, BaseModel], Awaitable[None]]
+GuardFn = Callable[[ToolContext[Any], BaseModel], Awaitable[None]]
 
 
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[SettingsT]):
+    """`fn(ctx: ToolContext[SettingsT], **args)`; `profile_section` names a top-level profile key whose
+    mapping the loader merges into the settings (notify's `notify:` policy)."""
+
     name: str
     description: str
     args_model: type[BaseModel]
     fn: ToolFn
-    settings_model: type[ToolSettings] = ToolSettings
+    settings_model: type[SettingsT]
     guard: GuardFn | None = None
     timeout: float = 30.0
+    profile_section: str | None = None
 
     def schema(self) -> dict[str, Any]:
         """The function-calling schema; computed once (pydantic's schema generation is not cheap)."""
@@ -86,7 +56,7 @@ class Tool:
     def parse(self, arguments: dict[str, Any]) -> BaseModel:
         return self.args_model.model_validate(arguments)
 
-    async def run(self, ctx: ToolContext, args: BaseModel) -> str:
+    async def run(self, ctx: ToolContext[SettingsT], args: BaseModel) -> str:
         return await self.fn(ctx, **dict(args))
 
 
@@ -102,13 +72,14 @@ def tool(
     name: str,
     description: str,
     *,
-    settings: type[ToolSettings] = ToolSettings,
+    settings: type[SettingsT] = ToolSettings,
     guard: GuardFn | None = None,
     timeout: float = 30.0,
-) -> Callable[[ToolFn], Tool]:
+    profile_section: str | None = None,
+) -> Callable[[ToolFn], Tool[SettingsT]]:
     """Turn `async def fn(ctx, a: int, b: str = "x") -> str` into a Tool with a schema for a and b."""
 
-    def wrap(fn: ToolFn) -> Tool:
+    def wrap(fn: ToolFn) -> Tool[SettingsT]:
         fields: dict[str, Any] = {}
         for pname, param in list(inspect.signature(fn).parameters.items())[1:]:
             if param.annotation is inspect.Parameter.empty:
@@ -117,7 +88,7 @@ def tool(
             fields[pname] = (param.annotation, default)
         model_name = "".join(p.capitalize() for p in name.split("_")) + "Args"
         args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
-        return Tool(name, description, args_model, fn, settings, guard, timeout)
+        return Tool(name, description, args_model, fn, settings, guard, timeout, profile_section)
 
     return wrap
 

@@ -1,12 +1,15 @@
 """A chat adapter that posts nowhere and remembers: the notify target of an eval run. It is registered with
-the app's AdapterNotifier for every platform, so `notify` and scheduled reports go the real way to it."""
+the app's AdapterNotifier for every platform, so `notify` and scheduled reports go the real way to it.
+`TurnPhase`, one of the app's turn hooks, tells it whether a post came during a turn (notify) or after."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.engine.service import CURRENT_TURN
+from bot.engine.context import RunContext
+from bot.engine.hooks import TurnHooks
+from bot.engine.messages import TurnOutcome
 
 Phase = Literal["turn", "report"]
 
@@ -21,6 +24,18 @@ class Post:
 @dataclass
 class PostLog:
     posts: list[Post] = field(default_factory=lambda: list[Post]())
+    in_turn: bool = False  # set by TurnPhase while the agent's turn runs
+
+
+class TurnPhase(TurnHooks):
+    def __init__(self, log: PostLog) -> None:
+        self.log = log
+
+    async def turn_started(self, run: RunContext, text: str) -> None:
+        self.log.in_turn = True
+
+    async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
+        self.log.in_turn = False
 
 
 class RecordingAdapter:
@@ -35,6 +50,6 @@ class RecordingAdapter:
         return None
 
     async def post(self, channel: str, text: str) -> str:
-        phase: Phase = "turn" if CURRENT_TURN.get() is not None else "report"  # inside a turn: the notify tool
+        phase: Phase = "turn" if self.log.in_turn else "report"  # inside a turn: the notify tool
         self.log.posts.append(Post(f"{self.platform}:{channel}", text, phase))
         return f"eval-{len(self.log.posts)}"

@@ -22,7 +22,7 @@ from bot.engine.service import TurnRequest
 from bot.eval.audit import TurnSeen, read_turn
 from bot.eval.fixtures import copy_agents, lay_out, rewrite_text
 from bot.eval.grade import Check, grade, turn_cost
-from bot.eval.recorder import PostLog, RecordingAdapter
+from bot.eval.recorder import PostLog, RecordingAdapter, TurnPhase
 from bot.eval.scenario import Scenario
 from bot.eval.scripted import Conversation, ScriptedModelServer
 from bot.store.db import create_engine, ensure_schema
@@ -139,6 +139,7 @@ class EvalRunner:
         log = PostLog()
         for platform in PLATFORMS:
             app.notifier.register(RecordingAdapter(platform, log))
+        app.service.hooks = app.service.hooks.plus(TurnPhase(log))  # scheduled turns get no per-call hooks
         try:
             app.profile(agent)
             text = rewrite_text(self._opening(scenario, app, agent), roots, root)

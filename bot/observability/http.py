@@ -2,26 +2,45 @@
 
 Ready means: the database answers a query on our schema (and, for SQLite, its file still exists), and every
 registered chat adapter that reports its connection (`is_connected()`, see bot/chat/base.py) is connected.
-With no adapters configured, readiness is the database alone."""
+With no adapters configured, readiness is the database alone, and the body carries a `warning` saying that
+nothing will answer chats. MCP servers are shown (`"mcp"`) but do not decide readiness: a down server costs
+its tools, not the bot, and is reconnected in the background."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from aiohttp import web
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.chat.base import ReadinessProbe
+from bot.observability.metrics import Metrics
 
-if TYPE_CHECKING:
-    from bot.app import App
+
+class _Adapters(Protocol):
+    @property
+    def adapters(self) -> Mapping[str, Any]: ...
+
+
+class Observed(Protocol):
+    """What the routes read of the running bot (`bot.app.App` is one)."""
+
+    @property
+    def engine(self) -> AsyncEngine: ...
+    @property
+    def notifier(self) -> _Adapters: ...
+    @property
+    def metrics(self) -> Metrics: ...
 
 log = logging.getLogger(__name__)
 DB_TIMEOUT_SECONDS = 3.0
+NO_PLATFORM = ("no chat platform is configured (set SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN): nothing will answer "
+               "chats; only schedules run")
 
 
 def _sqlite_file_missing(engine: AsyncEngine) -> bool:
@@ -44,7 +63,7 @@ async def database_ready(engine: AsyncEngine) -> tuple[bool, str]:
     return True, "ok"
 
 
-def adapters_ready(adapters: dict[str, Any]) -> dict[str, str]:
+def adapters_ready(adapters: Mapping[str, Any]) -> dict[str, str]:
     """platform -> "connected" | "disconnected" | "unknown" (an adapter without the probe)."""
     states: dict[str, str] = {}
     for platform, adapter in adapters.items():
@@ -55,14 +74,20 @@ def adapters_ready(adapters: dict[str, Any]) -> dict[str, str]:
     return states
 
 
-async def readiness(bot: App) -> tuple[bool, dict[str, Any]]:
+async def readiness(bot: Observed) -> tuple[bool, dict[str, Any]]:
     db_ok, db_detail = await database_ready(bot.engine)
     adapters = adapters_ready(bot.notifier.adapters)
     ok = db_ok and all(state != "disconnected" for state in adapters.values())
-    return ok, {"status": "ready" if ok else "not ready", "database": db_detail, "adapters": adapters}
+    body: dict[str, Any] = {"status": "ready" if ok else "not ready", "database": db_detail, "adapters": adapters}
+    if not adapters:
+        body["warning"] = NO_PLATFORM
+    mcp = getattr(bot, "mcp", None)  # the App's MCP servers, when an agent declares any
+    if mcp is not None:
+        body["mcp"] = mcp.states()
+    return ok, body
 
 
-def add_observability_routes(http: web.Application, bot: App) -> None:
+def add_observability_routes(http: web.Application, bot: Observed) -> None:
     async def readyz(_: web.Request) -> web.Response:
         ok, body = await readiness(bot)
         return web.json_response(body, status=200 if ok else 503)

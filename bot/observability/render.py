@@ -99,6 +99,7 @@ def turn_tree(t: TurnTrace) -> Tree:
     took = f" · {(t.finished_at - t.started_at).total_seconds():.1f} s" if t.finished_at else ""
     head = Text.assemble((f"Turn {t.number}", "bold"), f" · {stamp(t.started_at)} · {t.trigger}",
                          f" by {t.user}" if t.user else "", " · ", (t.status, style),
+                         f" · stopped by {t.stopped_by}" if t.stopped_by else "",
                          f" · {len(t.steps)} model call(s)",
                          f" · {t.prompt_tokens}+{t.completion_tokens} tokens{took}",
                          (f" · trace {t.id}", "dim"))

@@ -1,14 +1,14 @@
-"""`30d`, `12h`, `2w`, `90m` or an ISO date/time -> an aware UTC datetime."""
+"""`30d`, `12h`, `2w`, `90m`, `1h30m` or an ISO date/time -> an aware UTC datetime.
+
+Durations follow yokebot's one grammar (`bot.engine.cron.parse_every`, as schedules' `every`): whole
+numbers with the units w, d, h, m, s, largest first; `m` is minutes everywhere."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 
+from bot.engine.cron import parse_every
 from bot.engine.errors import YokebotError
-
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_SPAN = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 
 
 class BadTime(YokebotError):
@@ -16,10 +16,18 @@ class BadTime(YokebotError):
 
 
 def parse_span(text: str) -> timedelta:
-    match = _SPAN.match(text.lower())
-    if match is None:
-        raise BadTime(f"{text!r} is not a duration; write a number and a unit, like 30d, 12h, 2w or 90m.")
-    return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        return timedelta(seconds=parse_every(text))
+    except ValueError as exc:
+        raise BadTime(str(exc)) from None
+
+
+def is_span(text: str) -> bool:
+    try:
+        parse_every(text)
+    except ValueError:
+        return False
+    return True
 
 
 def as_utc(value: datetime) -> datetime:
@@ -28,11 +36,11 @@ def as_utc(value: datetime) -> datetime:
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """A duration back from now (`7d`), or a point in time (`2025-01-31`, `2025-01-31T08:00`)."""
+    """A duration back from now (`7d`, `1h30m`), or a point in time (`2025-01-31`, `2025-01-31T08:00`)."""
     now = now or datetime.now(UTC)
-    if _SPAN.match(text.lower()):
+    if is_span(text):
         return now - parse_span(text)
     try:
         return as_utc(datetime.fromisoformat(text.strip()))
     except ValueError:
-        raise BadTime(f"{text!r} is neither a duration (7d, 12h) nor a date (2025-01-31).") from None
+        raise BadTime(f"{text!r} is neither a duration (7d, 12h, 1h30m) nor a date (2025-01-31).") from None

@@ -10,8 +10,9 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from bot.engine.cron import parse_cron, parse_every
 from bot.engine.errors import YokebotError
-from bot.engine.profiles import AgentProfile, ScheduleSpec, parse_cron, parse_every
+from bot.engine.profiles import AgentProfile, ScheduleSpec
 
 TICK = timedelta(microseconds=1)
 

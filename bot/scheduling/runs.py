@@ -12,8 +12,10 @@ from datetime import datetime
 from typing import Protocol
 
 from bot.chat.notifier import AdapterNotifier
+from bot.engine import replies
 from bot.engine.ports import SessionStore
 from bot.engine.service import AgentService, TurnRequest
+from bot.redact import cut
 from bot.scheduling.model import Schedule, as_utc, repeated_wall_time, utcnow
 from bot.scheduling.store import ScheduleStore
 
@@ -43,11 +45,8 @@ class RunOutcome:
 
 def failure_notice(schedule: Schedule, error: str) -> str:
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"
-    first = first if len(first) <= 200 else first[:199] + "…"
-    return (
-        f"Scheduled report {schedule.name} failed: {first}\n"
-        f"(details: `yokebot schedule history {schedule.name}`)"
-    )
+    first, was_cut = cut(first, 199)  # redacted before it is cut: the notice is posted and stored
+    return replies.schedule_failed(schedule.name, first + ("…" if was_cut else ""))
 
 
 class ScheduleRunner:
@@ -136,7 +135,7 @@ class ScheduleRunner:
             )
         except asyncio.CancelledError:
             await self.store.finish(
-                run_id, "failed", session_id=session_id, error="yokebot stopped during this run"
+                run_id, "failed", session_id=session_id, error=replies.RUN_STOPPED
             )
             raise
         except Exception as exc:

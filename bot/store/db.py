@@ -15,10 +15,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-import bot.migrations
-
 log = logging.getLogger(__name__)
-MIGRATIONS = Path(bot.migrations.__file__).parent
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"  # a path, not an import: env.py imports us
 
 
 def sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

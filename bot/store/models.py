@@ -65,6 +65,7 @@ class TurnRow(Base):
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     status: Mapped[str] = mapped_column(String(16), default="running")
     error: Mapped[str | None] = mapped_column(Text)
+    stopped_by: Mapped[str | None] = mapped_column(String(64))  # TurnOutcome.stopped_by; NULL while running
     plan: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # mode: plan: steps, findings, replans
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

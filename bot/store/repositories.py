@@ -9,7 +9,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, cast, overload
 
@@ -20,8 +20,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
-from bot.engine.messages import Message, ToolCall, ToolResult, Usage
-from bot.engine.ports import LLMCallRecord, MemoryItem, SessionRecord
+from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome, Usage
+from bot.engine.ports import MemoryItem, SessionRecord
 from bot.store.claims import GroupedClaims
 from bot.store.models import (
     Base,
@@ -66,6 +66,23 @@ _RECALL_ALL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"), MEM.c.chan
 _RECALL_CHANNEL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"),
                                      MEM.c.channel.is_(None) | (MEM.c.channel == bindparam("b_channel")))
                    .order_by(MEM.c.id.desc()).limit(bindparam("b_limit")))
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCallRecord:
+    """One `llm_calls` row: a model call attempt as sent and as answered."""
+
+    session_id: str
+    turn_id: str
+    agent: str
+    model: str
+    attempt: int
+    request: dict[str, Any]
+    response: dict[str, Any] | None
+    usage: Usage
+    latency_ms: float
+    finish_reason: str | None = None
+    error: str | None = None
 
 
 class RecentSessions:
@@ -129,7 +146,7 @@ def _message(row: Any) -> Message:
 
 
 class SqlStore:
-    """Implements the engine's SessionStore, AuditLog and MemoryStore ports."""
+    """Implements the engine's SessionStore and MemoryStore ports; `recorder.py` writes turns through it."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -205,22 +222,17 @@ class SqlStore:
                                        "status": "running"}, turn_id)
         self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now}, turn_id)
 
-    def queue_finish(
-        self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
-    ) -> None:
-        status = "error" if error else ("limit" if hit_limit else "ok")
+    def queue_finish(self, turn_id: str, outcome: TurnOutcome) -> None:
         self.writes.put(_FINISH_TURN, {
-            "b_id": turn_id, "answer": _text(answer), "iterations": iterations, "hit_limit": hit_limit,
-            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "status": status, "error": _text(error), "finished_at": utcnow(),
+            "b_id": turn_id, "answer": _text(outcome.answer), "iterations": outcome.iterations,
+            "hit_limit": outcome.status == "limit", "prompt_tokens": outcome.usage.prompt_tokens,
+            "completion_tokens": outcome.usage.completion_tokens, "status": outcome.status,
+            "error": _text(outcome.error), "stopped_by": _short(outcome.stopped_by, 64), "finished_at": utcnow(),
         }, turn_id)
 
-    async def finish_turn(
-        self, turn_id: str, *, answer: str, iterations: int, hit_limit: bool, usage: Usage, error: str | None
-    ) -> None:
+    async def finish_turn(self, turn_id: str, outcome: TurnOutcome) -> None:
         """Record the outcome and wait until every row of the turn is committed (WriteFailed if one was not)."""
-        self.queue_finish(turn_id, answer=answer, iterations=iterations, hit_limit=hit_limit, usage=usage,
-                          error=error)
+        self.queue_finish(turn_id, outcome)
         await self.writes.flush(turn_id)
 
     async def record_plan(self, turn_id: str, plan: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from bot.engine.errors import ToolFailed
 from bot.engine.ports import MemoryItem, MemoryStore
 from bot.engine.tooling import ToolContext, ToolSettings, require, tool
 
@@ -14,13 +15,13 @@ class MemorySettings(ToolSettings):
     max_items: int = Field(default=50, ge=1, le=1000)
 
 
-def _store(ctx: ToolContext) -> MemoryStore:
-    require(ctx.memory is not None, "long-term memory is not available in this process")
-    assert ctx.memory is not None
+def _store(ctx: ToolContext[MemorySettings]) -> MemoryStore:
+    if ctx.memory is None:
+        raise ToolFailed("long-term memory is not available in this process")
     return ctx.memory
 
 
-async def channel_items(ctx: ToolContext, memory: MemoryStore, limit: int) -> list[MemoryItem]:
+async def channel_items(ctx: ToolContext[MemorySettings], memory: MemoryStore, limit: int) -> list[MemoryItem]:
     items = await memory.recall(ctx.agent, ctx.scope.channel, limit)
     return [i for i in items if i.channel == ctx.scope.channel]
 
@@ -32,9 +33,8 @@ async def channel_items(ctx: ToolContext, memory: MemoryStore, limit: int) -> li
     "again; not for one-off results. One short sentence.",
     settings=MemorySettings,
 )
-async def remember(ctx: ToolContext, fact: str) -> str:
+async def remember(ctx: ToolContext[MemorySettings], fact: str) -> str:
     settings = ctx.settings
-    assert isinstance(settings, MemorySettings)
     memory = _store(ctx)
     text = " ".join(fact.split())
     require(bool(text), "the fact is empty")
@@ -60,9 +60,8 @@ async def remember(ctx: ToolContext, fact: str) -> str:
     "fact is wrong or outdated, or someone asks you to forget it.",
     settings=MemorySettings,
 )
-async def forget(ctx: ToolContext, id: int) -> str:
+async def forget(ctx: ToolContext[MemorySettings], id: int) -> str:
     settings = ctx.settings
-    assert isinstance(settings, MemorySettings)
     memory = _store(ctx)
     items = await channel_items(ctx, memory, settings.max_items * 4)
     require(any(i.id == id for i in items), f"there is no remembered fact [{id}] in this channel")

@@ -160,4 +160,4 @@ async def test_the_console_runs_through_the_pipeline_and_fails_in_one_sentence(
     finally:
         await app.close()
     printed = out.export_text()
-    assert "hello from the terminal" in printed and SORRY in " ".join(printed.split())
+    assert "**hello** from the terminal" in printed and SORRY in " ".join(printed.split())

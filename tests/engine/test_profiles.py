@@ -20,7 +20,7 @@ def test_shipped_agents_load_with_the_builtin_tools():
     profiles = ProfileLoader(REPO_AGENTS, builtin_tools()).load_all()
     assert {"ops", "reporter"} <= set(profiles)
     ops = profiles["ops"]
-    assert ops.notify.default == "slack:#ops-alerts"
+    assert ops.tools["notify"].default == "slack:#ops-alerts"  # type: ignore[attr-defined]
     assert ops.max_iterations == 10 and ops.bootstrap and ops.skills
     assert all(name in builtin_tools() for name in ops.tools)
 
@@ -66,6 +66,10 @@ def test_defaults(tmp_path: Path):
         ("description: x\ntools:\n  read_file: {rootz: [/]}", 4, "tools.read_file.rootz: unknown setting"),
         ("description: x\ntimezone: Mars/Olympus", 3, "unknown timezone"),
         ("description: x\n  bad: [indent", 3, "invalid YAML"),
+        # notify owns the top-level `notify:` section: checked as its settings, also when the tool is unused
+        ("description: x\ntools: [notify]\nnotify:\n  defualt: slack:#ops", 5, "notify.defualt: unknown setting"),
+        ("description: x\nnotify:\n  dedup_window_seconds: soon", 4, "notify.dedup_window_seconds:"),
+        ("description: x\nnotify: slack:#ops", 3, "notify: must be a mapping"),
     ],
 )
 def test_bad_profiles_fail_with_file_line_and_problem(tmp_path: Path, front: str, line: int, message: str):
@@ -93,3 +97,18 @@ def test_unknown_agent_lists_the_known_ones(tmp_path: Path):
         loader(tmp_path).load("beta")
     with pytest.raises(UnknownAgent, match="not a valid agent name"):
         loader(tmp_path).load("../etc")
+
+
+def test_the_notify_section_and_the_tools_entry_make_one_typed_settings(tmp_path: Path):
+    write_agent(tmp_path, "n", """
+description: x
+tools:
+  notify: {max_chars: 200}
+notify:
+  default: "slack:#ops"
+  allowed: ["slack:#oncall"]
+""")
+    settings = loader(tmp_path).load("n").tools["notify"]
+    assert type(settings).__name__ == "NotifySettings"
+    assert (settings.default, settings.allowed, settings.max_chars) == (  # type: ignore[attr-defined]
+        "slack:#ops", ("slack:#oncall",), 200)

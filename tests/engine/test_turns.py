@@ -43,8 +43,9 @@ async def test_multi_step_turn_feeds_results_back_and_audits_everything(any_bot:
         ("echo", "ok", 1, "first"), ("echo", "ok", 1, "second second")]
     msgs = await rows(any_bot, "SELECT role FROM messages WHERE session_id = :s ORDER BY id", s=result.session_id)
     assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
-    turn = (await rows(any_bot, "SELECT status, iterations, answer FROM turns WHERE id = :t", t=result.turn_id))[0]
-    assert (turn.status, turn.iterations, turn.answer) == ("ok", 3, result.answer)
+    turn = (await rows(any_bot, "SELECT status, iterations, answer, stopped_by FROM turns WHERE id = :t",
+                       t=result.turn_id))[0]
+    assert (turn.status, turn.iterations, turn.answer, turn.stopped_by) == ("ok", 3, result.answer, "answer")
 
 
 async def test_second_turn_continues_the_session_with_its_history(any_bot: App, fake_llm: FakeOpenAI):
@@ -63,8 +64,8 @@ async def test_iteration_cap_gives_a_clear_partial_answer(bot: App, fake_llm: Fa
     assert result.hit_iteration_limit and result.iterations == 4
     assert "stopped after 4 steps" in result.answer
     assert len(fake_llm.requests) == 4
-    turn = (await rows(bot, "SELECT status, hit_limit FROM turns WHERE id = :t", t=result.turn_id))[0]
-    assert turn.status == "limit" and turn.hit_limit
+    turn = (await rows(bot, "SELECT status, hit_limit, stopped_by FROM turns WHERE id = :t", t=result.turn_id))[0]
+    assert turn.status == "limit" and turn.hit_limit and turn.stopped_by == "iteration_limit"
 
 
 async def test_bad_tool_calls_become_observations_and_the_loop_goes_on(bot: App, fake_llm: FakeOpenAI):
@@ -199,11 +200,11 @@ async def test_unknown_session_id_is_a_clear_error(bot: App):
 
 
 def test_json_trace_shape():
-    from bot.engine.messages import ToolResult, TurnResult
+    from bot.engine.messages import ToolResult, TurnOutcome, TurnResult
 
-    r = TurnResult("a", "s", "t", 2, False, (ToolResult("c", "echo", {"text": "x"}, "x", "ok"),))
+    r = TurnResult("s", "t", TurnOutcome("a", 2, tool_calls=(ToolResult("c", "echo", {"text": "x"}, "x", "ok"),)))
     assert json.loads(r.to_json()) == {"answer": "a", "session_id": "s", "iterations": 2,
-                                       "hit_iteration_limit": False,
+                                       "hit_iteration_limit": False, "stopped_by": "answer",
                                        "tool_calls": [{"tool": "echo", "arguments": {"text": "x"},
                                                        "result": "x", "status": "ok"}]}
 
@@ -245,6 +246,7 @@ async def test_a_turn_cancelled_at_shutdown_is_recorded_as_stopped(sqlite_url, f
     engine = create_engine(sqlite_url)
     async with engine.connect() as conn:
         from sqlalchemy import text
-        row = (await conn.execute(text("SELECT status, error FROM turns"))).one()
+        row = (await conn.execute(text("SELECT status, error, stopped_by FROM turns"))).one()
     await engine.dispose()
     assert row.status == "error" and row.error == "yokebot stopped during this turn"
+    assert row.stopped_by == "interrupted"

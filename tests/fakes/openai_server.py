@@ -44,9 +44,11 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.handler: Callable[[dict[str, Any]], Step] | None = None
         self.latency = 0.0
+        self.models: list[str] | None = None  # GET /v1/models lists these; None: the route answers 404
         self._lock = threading.Lock()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completions)
+        app.router.add_get("/v1/models", self._models)
         self.server = LoopbackServer(app)
 
     # --- scripting ------------------------------------------------------------------------------------
@@ -88,6 +90,15 @@ class FakeOpenAI:
         if self.handler is not None:
             return self.handler(body)
         return Step("fail", status=500, content="fake OpenAI: the script is exhausted")
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if self.models is None:
+            return web.json_response({"error": {"message": "not found", "type": "error"}}, status=404)
+        if request.headers.get("Authorization") == "Bearer sk-rejected":
+            return web.json_response({"error": {"message": "bad key", "type": "error", "code": "invalid_api_key"}},
+                                     status=401)
+        return web.json_response({"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]})
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

@@ -46,7 +46,6 @@ async def seed(db_url: str, llm: FakeOpenAI, agents_dir: Path) -> Seeded:
         other = await app.service.handle(TurnRequest("discord", "D-general", "", "hi", "other", trigger="dm",
                                                      user="bob"))
     finally:
-        await app.service.loop.model.client.close()  # type: ignore[attr-defined]  # else GC closes it late
         await app.close()
     assert first.session_id == second.session_id and second.error
     return Seeded(first.session_id, other.session_id, [first.turn_id, second.turn_id])

@@ -55,6 +55,7 @@ def test_trace_shows_the_turn_as_a_tree(seeded):
     text = run(env, "trace", data.ops[:6], "--turn", "1")  # a prefix is enough
     assert f"Session {data.ops}" in text and "agent tester" in text
     assert "Turn 1" in text and "mention by U-ada" in text and data.ops_turns[0] in text
+    assert "· ok · stopped by answer ·" in text
     assert "user: how is the disk?" in text
     assert "model test-model · attempt 1 · 100+20 tokens" in text and "tool_calls" in text
     assert 'tool echo {"text": "disk usage"} · ok · 1 attempt(s)' in text
@@ -69,7 +70,7 @@ def test_trace_shows_the_turn_as_a_tree(seeded):
     assert echo_line > model_line and lines[echo_line].index("tool echo") > lines[model_line].index("model")
 
     failed = run(env, "trace", data.ops, "--turn", "-1")
-    assert "Turn 2" in failed and "· error ·" in failed
+    assert "Turn 2" in failed and "· error · stopped by error ·" in failed
     assert failed.count("error: APIStatusError") + failed.count("error: InternalServerError") == 3
     assert "error: the model endpoint answered HTTP 500" in failed
 
@@ -97,6 +98,7 @@ def test_trace_json_for_scripts(seeded):
     assert first["steps"][1]["tools"] == [] and first["answer"] == "The disk is on fire."
     assert (first["prompt_tokens"], first["completion_tokens"]) == (250, 50)
     assert second["status"] == "error" and "HTTP 500" in second["error"]
+    assert (first["stopped_by"], second["stopped_by"]) == ("answer", "error")
     assert [s["attempt"] for s in second["steps"]] == [1, 2, 3] and all(s["error"] for s in second["steps"])
     only = json.loads(run(env, "trace", data.ops, "--json", "--turn", "2"))
     assert [t["number"] for t in only["turns"]] == [2]

@@ -64,8 +64,16 @@ def test_prune_removes_exactly_the_old_sessions(db_url: str, fake_llm: FakeOpenA
     assert "1 schedule_runs, 1 processed_events" in dry.stdout
     assert asyncio.run(counts(db_url, data.ops)) == before_old
 
-    result = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d"], env=env)
+    # without --yes it asks; no answer (stdin closed) deletes nothing
+    refused = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d"], env=env, input="")
+    assert refused.exit_code == 1 and "Nothing deleted" in refused.stdout and "--yes" in refused.stdout
+    assert asyncio.run(counts(db_url, data.ops)) == before_old
+    declined = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d"], env=env, input="n\n")
+    assert declined.exit_code == 1 and asyncio.run(counts(db_url, data.ops)) == before_old
+
+    result = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d"], env=env, input="y\n")
     assert result.exit_code == 0, result.output
+    assert "Delete these rows for good?" in result.stdout
     assert "deleted" in result.stdout and "1 sessions" in result.stdout
     assert asyncio.run(counts(db_url, data.ops)) == dict.fromkeys(TABLES, 0)
     assert asyncio.run(counts(db_url, data.chat)) == before_new  # recent session untouched
@@ -75,11 +83,50 @@ def test_prune_removes_exactly_the_old_sessions(db_url: str, fake_llm: FakeOpenA
     assert [r[0] for r in runs] == ["a/new"] and [e[0] for e in events] == ["Ev-new"]
     assert [m[0] for m in memories] == ["the disk is /dev/sda"]  # what the agent learned is kept
 
-    again = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d"], env=env)
-    assert "0 sessions" in again.stdout
+    again = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d"], env=env)  # nothing to ask about
+    assert again.exit_code == 0 and "0 sessions" in again.stdout
 
 
 def test_prune_rejects_a_bad_duration(sqlite_url: str, agents_dir: Path):
     env = {"YOKEBOT_DATABASE_URL": sqlite_url, "YOKEBOT_AGENTS_DIR": str(agents_dir), "COLUMNS": "200"}
     result = CliRunner().invoke(app, ["db", "prune", "--older-than", "a month"], env=env)
-    assert result.exit_code == 1 and "like 30d, 12h, 2w or 90m" in result.output
+    assert result.exit_code == 1 and "like 30s, 15m, 1h30m, 7d or 2w" in " ".join(result.output.split())
+
+
+def _env(url: str, agents: Path) -> dict[str, str]:
+    return {"YOKEBOT_DATABASE_URL": url, "YOKEBOT_AGENTS_DIR": str(agents), "COLUMNS": "200"}
+
+
+def test_prune_refuses_zero_and_ages_below_a_day_without_force(db_url: str, fake_llm: FakeOpenAI, agents_dir: Path):
+    data = asyncio.run(seed(db_url, fake_llm, agents_dir))
+    before = asyncio.run(counts(db_url, data.ops))
+    env = _env(db_url, agents_dir)
+    for typo in ("0d", "1m", "90m", "23h"):
+        result = CliRunner().invoke(app, ["db", "prune", "--older-than", typo, "--yes"], env=env)
+        assert result.exit_code == 1, (typo, result.output)
+        assert "--force" in result.output or "empty" in result.output
+    assert asyncio.run(counts(db_url, data.ops)) == before
+    forced = CliRunner().invoke(app, ["db", "prune", "--older-than", "1m", "--force", "--dry-run"], env=env)
+    assert forced.exit_code == 0 and "would delete" in forced.stdout
+    assert "0d" not in forced.stdout and asyncio.run(counts(db_url, data.ops)) == before
+
+
+def test_prune_yes_deletes_without_asking(sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path):
+    data = asyncio.run(seed(sqlite_url, fake_llm, agents_dir))
+    asyncio.run(age(sqlite_url, data.ops, days=20))
+    result = CliRunner().invoke(app, ["db", "prune", "--older-than", "2w", "--yes"], env=_env(sqlite_url, agents_dir))
+    assert result.exit_code == 0 and "deleted" in result.stdout and "?" not in result.stdout
+    assert asyncio.run(counts(sqlite_url, data.ops)) == dict.fromkeys(TABLES, 0)
+
+
+def test_one_duration_grammar_for_since_older_than_and_every():
+    from datetime import timedelta as td
+
+    from bot.engine.profiles import parse_every
+    from bot.observability.timeparse import parse_since, parse_span
+
+    assert parse_span("1h30m") == parse_span("90m") == td(minutes=90) == td(seconds=parse_every("1h30m"))
+    assert parse_span("2w") == parse_span("14d") == td(seconds=parse_every("2w"))
+    assert parse_span("1m") == td(minutes=1)  # m is minutes everywhere
+    now = datetime(2026, 1, 31, tzinfo=UTC)
+    assert parse_since("1h30m", now) == now - td(minutes=90)

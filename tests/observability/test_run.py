@@ -52,7 +52,10 @@ def test_run_serves_healthz_readyz_and_metrics(tmp_path: Path, fake_llm: FakeOpe
             assert proc.poll() is None and time.monotonic() < deadline, "yokebot run did not come up"
             time.sleep(0.1)
         status, body = fetch(f"http://127.0.0.1:{port}/readyz")
-        assert status == 200 and json.loads(body) == {"status": "ready", "database": "ok", "adapters": {}}
+        ready = json.loads(body)
+        assert status == 200 and {k: ready[k] for k in ("status", "database", "adapters")} == {
+            "status": "ready", "database": "ok", "adapters": {}}
+        assert "nothing will answer chats" in ready["warning"]  # no chat platform configured: said, not hidden
         status, body = fetch(f"http://127.0.0.1:{port}/metrics")
         assert status == 200
         for name in ("yokebot_turns_total", "yokebot_model_tokens_total", "yokebot_tool_calls_total",
@@ -65,4 +68,5 @@ def test_run_serves_healthz_readyz_and_metrics(tmp_path: Path, fake_llm: FakeOpe
     assert proc.returncode == 0, stderr
     records = [json.loads(line) for line in stderr.splitlines() if line.strip()]
     assert any(r["message"].startswith("yokebot is running") for r in records)
+    assert any(r["level"] == "WARNING" and "nothing will answer chats" in r["message"] for r in records)
     assert secret not in stderr

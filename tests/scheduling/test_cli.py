@@ -176,3 +176,22 @@ def test_add_refuses_a_bad_schedule_with_one_sentence(cli_env, args, message):
     assert result.exit_code == 2 and message in result.output
     assert "Traceback" not in result.output
     assert "x" not in invoke(cli_env, "schedule", "list").output.split()
+
+
+def test_add_refuses_a_platform_yokebot_cannot_post_to(tmp_path):
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+    from tests.helpers import write_agent
+
+    agents = tmp_path / "agents"
+    write_agent(agents, "ops", "description: ops\ntools: [current_time]")
+    env = {"YOKEBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'y.db'}", "YOKEBOT_AGENTS_DIR": str(agents),
+           "COLUMNS": "200"}
+    result = CliRunner().invoke(app, ["schedule", "add", "nightly", "--agent", "ops", "--prompt", "report",
+                                      "--every", "1d", "--post-to", "teams:#x"], env=env)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "'teams:#x' names an unknown platform" in text and "slack and discord" in text
+    listed = CliRunner().invoke(app, ["schedule", "list"], env=env)
+    assert "nightly" not in listed.stdout

@@ -1,5 +1,5 @@
 """Fixtures for the tool tests: a sandbox in tmp_path (an allowed root with logs, a canary outside it), an
-agent profile whose policy allows that root, and a ToolExecutor that records its audit rows in a list."""
+agent profile whose policy allows that root, and a ToolExecutor whose results are recorded as the loop reports them."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from bot.chat.notifier import AdapterNotifier
-from bot.engine.executor import RunContext, ToolExecutor
+from bot.engine.context import RunContext, Scope
+from bot.engine.executor import ToolExecutor
 from bot.engine.messages import ToolCall, ToolResult
 from bot.engine.profiles import AgentProfile, ProfileLoader
-from bot.engine.tooling import Scope
+from bot.engine.testing import RecordingHooks
+from bot.redact import SecretRedactor
 from bot.tools import builtin_tools
-from bot.tools.redact import SecretRedactor
 from tests.helpers import write_agent
 
 CANARY = "CANARY-7f3a-do-not-leak"
@@ -39,6 +40,7 @@ tools:
     roots: *r
   shell:
     roots: *r
+    isolation: preferred  # in the OS sandbox where bubblewrap works (tests/tools/test_isolation.py)
     command_timeout: 5
     max_output_bytes: 4096
     commands:
@@ -47,6 +49,8 @@ tools:
         args: ["path..."]
       - command: grep
         flags: {{"-i": null, "-c": null, "-n": null, "-E": null, "-m": int}}
+        args: [text, "path..."]
+      - command: grep -r
         args: [text, "path..."]
       - command: ls
         flags: {{"-l": null, "-a": null}}
@@ -59,7 +63,7 @@ tools:
       - command: echo
         args: ["text*"]
 {extra_commands}
-  notify: {{}}
+  notify: {{max_per_reply: 50, max_per_turn: 50}}  # one turn, one reply here: tests/tools/test_notify_limits.py
   remember: {{}}
   forget: {{}}
 notify:
@@ -67,17 +71,6 @@ notify:
   allowed: ["slack:#ops-alerts", "slack:#ops-oncall"]
   dedup_window_seconds: 600
 """
-
-
-class RecordingAudit:
-    def __init__(self) -> None:
-        self.tool_rows: list[tuple[str, str, str, ToolResult]] = []
-
-    async def record_llm_call(self, record: Any) -> None:
-        return None
-
-    async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
-        self.tool_rows.append((session_id, turn_id, agent, result))
 
 
 class RecordingChat:
@@ -124,19 +117,19 @@ class Sandbox:
     outside: Path
     canary: Path
     profile: AgentProfile
-    audit: RecordingAudit = field(default_factory=RecordingAudit)
+    audit: RecordingHooks = field(default_factory=RecordingHooks)  # what the loop reports to the recorder
     chat: RecordingChat = field(default_factory=RecordingChat)
     memory: Any = None
     channel: str = "C-ops"
 
     def executor(self) -> ToolExecutor:
-        return ToolExecutor(self.registry, self.audit, redact=SecretRedactor(["sk-configured-secret-value"]))
+        return ToolExecutor(self.registry, redact=SecretRedactor(["sk-configured-secret-value"]))
 
     def run_context(self) -> RunContext:
         notifier = AdapterNotifier()
         notifier.register(self.chat)  # type: ignore[arg-type]
         return RunContext(
-            "s1", "t1", self.profile, Scope("slack", self.channel, "th1", "U1"), notifier, self.memory
+            "s1", "t1", self.profile, Scope("slack", self.channel, "th1", "U1"), "mention", notifier, self.memory
         )
 
     async def call(
@@ -144,7 +137,10 @@ class Sandbox:
     ) -> ToolResult:
         raw = args if isinstance(args, str) else json.dumps(args)
         ex = executor or self._executor
-        return await ex.execute(ToolCall(f"call_{next(_ids)}", tool, raw), self.run_context())
+        run = self.run_context()
+        result = await ex.execute(ToolCall(f"call_{next(_ids)}", tool, raw), run)
+        await self.audit.tool_finished(run, result)  # as the loop does: the hooks get the result the model gets
+        return result
 
     def __post_init__(self) -> None:
         self.registry = builtin_tools()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.chat.notifier import AdapterNotifier
-from bot.engine.executor import RunContext
+from bot.engine.context import RunContext
 from bot.tools.notify import RecentAlerts, make_notify_tool
 from tests.tools.conftest import Sandbox
 
@@ -52,13 +52,13 @@ async def test_identical_alerts_within_the_window_are_not_reposted(sandbox: Sand
 
 async def test_without_a_platform_notify_fails_with_a_clear_message(sandbox: Sandbox):
     run = sandbox.run_context()
-    bare = RunContext(run.session_id, run.turn_id, run.profile, run.scope, AdapterNotifier(), None)
+    bare = RunContext(run.session_id, run.turn_id, run.profile, run.scope, run.trigger, AdapterNotifier(), None)
     from bot.engine.messages import ToolCall
 
     result = await sandbox._executor.execute(ToolCall("c1", "notify", '{"message": "x"}'), bare)
     assert result.status == "error"
     assert "cannot post to slack:#ops-alerts: slack is not configured" in result.content
-    no_notifier = RunContext(run.session_id, run.turn_id, run.profile, run.scope, None, None)
+    no_notifier = RunContext(run.session_id, run.turn_id, run.profile, run.scope, run.trigger, None, None)
     result = await sandbox._executor.execute(ToolCall("c2", "notify", '{"message": "x"}'), no_notifier)
     assert result.status == "error" and "no chat platform is configured" in result.content
     # a failed post is not remembered as sent: the next try goes out
@@ -66,10 +66,8 @@ async def test_without_a_platform_notify_fails_with_a_clear_message(sandbox: San
     assert ok.content.startswith("Posted") and sandbox.chat.posts == [("#ops-alerts", "x")]
 
 
-async def test_broadcast_pings_are_defused_and_long_alerts_refused(sandbox: Sandbox):
-    await sandbox.call("notify", {"message": "@channel <!here> @everyone look"})
-    ((_, text),) = sandbox.chat.posts
-    assert "@channel" not in text and "<!here>" not in text and "@everyone" not in text and "look" in text
+async def test_long_alerts_are_refused(sandbox: Sandbox):
+    # (broadcast pings are defused in the final platform text: tests/chat/test_broadcasts.py)
     long = await sandbox.call("notify", {"message": "x" * 5000})
     assert long.status == "error" and "keep alerts under 3000" in long.content
 
@@ -77,9 +75,9 @@ async def test_broadcast_pings_are_defused_and_long_alerts_refused(sandbox: Sand
 async def test_an_agent_without_notify_policy_is_denied(sandbox: Sandbox, tmp_path: Path):
     from dataclasses import replace
 
-    from bot.engine.profiles import NotifySpec
+    from bot.tools.notify import NotifySettings
 
-    sandbox.profile = replace(sandbox.profile, notify=NotifySpec())
+    sandbox.profile = replace(sandbox.profile, tools={**sandbox.profile.tools, "notify": NotifySettings()})
     result = await sandbox.call("notify", {"message": "x"})
     assert result.status == "denied" and "no notify channel configured" in result.content
     assert sandbox.chat.posts == []

@@ -1,14 +1,14 @@
 """plans: turns.plan (the numbered plan, step findings and replans of a `mode: plan` turn)
 
 Revision ID: 0006_plans
-Revises: 0002_scheduling
+Revises: 0003_turn_stopped_by
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0006_plans'
-down_revision = '0002_scheduling'
+down_revision = '0003_turn_stopped_by'
 branch_labels = None
 depends_on = None
 

@@ -5,7 +5,8 @@ the current schema first, so a fresh install answers "no sessions" rather than "
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -13,10 +14,12 @@ from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.commands.support import run_async, settings_or_exit, setup_logging
 from bot.config import Settings
 from bot.engine.errors import YokebotError
 from bot.observability import render
-from bot.observability.timeparse import parse_since, parse_span
+from bot.observability.prune import PruneResult
+from bot.observability.timeparse import BadTime, parse_since, parse_span
 
 T = TypeVar("T")
 
@@ -24,19 +27,20 @@ T = TypeVar("T")
 def _out() -> Console:
     return Console()  # built per command: it reads the terminal width (COLUMNS) when it is made
 
-SinceOpt = Annotated[str | None, typer.Option("--since", help="Since: 7d, 12h, 2025-01-31 (UTC).")]
+SinceOpt = Annotated[str | None, typer.Option("--since", metavar="WHEN",
+                                              help="Since: 7d, 12h, 1h30m (m is minutes) or 2025-01-31 (UTC).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table (for scripts).")]
 
 
 def _with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
-    from bot.cli import run_async, settings_or_exit, setup_logging
     from bot.store.db import create_engine, ensure_schema
 
     settings = settings_or_exit()
     setup_logging(settings, quiet=True)
+    url = readable_url(settings)
 
     async def main() -> T:
-        engine = create_engine(settings.database_url)
+        engine = create_engine(url)
         try:
             await ensure_schema(engine)
             return await fn(engine, settings)
@@ -49,13 +53,28 @@ def _with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
     return run_async(main)
 
 
+def readable_url(settings: Settings) -> str:
+    """The database to read from. A read-only command does not create a SQLite file where it runs: when the
+    file is missing, it reads an empty in-memory database (and says so on stderr) instead."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(settings.database_url)
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or Path(database).expanduser().exists():
+        return settings.database_url
+    from bot.commands.support import err
+
+    err.print(f"[dim]no database at {database} yet (YOKEBOT_DATABASE_URL): nothing has been recorded[/dim]",
+              highlight=False)
+    return "sqlite+aiosqlite:///:memory:"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _since(value: str | None) -> datetime | None:
-    from bot.cli import run_async
 
     if value is None:
         return None
@@ -129,20 +148,50 @@ def usage(
         out.print(table)
 
 
+MIN_PRUNE_AGE = timedelta(days=1)
+
+
 def db_prune(
-    older_than: Annotated[str, typer.Option("--older-than", help="Age of the last activity: 30d, 12w, 48h.")],
+    older_than: Annotated[str, typer.Option(
+        "--older-than", metavar="DURATION",
+        help="Age of the last activity: 30d, 2w, 48h, 1h30m (m is minutes). Below 1d needs --force.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking (for cron jobs).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Allow --older-than below one day.")] = False,
 ) -> None:
-    """Delete sessions idle for longer than --older-than, with their turns, messages, model and tool calls."""
-    from bot.cli import run_async
+    """Delete sessions idle for longer than --older-than, with their turns, messages, model and tool calls.
+
+    Asks before deleting (shows what would go) unless --yes; --dry-run only counts."""
     from bot.observability.prune import prune
 
-    async def span() -> datetime:
-        return datetime.now(UTC) - parse_span(older_than)
+    async def span() -> timedelta:
+        age = parse_span(older_than)
+        if age < MIN_PRUNE_AGE and not force:
+            raise BadTime(f"--older-than {older_than} would delete the audit trail of the last {age}; "
+                          "use 1d or more, or add --force if you mean it")
+        return age
 
-    cutoff = run_async(span)
-    result = _with_engine(lambda engine, _: prune(engine, cutoff, dry_run=dry_run))
-    _out().print(render.prune_summary(result), highlight=False, soft_wrap=True)
+    cutoff = datetime.now(UTC) - run_async(span)
+    planned = _with_engine(lambda engine, _: prune(engine, cutoff, dry_run=True))
+    out = _out()
+    if dry_run or planned.sessions + sum(planned.deleted.values()) == 0:
+        out.print(render.prune_summary(planned), highlight=False, soft_wrap=True)
+        return
+    if not yes:
+        _confirm(out, planned)
+    result = _with_engine(lambda engine, _: prune(engine, cutoff, dry_run=False))
+    out.print(render.prune_summary(result), highlight=False, soft_wrap=True)
+
+
+def _confirm(out: Console, planned: PruneResult) -> None:
+    out.print(render.prune_summary(planned), highlight=False, soft_wrap=True)
+    try:
+        sure = typer.confirm("Delete these rows for good?", default=False)
+    except typer.Abort:  # no answer (stdin closed, as in a cron job)
+        sure = False
+    if not sure:
+        out.print("Nothing deleted (add --yes to delete without asking).")
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

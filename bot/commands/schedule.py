@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from bot.commands import support
+
 schedule_app = typer.Typer(help="Scheduled agents: list, add, pause, run now, history.", no_args_is_help=True)
 
 NameArg = Annotated[
@@ -20,21 +22,19 @@ NameArg = Annotated[
 ]
 
 
-def _cli() -> Any:
-    import bot.cli  # late: bot.cli imports this module while it is being set up
-
-    return bot.cli
-
-
 @asynccontextmanager
-async def _opened() -> AsyncIterator[Any]:
-    """(store, profiles): the schedule store on the configured database, the profiles' schedules synced in."""
+async def _opened(read_only: bool = False) -> AsyncIterator[Any]:
+    """(store, profiles): the schedule store on the configured database, the profiles' schedules synced in.
+    `read_only`: a missing SQLite file is not created (an empty in-memory database stands in)."""
     from bot.app import load_profiles, open_store
+    from bot.commands.observe import readable_url
     from bot.scheduling.setup import profile_schedules
     from bot.scheduling.store import ScheduleStore
     from bot.tools import builtin_tools
 
-    settings = _cli().settings_or_exit()
+    settings = support.settings_or_exit()
+    if read_only:
+        settings = settings.model_copy(update={"database_url": readable_url(settings)})
     profiles = load_profiles(settings, builtin_tools())
     engine, _ = await open_store(settings)
     try:
@@ -59,12 +59,12 @@ def schedule_list() -> None:
     from bot.scheduling.model import build_trigger, next_fire, utcnow
 
     async def main() -> tuple[list[Any], dict[str, Any]]:
-        async with _opened() as (store, _):
+        async with _opened(read_only=True) as (store, _):
             return await store.all(), await store.last_runs()
 
-    schedules, last = _cli().run_async(main)
+    schedules, last = support.run_async(main)
     if not schedules:
-        _cli().out.print(
+        support.out.print(
             "No schedules. Declare them in a profile (schedules:) or use `yokebot schedule add`."
         )
         return
@@ -82,7 +82,7 @@ def schedule_list() -> None:
             _when_local(upcoming, s.timezone),
             last_text,
         )
-    _cli().out.print(table)
+    support.out.print(table)
 
 
 @schedule_app.command("add")
@@ -123,7 +123,7 @@ def schedule_add(
         )
     except ValidationError as exc:
         problem = exc.errors()[0]
-        _cli().err.print(f"[red]error:[/red] {problem['msg'].removeprefix('Value error, ')}", highlight=False)
+        support.err.print(f"[red]error:[/red] {problem['msg'].removeprefix('Value error, ')}", highlight=False)
         raise typer.Exit(2) from None
 
     async def main() -> Any:
@@ -134,8 +134,8 @@ def schedule_add(
                 raise ScheduleError(f"There is no agent {agent!r} (known agents: {known}).")
             return await store.add(replace(Schedule.from_profile(profile, spec), name=spec.name, source="runtime"))
 
-    added = _cli().run_async(main)
-    _cli().out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")
+    added = support.run_async(main)
+    support.out.print(f"added {added.name}: {added.when}, posting to {added.post_to or 'the log'}")
 
 
 def _simple(action: str, name: str) -> None:
@@ -147,8 +147,8 @@ def _simple(action: str, name: str) -> None:
             schedule = await store.set_paused(name, action == "pause")
             return schedule.name
 
-    done = _cli().run_async(main)
-    _cli().out.print(f"{done}: {action}d")
+    done = support.run_async(main)
+    support.out.print(f"{done}: {action}d")
 
 
 @schedule_app.command("remove")
@@ -177,7 +177,7 @@ def schedule_run(name: NameArg) -> None:
     from bot.scheduling.model import utcnow
     from bot.scheduling.setup import schedule_runner, synced_store
 
-    cli = _cli()
+    cli = support
     settings = cli.settings_or_exit()
     cli.setup_logging(settings, quiet=True)
 
@@ -234,16 +234,16 @@ def schedule_history(
     from rich.table import Table
 
     async def main() -> Any:
-        async with _opened() as (store, _profiles):
+        async with _opened(read_only=True) as (store, _profiles):
             schedule = await store.resolve(name)
             return schedule, await store.history(schedule.name, limit)
 
-    schedule, runs = _cli().run_async(main)
+    schedule, runs = support.run_async(main)
     if as_json:
         print(json.dumps([_run_json(r) for r in runs], ensure_ascii=False))
         return
     if not runs:
-        _cli().out.print(f"{schedule.name} has not run yet.")
+        support.out.print(f"{schedule.name} has not run yet.")
         return
     table = Table("planned", "kind", "status", "took", "posted", "session", "error")
     for r in runs:
@@ -262,7 +262,7 @@ def schedule_history(
             r.session_id or "-",
             error,
         )
-    _cli().out.print(table)
+    support.out.print(table)
 
 
 def _run_json(r: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """`yokebot eval`: run scored scenarios (docs/eval.md), or compare two reports. Registered on the main app
-by `register(app)` (bot/cli.py)."""
+by `register(app)` (bot/cli.py); the work is in bot/eval/."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from bot.engine.errors import ConfigError
 
@@ -22,7 +23,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _compare(files: list[Path], out: Console) -> None:
-    from bot.cli import err
+    from bot.commands.support import err
     from bot.eval.report import compare, print_compare
 
     if len(files) != 2:
@@ -32,7 +33,7 @@ def _compare(files: list[Path], out: Console) -> None:
         a, b = _load(files[0]), _load(files[1])
         changes = compare(a, b)
     except (ConfigError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
     print_compare(out, changes, a, b)
     if any(c.kind == "regressed" for c in changes):
@@ -56,7 +57,7 @@ def eval_command(
 ) -> None:
     """Score an agent on ops scenarios (files in a temp root, the real tools, sandbox and audit); exit 1 if
     any scenario fails."""
-    from bot.cli import err, run_async, settings_or_exit, setup_logging
+    from bot.commands.support import err, run_async, settings_or_exit, setup_logging
     from bot.eval.report import build_report, dumps, print_table
     from bot.eval.runner import EvalOptions, EvalRunner, now_iso
     from bot.eval.scenario import select
@@ -72,7 +73,7 @@ def eval_command(
 
     def progress(i: int, n: int, scenario: Any, result: Any) -> None:
         if result is None:
-            err.print(f"[dim][{i}/{n}] {scenario.key} …[/dim]", highlight=False)
+            err.print(f"[dim]\\[{i}/{n}] {escape(scenario.key)} …[/dim]", highlight=False)
         elif result.status != "pass":
             err.print(f"[{i}/{n}] {scenario.key}: {result.status} ({'; '.join(result.reasons)[:200]})",
                       markup=False, highlight=False)

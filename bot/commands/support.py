@@ -1,0 +1,70 @@
+"""What every `yokebot` command shares: the consoles, settings from the environment, logging, and running a
+coroutine so that a YokebotError becomes one red sentence. Its own module so that the command modules
+(bot/cli.py, bot/commands/observe.py, bot/commands/schedule.py) import it and not each other."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from bot.config import Settings
+from bot.engine.errors import YokebotError
+
+T = TypeVar("T")
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+
+
+def setup_logging(settings: Settings, quiet: bool = False) -> None:
+    from bot.observability.logs import setup_logging as configure
+
+    configure(settings, quiet=quiet)
+
+
+def run_async(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine; a YokebotError becomes one red sentence and exit code 1, not a traceback."""
+    try:
+        return asyncio.run(factory())  # type: ignore[arg-type]
+    except YokebotError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def settings_or_exit() -> Settings:
+    from bot.config import load_settings, unknown_variables
+
+    for warning in unknown_variables():  # a misspelt YOKEBOT_* variable would otherwise be silently ignored
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+    try:
+        return load_settings()
+    except YokebotError as exc:  # a bad value in the environment or .env: the sentence names the variable
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def chat_log(settings: Settings) -> Any:
+    """Log lines of `chat` (retries, warnings) go to a file, not between the answers: YOKEBOT_CHAT_LOG_FILE."""
+    path = settings.chat_log_file.expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stream = path.open("a", encoding="utf-8")
+    except OSError:
+        import io
+
+        stream = io.StringIO()  # nowhere to write: drop them rather than interleave them with the chat
+    setup_logging_to(settings, stream)
+    return stream
+
+
+def setup_logging_to(settings: Settings, stream: Any) -> None:
+    from bot.observability.logs import setup_logging as configure
+
+    configure(settings, quiet=True, stream=stream)

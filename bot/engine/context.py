@@ -1,0 +1,86 @@
+"""The run context: one typed object per turn (pydantic-ai's RunContext[Deps]), handed to the loop, the
+executor, every hook and, wrapped with the tool's own typed settings, to every tool call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from bot.engine.ports import MemoryStore, Notifier
+from bot.engine.profiles import AgentProfile
+from bot.engine.toolsettings import ToolSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Where a turn happens."""
+
+    platform: str
+    channel: str
+    thread: str
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The facts of one turn and what it may use. Built once per turn; never stored on a tool."""
+
+    session_id: str
+    turn_id: str
+    profile: AgentProfile
+    scope: Scope
+    trigger: str = "message"  # console | mention | dm | thread | schedule | cli
+    notifier: Notifier | None = None
+    memory: MemoryStore | None = None
+
+    @property
+    def agent(self) -> str:
+        return self.profile.name
+
+    @property
+    def timezone(self) -> str:
+        return self.profile.timezone
+
+
+SettingsT = TypeVar("SettingsT", bound=ToolSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext(Generic[SettingsT]):
+    """What one tool call sees: the turn's RunContext and this tool's settings, typed for the tool
+    (`ctx: ToolContext[ShellSettings]`)."""
+
+    run: RunContext
+    settings: SettingsT
+    # the executor's secret redactor: a tool that cuts its output redacts first (bot.redact.cut)
+    redact: Callable[[str], str] = str
+    reply: int = 0  # which model reply of the turn asked for this call (1, 2, ...): per-reply limits
+
+    @property
+    def session_id(self) -> str:
+        return self.run.session_id
+
+    @property
+    def turn_id(self) -> str:
+        return self.run.turn_id
+
+    @property
+    def agent(self) -> str:
+        return self.run.agent
+
+    @property
+    def scope(self) -> Scope:
+        return self.run.scope
+
+    @property
+    def timezone(self) -> str:
+        return self.run.timezone
+
+    @property
+    def notifier(self) -> Notifier | None:
+        return self.run.notifier
+
+    @property
+    def memory(self) -> MemoryStore | None:
+        return self.run.memory

@@ -1,0 +1,114 @@
+"""Turn hooks: the one way what happens in a turn reaches the outside (openai-agents' RunHooks, nanobot's
+CompositeHook). The SQL recorder, the metrics and the console's live view are each one TurnHooks; the
+loop and the service call them and know nothing of SQL, Prometheus or terminals."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bot.engine.context import RunContext
+from bot.engine.errors import ModelError
+from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, TurnOutcome, Usage
+from bot.engine.wire import ModelRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAttempt:
+    """One model call attempt (each retry is one): what was sent, and the response or the error."""
+
+    request: ModelRequest
+    attempt: int
+    latency_ms: float
+    response: ModelResponse | None = None
+    error: ModelError | None = None
+
+    @property
+    def usage(self) -> Usage:
+        return self.response.usage if self.response is not None else Usage()
+
+    @property
+    def model(self) -> str:
+        return self.response.model if self.response is not None else self.request.model
+
+
+class TurnHooks:
+    """The events of a turn, in order: started, then messages, model attempts and tool calls (and, in plan
+    mode, the plan), then finished (exactly once, also when the turn failed or was cancelled). Every method is a no-op here; subclass
+    and override what you need. An exception from a hook fails the turn (the recorder's commit failure
+    must), so a hook that only observes should not raise."""
+
+    async def turn_started(self, run: RunContext, text: str) -> None:
+        return None
+
+    async def message_appended(self, run: RunContext, message: Message) -> None:
+        return None
+
+    async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
+        return None
+
+    async def tool_started(self, run: RunContext, call: ToolCall) -> None:
+        return None
+
+    async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
+        return None
+
+    async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
+        """A `mode: plan` turn's plan as it ended: steps (text, status, finding, iterations) and replans."""
+        return None
+
+    async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
+        return None
+
+
+class CompositeHooks(TurnHooks):
+    """Fans each event out to several hooks, in order. Every hook hears every event: the first exception
+    is raised after all of them ran (a failed commit in the recorder still lets the metrics count the turn)."""
+
+    def __init__(self, *hooks: TurnHooks) -> None:
+        flat: list[TurnHooks] = []
+        for h in hooks:
+            flat.extend(h.hooks if isinstance(h, CompositeHooks) else (h,))
+        self.hooks: tuple[TurnHooks, ...] = tuple(flat)
+
+    def plus(self, *more: TurnHooks | None) -> CompositeHooks:
+        """These hooks, then `more` (a call's own hooks after the app's standing ones)."""
+        extra = [h for h in more if h is not None]
+        return CompositeHooks(self, *extra) if extra else self
+
+    async def _each(self, event: Callable[[TurnHooks], Awaitable[None]]) -> None:
+        first: Exception | None = None
+        for hook in self.hooks:
+            try:
+                await event(hook)
+            except Exception as exc:
+                if first is not None:
+                    log.warning("another turn hook failed too", exc_info=True)
+                first = first or exc
+        if first is not None:
+            raise first
+
+    async def turn_started(self, run: RunContext, text: str) -> None:
+        await self._each(lambda h: h.turn_started(run, text))
+
+    async def message_appended(self, run: RunContext, message: Message) -> None:
+        await self._each(lambda h: h.message_appended(run, message))
+
+    async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
+        await self._each(lambda h: h.model_attempt(run, attempt))
+
+    async def tool_started(self, run: RunContext, call: ToolCall) -> None:
+        await self._each(lambda h: h.tool_started(run, call))
+
+    async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
+        await self._each(lambda h: h.tool_finished(run, result))
+
+    async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
+        await self._each(lambda h: h.plan_made(run, plan))
+
+    async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
+        await self._each(lambda h: h.turn_finished(run, outcome))

@@ -1,0 +1,15 @@
+"""The base of every tool's settings (the profile's `tools:` entry). Its own module: profiles validate
+settings and tools declare them, and neither should import the other for it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ToolSettings(BaseModel):
+    """Per-tool settings from the profile's `tools:` mapping. Tools subclass this; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout: float | None = None
+    max_attempts: int | None = None

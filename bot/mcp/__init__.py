@@ -1,0 +1,1 @@
+"""Tools from Model Context Protocol servers (docs/mcp.md)."""

@@ -1,0 +1,42 @@
+"""SqlRecorder: the turn hooks that write a turn to SQL through SqlStore's write-behind queue. Rows are
+queued in order off the turn's critical path; `turn_finished` waits until all of them are committed and
+raises WriteFailed if one was refused (the turn then fails rather than claiming a record it lacks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.engine.context import RunContext
+from bot.engine.hooks import ModelAttempt, TurnHooks
+from bot.engine.messages import Message, ToolResult, TurnOutcome
+from bot.engine.wire import response_dict
+from bot.store.repositories import LLMCallRecord, SqlStore
+
+
+class SqlRecorder(TurnHooks):
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    async def turn_started(self, run: RunContext, text: str) -> None:
+        await self.store.start_turn(run.session_id, run.turn_id, run.trigger, run.scope.user, text)
+
+    async def message_appended(self, run: RunContext, message: Message) -> None:
+        await self.store.append(run.session_id, run.turn_id, message)
+
+    async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
+        response, err = attempt.response, attempt.error
+        error = (err.detail or f"{type(err).__name__}: {err}") if err is not None else None
+        await self.store.record_llm_call(LLMCallRecord(
+            run.session_id, run.turn_id, run.agent, attempt.model, attempt.attempt,
+            attempt.request.payload, response_dict(response) if response is not None else None,
+            attempt.usage, attempt.latency_ms, response.finish_reason if response is not None else None, error,
+        ))
+
+    async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
+        await self.store.record_tool_call(run.session_id, run.turn_id, run.agent, result)
+
+    async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
+        await self.store.record_plan(run.turn_id, plan)
+
+    async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
+        await self.store.finish_turn(run.turn_id, outcome)

@@ -1,0 +1,138 @@
+"""A real MCP server written with the SDK's server API (`MCPServer`), for tests of yokebot's MCP client.
+
+    python tests/fakes/mcp_server.py stdio
+    python tests/fakes/mcp_server.py http --port 0 --port-file PATH   # streamable HTTP at /mcp
+
+Tools: `echo`, `add`, `pid` (the server's process id), `env` (one environment variable), `leak` (a result
+with secrets in it), `crash` (the process dies mid-call), `hang` (the process blocks its event loop, so it
+answers nothing, pings included), `slow` (an async sleep), `drop_database` (never allowed by the tests).
+`--bad-schema` adds `tag_hosts`, whose input schema has an array without `items` (OpenAI rejects it).
+Over HTTP, `--require-token-env NAME` answers 401 unless `Authorization: Bearer $NAME` is sent."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+
+class FakeServer(MCPServer[Any]):
+    def __init__(self, bad_schema: bool) -> None:
+        super().__init__("fake-ops", log_level="WARNING")
+        self.bad_schema = bad_schema
+
+    async def list_tools(self) -> list[Any]:
+        tools = await super().list_tools()
+        if not self.bad_schema:
+            return [t for t in tools if t.name != "tag_hosts"]
+        for t in tools:
+            if t.name == "tag_hosts":
+                t.input_schema["properties"]["hosts"].pop("items", None)
+        return tools
+
+
+def build(bad_schema: bool = False) -> FakeServer:
+    mcp = FakeServer(bad_schema)
+
+    @mcp.tool(description="Echo the text back.")
+    def echo(text: str) -> str:
+        return f"echo: {text}"
+
+    @mcp.tool(description="Add two integers.")
+    def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    @mcp.tool(description="The server's process id.")
+    def pid() -> str:
+        return str(os.getpid())
+
+    @mcp.tool(description="One environment variable of the server process.")
+    def env(name: str) -> str:
+        return os.environ.get(name, "<unset>")
+
+    @mcp.tool(description="Return a config dump that contains secrets.")
+    def leak() -> str:
+        token = os.environ.get("FAKE_MCP_TOKEN", "none")
+        return f"db_password=hunter2-swordfish\nupstream token {token}\nkey sk-abcdefghijklmnopqrstuvwxyz012345\nok"
+
+    @mcp.tool(description="Die in the middle of the call.")
+    def crash() -> str:
+        sys.stdout.flush()
+        os._exit(3)
+
+    @mcp.tool(description="Block the whole server for an hour.")
+    async def hang() -> str:
+        time.sleep(3600)  # on purpose: the event loop stops, so the server answers nothing
+        return "woke up"
+
+    @mcp.tool(description="Sleep asynchronously, then answer.")
+    async def slow(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "done"
+
+    @mcp.tool(description="Drop the production database.")
+    def drop_database() -> str:
+        return "dropped"
+
+    @mcp.tool(description="Tag hosts.")
+    def tag_hosts(hosts: list[str]) -> str:
+        return ",".join(hosts)
+
+    return mcp
+
+
+def _token_guard(app: Any, env_name: str) -> Any:
+    """ASGI wrapper: 401 unless the Authorization header carries the token from the environment."""
+    expected = f"Bearer {os.environ[env_name]}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+async def serve_http(mcp: FakeServer, port: int, port_file: str | None, token_env: str | None) -> None:
+    import uvicorn
+
+    app: Any = mcp.streamable_http_app(host="127.0.0.1")
+    if token_env:
+        app = _token_guard(app, token_env)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    if port_file:
+        tmp = Path(port_file + ".tmp")
+        tmp.write_text(str(sock.getsockname()[1]))
+        tmp.rename(port_file)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    await server.serve(sockets=[sock])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("transport", choices=["stdio", "http"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file")
+    parser.add_argument("--bad-schema", action="store_true")
+    parser.add_argument("--require-token-env")
+    args = parser.parse_args()
+    mcp = build(args.bad_schema)
+    if args.transport == "stdio":
+        mcp.run("stdio")
+    else:
+        asyncio.run(serve_http(mcp, args.port, args.port_file, args.require_token_env))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""`yokebot chat` and `yokebot ask` as a new user meets them: log text shown as written, piped output
+untouched, Ctrl-C stopping one turn, alerts with somewhere to go. Real subprocesses, the fake model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.fakes.openai_server import FakeOpenAI, call
+from tests.test_cli import ROOT, base_env, yokebot
+
+LOG_LINES = "[/] [bold]not markup[/bold]\n08:00:01 [error] 1234#0: upstream timed out, [/api/v1] GET failed\n"
+
+
+def ops_with_notify(tmp_path: Path) -> Path:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "error.log").write_text(LOG_LINES)
+    agent = tmp_path / "agents" / "ops"
+    agent.mkdir(parents=True)
+    (agent / "AGENT.md").write_text(
+        "---\ntools:\n"
+        f"  read_file: {{roots: ['{logs}']}}\n"
+        f"  grep_log: {{roots: ['{logs}']}}\n"
+        "  notify: {}\n"
+        'notify: {default: "slack:#ops-alerts"}\n'
+        "---\nYou are ops.\n")
+    return logs
+
+
+def test_log_text_that_looks_like_markup_is_shown_as_written(tmp_path: Path, fake_llm: FakeOpenAI):
+    logs = ops_with_notify(tmp_path)
+    fake_llm.calls(call("grep_log", {"path": str(logs / "error.log"), "pattern": "[/api/v1]"}))
+    fake_llm.calls(call("read_file", {"path": str(logs / "error.log")}))
+    fake_llm.reply("Saw [error] and [/api/v1] GET failed.")
+    out = yokebot("chat", env=base_env(tmp_path, fake_llm), stdin="check the log\n")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "MarkupError" not in out.stderr
+    assert "[error]" in out.stdout  # nginx's own level survives in the previews
+    assert '"pattern": "[/api/v1]"' in out.stdout
+    assert "[/] [bold]not markup[/bold]" in out.stdout
+    assert "Saw [error] and [/api/v1] GET failed." in out.stdout
+
+
+def test_piped_ask_prints_exactly_what_the_model_wrote(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    answer = "status :smile:\n" + "x" * 300 + "\n  indented   with   spaces\n[b]not bold[/b]"
+    fake_llm.reply(answer)
+    out = yokebot("ask", "hi", env=base_env(tmp_path, fake_llm))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == answer + "\n"
+
+
+def test_answers_keep_their_lines_and_link_urls(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    fake_llm.reply("502s at:\n08:00:01\n08:00:02\nSee [the runbook](https://wiki.example.com/nginx).")
+    out = yokebot("chat", env=base_env(tmp_path, fake_llm), stdin="when?\n")
+    assert out.returncode == 0, out.stderr
+    assert "502s at:\n08:00:01\n08:00:02\n" in out.stdout
+    assert "https://wiki.example.com/nginx" in out.stdout
+
+
+def test_notify_in_chat_without_slack_shows_the_alert_in_the_terminal(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    fake_llm.calls(call("notify", {"message": "nginx: 502s since 08:00 [error]"}))
+    fake_llm.reply("Alerted.")
+    env = base_env(tmp_path, fake_llm)
+    out = yokebot("chat", env=env, stdin="alert the team\n")
+    assert out.returncode == 0, out.stderr
+    assert "alert for slack:#ops-alerts" in out.stdout
+    assert "nginx: 502s since 08:00 [error]" in out.stdout
+    assert "slack is not configured" in out.stdout
+    assert "← ok" in out.stdout  # the tool call succeeded
+    tool_result = next(m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool")["content"]
+    assert "shown in the terminal only" in tool_result
+
+
+def test_chat_log_lines_go_to_the_log_file_not_between_answers(tmp_path: Path, fake_llm: FakeOpenAI, capsys):
+    import logging
+
+    from bot.commands.support import chat_log
+    from tests.conftest import make_settings
+
+    settings = make_settings("sqlite+aiosqlite:///x.db", fake_llm, tmp_path, chat_log_file=tmp_path / "s" / "chat.log")
+    stream = chat_log(settings)
+    try:
+        logging.getLogger("bot.engine.executor").warning("tool %s raised; retrying (session=abc123)", "grep_log")
+    finally:
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if getattr(h, "_yokebot_handler", False)]:
+            root.removeHandler(handler)
+        stream.close()
+    captured = capsys.readouterr()
+    assert "retrying" not in captured.out + captured.err
+    assert "tool grep_log raised; retrying (session=abc123)" in (tmp_path / "s" / "chat.log").read_text()
+
+
+def test_a_failed_model_call_retried_in_chat_leaves_the_screen_clean(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    fake_llm.fail(500).reply("Recovered.")
+    out = yokebot("chat", env=base_env(tmp_path, fake_llm), stdin="hi\n")
+    assert out.returncode == 0, out.stderr
+    assert "Recovered." in out.stdout
+    assert out.stderr == ""
+
+
+def _reader(proc: subprocess.Popen[str], sink: list[str]) -> threading.Thread:
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, ""):
+            sink.append(line)
+
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    return t
+
+
+def _wait(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _chat(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "bot", "chat"], cwd=ROOT, env={**env, "PYTHONUNBUFFERED": "1"},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_ctrl_c_stops_the_turn_not_the_chat(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    fake_llm.hang(30)
+    fake_llm.reply("Second answer.")
+    env = base_env(tmp_path, fake_llm)
+    proc = _chat(env)
+    lines: list[str] = []
+    _reader(proc, lines)
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("a long question\n")
+        proc.stdin.flush()
+        _wait(lambda: len(fake_llm.requests) == 1)
+        proc.send_signal(signal.SIGINT)
+        _wait(lambda: "stopped" in "".join(lines))
+        proc.stdin.write("second question\n")
+        proc.stdin.flush()
+        _wait(lambda: "Second answer." in "".join(lines))
+        assert proc.poll() is None  # still chatting
+        proc.stdin.close()
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    sessions = json.loads(yokebot("sessions", "--json", env=env).stdout)
+    traced = json.loads(yokebot("trace", sessions[0]["id"], "--json", env=env).stdout)
+    statuses = [t["status"] for t in traced["turns"]]
+    assert statuses == ["error", "ok"], statuses
+    assert "stopped" in traced["turns"][0]["error"]
+
+
+def test_ctrl_c_at_the_prompt_leaves_at_once(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    proc = _chat(base_env(tmp_path, fake_llm))
+    lines: list[str] = []
+    _reader(proc, lines)
+    try:
+        _wait(lambda: "talking to agent" in "".join(lines))
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) in (0, 130)  # without Enter, without closing stdin
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.stderr is not None and "Traceback" not in proc.stderr.read()
+
+
+def test_chat_log_file_default_is_outside_the_working_directory(tmp_path: Path):
+    from bot.config import Settings
+
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert settings.chat_log_file == tmp_path / "state" / "yokebot" / "chat.log"

@@ -38,9 +38,9 @@ class ModelAttempt:
 
 class TurnHooks:
     """The events of a turn, in order: started, then messages, model attempts and tool calls (and, in plan
-    mode, the plan), then finished (exactly once, also when the turn failed or was cancelled). Every method is a no-op here; subclass
-    and override what you need. An exception from a hook fails the turn (the recorder's commit failure
-    must), so a hook that only observes should not raise."""
+    mode, the plan), then finished (exactly once, also when the turn failed or was cancelled). Every method
+    is a no-op here; subclass and override what you need. An exception from a hook fails the turn (the
+    recorder's commit failure must), so a hook that only observes should not raise."""
 
     async def turn_started(self, run: RunContext, text: str) -> None:
         return None

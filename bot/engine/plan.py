@@ -188,7 +188,8 @@ class PlanExecutor:
         kept = [s for s in plan.steps if s.status != "pending"]
         plan.steps = kept + [PlanStep(len(kept) + n, s) for n, s in enumerate(new, 1)]
         plan.replans.append(Replan(step.number, why, tuple(new)))
-        await hooks.message_appended(run, Message.assistant(f"Revised plan after step {step.number}:\n" + plan.listing()))
+        revised = Message.assistant(f"Revised plan after step {step.number}:\n" + plan.listing())
+        await hooks.message_appended(run, revised)
 
     @staticmethod
     def _skip_rest(plan: Plan, start: int) -> None:

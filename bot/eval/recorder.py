@@ -1,12 +1,14 @@
 """A chat adapter that posts nowhere and remembers: the notify target of an eval run. It is registered with
 the app's AdapterNotifier for every platform, so `notify` and scheduled reports go the real way to it.
-`TurnPhase`, one of the app's turn hooks, tells it whether a post came during a turn (notify) or after."""
+It keeps what the platform's API would receive: the real adapters' last step (`defuse_broadcasts`) runs
+here too. `TurnPhase`, one of the app's turn hooks, tells it whether a post came during a turn (notify) or after."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
+from bot.chat.formatting import defuse_broadcasts
 from bot.engine.context import RunContext
 from bot.engine.hooks import TurnHooks
 from bot.engine.messages import TurnOutcome
@@ -51,5 +53,5 @@ class RecordingAdapter:
 
     async def post(self, channel: str, text: str) -> str:
         phase: Phase = "turn" if self.log.in_turn else "report"  # inside a turn: the notify tool
-        self.log.posts.append(Post(f"{self.platform}:{channel}", text, phase))
+        self.log.posts.append(Post(f"{self.platform}:{channel}", defuse_broadcasts(text, self.platform), phase))
         return f"eval-{len(self.log.posts)}"

@@ -103,6 +103,24 @@ async def test_the_turn_cap_applies_across_steps(tmp_path: Path, fake_llm: FakeO
         assert result.iterations == 3 and result.hit_iteration_limit
         assert "3. Third (not run)" in result.answer and "limit of 3 model calls" in result.answer
         assert len(fake_llm.requests) == 3
+        await app.store.flush()
+        # the plan call is audited like the steps' calls (it reaches the hooks), and the turn says why it stopped
+        assert await rows(app, "SELECT stopped_by, status FROM turns") == [("iteration_limit", "limit")]
+        assert await rows(app, "SELECT count(*) FROM llm_calls") == [(3,)]
+    finally:
+        await app.close()
+
+
+async def test_a_failed_plan_call_ends_the_turn_as_an_error(tmp_path: Path, fake_llm: FakeOpenAI):
+    app = await planner_app(tmp_path, fake_llm)
+    try:
+        fake_llm.fail(400, "invalid_request_error")
+        result = await app.service.handle(ask("anything"))
+        assert result.answer.startswith("Sorry, I could not finish this") and result.stopped_by == "error"
+        await app.store.flush()
+        (row,) = await rows(app, "SELECT stopped_by, status, plan FROM turns")
+        assert row[:2] == ("error", "error") and row[2] is None
+        assert await rows(app, "SELECT count(*) FROM llm_calls WHERE error IS NOT NULL") == [(1,)]
     finally:
         await app.close()
 

@@ -22,6 +22,7 @@ from bot.engine.guards import PriceOf
 from bot.engine.hooks import CompositeHooks
 from bot.engine.loop import ReActLoop
 from bot.engine.model import OpenAIChatModel
+from bot.engine.plan import PlanExecutor
 from bot.engine.profiles import AgentProfile, ProfileLoader
 from bot.engine.prompt import PromptBuilder
 from bot.engine.retrying import RetryingModel, RetryPolicy
@@ -161,7 +162,8 @@ async def build_app(
     session_lock = (PgSessionLock.for_url(settings.database_url, settings.slack_max_concurrent_turns)
                     if engine.dialect.name == "postgresql" else None)
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
-                           notifier=notifier, memory=store, session_lock=session_lock)
+                           notifier=notifier, memory=store, session_lock=session_lock,
+                           planner=PlanExecutor(loop))
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds)
     app = App(settings, engine, store, registry, profiles, notifier, service, metrics, model,
               inbox=inbox, inbox_claims=InboxClaims(inbox, partial(side_effecting, registry)),

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from bot.commands.eval import register as register_eval
 from bot.commands.observe import register as register_observability
 from bot.commands.schedule import schedule_app
 from bot.commands.support import chat_log, err, out, run_async, settings_or_exit, setup_logging
@@ -299,3 +300,4 @@ def main() -> None:
 
 
 register_observability(app, db_app)  # sessions, trace, usage, db prune
+register_eval(app)  # eval

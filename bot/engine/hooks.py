@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.engine.context import RunContext
 from bot.engine.errors import ModelError
@@ -36,10 +37,10 @@ class ModelAttempt:
 
 
 class TurnHooks:
-    """The events of a turn, in order: started, then messages, model attempts and tool calls, then finished
-    (exactly once, also when the turn failed or was cancelled). Every method is a no-op here; subclass
-    and override what you need. An exception from a hook fails the turn (the recorder's commit failure
-    must), so a hook that only observes should not raise."""
+    """The events of a turn, in order: started, then messages, model attempts and tool calls (and, in plan
+    mode, the plan), then finished (exactly once, also when the turn failed or was cancelled). Every method
+    is a no-op here; subclass and override what you need. An exception from a hook fails the turn (the
+    recorder's commit failure must), so a hook that only observes should not raise."""
 
     async def turn_started(self, run: RunContext, text: str) -> None:
         return None
@@ -54,6 +55,10 @@ class TurnHooks:
         return None
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
+        return None
+
+    async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
+        """A `mode: plan` turn's plan as it ended: steps (text, status, finding, iterations) and replans."""
         return None
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
@@ -101,6 +106,9 @@ class CompositeHooks(TurnHooks):
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
         await self._each(lambda h: h.tool_finished(run, result))
+
+    async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
+        await self._each(lambda h: h.plan_made(run, plan))
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         await self._each(lambda h: h.turn_finished(run, outcome))

@@ -38,6 +38,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class PlanSpec(_Strict):
+    """`mode: plan`: how long a plan may be, each step's model-call budget, how often it may replan."""
+
+    max_steps: int = Field(default=5, ge=1, le=20)
+    step_max_iterations: int = Field(default=4, ge=1, le=50)
+    max_replans: int = Field(default=1, ge=0, le=3)
+
+
 class AccessSpec(_Strict):
     users: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
@@ -132,6 +140,8 @@ class ProfileSpec(_Strict):
     budget: BudgetSpec = BudgetSpec()
     loop_repeats: int = Field(default=3, ge=2, le=50)  # same tool + same arguments this often = a loop
     parallel_tool_calls: bool = True
+    mode: Literal["react", "plan"] = "react"
+    plan: PlanSpec = PlanSpec()
     timezone: str = "UTC"
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
@@ -182,6 +192,8 @@ class AgentProfile:
     budget: BudgetSpec = field(default_factory=BudgetSpec)
     loop_repeats: int = 3
     parallel_tool_calls: bool = True  # several tool calls in one model message run at once
+    mode: Literal["react", "plan"] = "react"  # plan: plan-and-execute (bot/engine/plan.py)
+    plan: PlanSpec = field(default_factory=PlanSpec)
     timezone: str = "UTC"
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
@@ -333,6 +345,8 @@ class ProfileLoader:
             budget=spec.budget,
             loop_repeats=spec.loop_repeats,
             parallel_tool_calls=spec.parallel_tool_calls,
+            mode=spec.mode,
+            plan=spec.plan,
             timezone=spec.timezone,
             tools=tools,
             bootstrap=bootstrap,

@@ -16,6 +16,7 @@ from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
 from bot.engine.messages import TurnOutcome, TurnResult
+from bot.engine.plan import PlanExecutor
 from bot.engine.ports import MemoryStore, Notifier, SessionLock, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.window import Thread
@@ -111,10 +112,12 @@ class AgentService:
         notifier: Notifier | None = None,
         memory: MemoryStore | None = None,
         session_lock: SessionLock | None = None,
+        planner: PlanExecutor | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
         self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
         self.notifier, self.memory = notifier, memory
+        self.planner = planner  # runs the turns of `mode: plan` profiles
         self.locks = KeyedLocks()
         self.session_lock = session_lock  # across processes; None: this process is the only one
         self._background: set[asyncio.Task[None]] = set()
@@ -160,7 +163,11 @@ class AgentService:
             fresh = session.created and earlier == 0 and self.session_lock is None
             history = Thread() if fresh else await self.store.load_thread(session.id, profile.max_history_turns)
             try:
-                outcome = await self.loop.run(run, history, req.text, turn_hooks)
+                if profile.mode == "plan" and self.planner is not None:  # plan-and-execute reads the plain turns
+                    plain = [m for t in history.turns for m in t.messages]
+                    outcome = await self.planner.run(run, plain, req.text, turn_hooks)
+                else:
+                    outcome = await self.loop.run(run, history, req.text, turn_hooks)
             except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever
                 stopped = TurnOutcome("", error=replies.TURN_STOPPED, stopped_by="interrupted")
                 self._finish_in_background(run, turn_hooks, stopped)

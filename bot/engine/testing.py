@@ -107,6 +107,9 @@ class RecordingHooks(TurnHooks):
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
         self.events.append(("tool_finished", result))
 
+    async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
+        self.events.append(("plan", plan))
+
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         self.events.append(("turn_finished", outcome))
 

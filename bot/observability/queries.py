@@ -143,6 +143,7 @@ class TurnTrace:
     steps: list[ModelStep] = field(default_factory=lambda: list[ModelStep]())
     unmatched_tools: list[ToolStep] = field(default_factory=lambda: list[ToolStep]())
     memory: list[MemoryStep] = field(default_factory=lambda: list[MemoryStep]())
+    plan: dict[str, Any] | None = None  # mode: plan: steps (text, status, finding, iterations) and replans
 
     @property
     def prompt_tokens(self) -> int:
@@ -223,7 +224,7 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
     for number, r in picked:
         finished = as_utc(r.finished_at) if r.finished_at else None
         t = TurnTrace(number, r.id, r.trigger, r.user, r.text, r.answer, r.status, r.error, r.iterations,
-                      bool(r.hit_limit), as_utc(r.started_at), finished, r.stopped_by)
+                      bool(r.hit_limit), as_utc(r.started_at), finished, r.stopped_by, plan=r.plan)
         _assemble(t, [x for x in llm if x.turn_id == r.id], [x for x in tools if x.turn_id == r.id])
         t.memory = [MemoryStep(m.kind, m.folded_turns, m.content) for m in memory if m.turn_id == r.id]
         out.append(t)

@@ -94,6 +94,17 @@ def _model_node(parent: Tree, m: ModelStep) -> None:
         _tool_node(node, t)
 
 
+def _plan_node(parent: Tree, plan: dict[str, Any]) -> None:
+    """mode: plan: each step with its status, model calls and finding, then the replans."""
+    node = parent.add(Text("plan", style="bold magenta"))
+    for s in plan.get("steps", []):
+        node.add(Text.assemble(f"{s['number']}. {s['text']} ", (f"[{s['status']}, {s['iterations']} call(s)]", "dim"),
+                               f": {preview(s['finding'], 200)}" if s.get("finding") else ""))
+    for r in plan.get("replans", []):
+        node.add(Text(f"replanned after step {r['after_step']} ({r['reason']}): " + "; ".join(r["steps"]),
+                      style="yellow"))
+
+
 def turn_tree(t: TurnTrace) -> Tree:
     style = STATUS_STYLE.get(t.status, "")
     took = f" · {(t.finished_at - t.started_at).total_seconds():.1f} s" if t.finished_at else ""
@@ -105,6 +116,8 @@ def turn_tree(t: TurnTrace) -> Tree:
                          (f" · trace {t.id}", "dim"))
     tree = Tree(head)
     tree.add(Text.assemble(("user: ", "bold"), preview(t.text, 400)))
+    if t.plan:
+        _plan_node(tree, t.plan)
     for step in t.steps:
         _model_node(tree, step)
     for memory in t.memory:

@@ -66,6 +66,7 @@ class TurnRow(Base):
     status: Mapped[str] = mapped_column(String(16), default="running")
     error: Mapped[str | None] = mapped_column(Text)
     stopped_by: Mapped[str | None] = mapped_column(String(64))  # TurnOutcome.stopped_by; NULL while running
+    plan: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # mode: plan: steps, findings, replans
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     __table_args__ = (Index("ix_turns_session_id_started_at", "session_id", "started_at"),)

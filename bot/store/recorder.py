@@ -4,6 +4,8 @@ raises WriteFailed if one was refused (the turn then fails rather than claiming 
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, ToolResult, TurnOutcome
@@ -33,6 +35,9 @@ class SqlRecorder(TurnHooks):
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
         await self.store.record_tool_call(run.session_id, run.turn_id, run.agent, result)
+
+    async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
+        await self.store.record_plan(run.turn_id, plan)
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         await self.store.finish_turn(run.turn_id, outcome)

@@ -286,6 +286,10 @@ class SqlStore:
         self.queue_finish(turn_id, outcome)
         await self.writes.flush(turn_id)
 
+    async def record_plan(self, turn_id: str, plan: dict[str, Any]) -> None:
+        """The plan of a `mode: plan` turn (steps, findings, replans), stored with the turn."""
+        self.writes.put(_FINISH_TURN, {"b_id": turn_id, "plan": plan}, turn_id)
+
     # --- audit ----------------------------------------------------------------------------------------------
     async def record_llm_call(self, record: LLMCallRecord) -> None:
         self.writes.put(_INSERT_LLM_CALL, {

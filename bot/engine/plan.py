@@ -1,0 +1,198 @@
+"""Plan-and-execute (`mode: plan` in AGENT.md): one model call writes a short numbered plan, each step then
+runs through the ReAct loop with its own iteration budget, a failed step may trigger one replanning, and the
+answer reports what each step found. The plan, its steps and replans are recorded with the turn."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from bot.engine import replies
+from bot.engine.context import RunContext
+from bot.engine.errors import ModelError
+from bot.engine.hooks import ModelAttempt, TurnHooks
+from bot.engine.loop import ReActLoop
+from bot.engine.messages import Message, ToolResult, TurnOutcome, Usage
+from bot.engine.wire import ModelRequest
+
+StepStatus = Literal["pending", "done", "failed", "skipped"]
+_ITEM = re.compile(r"^\s*(\d{1,2})[.)]\s+(.+?)\s*$")
+
+PLAN_PROMPT = (
+    "Before you use any tool, write a short plan for the request above: a numbered list of at most {n} "
+    "concrete steps (one line each, like `1. Count the 5xx in the nginx access log of the last hour`). "
+    "Reply with the numbered list only."
+)
+REPLAN_PROMPT = (
+    "Step {number} ({step}) did not finish: {why}. What the steps found so far:\n{found}\n\n"
+    "Write a revised numbered list (at most {n} steps) for the work that remains. Reply with the list only."
+)
+
+
+@dataclass
+class PlanStep:
+    number: int
+    text: str
+    status: StepStatus = "pending"
+    finding: str = ""
+    iterations: int = 0
+
+
+@dataclass
+class Replan:
+    after_step: int
+    reason: str
+    steps: tuple[str, ...]
+
+
+@dataclass
+class _Tally:
+    """What the turn has used so far, over the plan calls and every step."""
+
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
+    error: str | None = None
+    stopped_by: str = "answer"
+
+    def outcome(self, answer: str) -> TurnOutcome:
+        return TurnOutcome(answer, self.iterations, self.usage, self.error, self.stopped_by, tuple(self.tool_calls))
+
+
+@dataclass
+class Plan:
+    steps: list[PlanStep] = field(default_factory=lambda: list[PlanStep]())
+    replans: list[Replan] = field(default_factory=lambda: list[Replan]())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "steps": [{"number": s.number, "text": s.text, "status": s.status, "finding": s.finding,
+                       "iterations": s.iterations} for s in self.steps],
+            "replans": [{"after_step": r.after_step, "reason": r.reason, "steps": list(r.steps)}
+                        for r in self.replans],
+        }
+
+    def listing(self) -> str:
+        return "\n".join(f"{s.number}. {s.text}" for s in self.steps)
+
+
+def parse_plan(text: str, max_steps: int) -> list[str]:
+    steps = [m.group(2) for line in text.splitlines() if (m := _ITEM.match(line))]
+    return steps[:max_steps]
+
+
+def findings(plan: Plan) -> str:
+    done = [f"{s.number}. {s.text}: {s.finding.strip() or '(nothing)'}" for s in plan.steps if s.status != "pending"]
+    return "\n".join(done) or "(nothing yet)"
+
+
+def step_prompt(request: str, plan: Plan, step: PlanStep) -> str:
+    return (f"You are working through a plan for this request: {request}\n\nPlan:\n{plan.listing()}\n\n"
+            f"Findings so far:\n{findings(plan)}\n\nNow do step {step.number} only: {step.text}\n"
+            "Use your tools, then answer with what this step found, in a few lines.")
+
+
+def compose_answer(plan: Plan, stopped: str | None) -> str:
+    lines = ["Plan and findings:"]
+    for s in plan.steps:
+        mark = {"done": "", "failed": " (did not finish)", "skipped": " (not run)", "pending": " (not run)"}[s.status]
+        finding = " ".join(s.finding.split()) if s.finding else ""
+        lines.append(f"{s.number}. {s.text}{mark}" + (f": {finding}" if finding else ""))
+    if plan.replans:
+        lines.append(f"(replanned after step {plan.replans[-1].after_step}: {plan.replans[-1].reason})")
+    if stopped:
+        lines.append(stopped)
+    return "\n".join(lines)
+
+
+class PlanExecutor:
+    """Same call shape as ReActLoop.run, so AgentService picks one or the other by the profile's mode. Every
+    message, model attempt and tool call goes to the turn's hooks, the plan itself to `hooks.plan_made`."""
+
+    def __init__(self, loop: ReActLoop) -> None:
+        self.loop = loop
+
+    async def _ask_plan(self, run: RunContext, messages: list[Message], tally: _Tally,
+                        hooks: TurnHooks) -> list[str]:
+        profile = run.profile
+        system = await self.loop.prompts.system_message(profile, run.scope)
+        request = ModelRequest(profile.model or self.loop.default_model, (system, *messages), (),
+                               profile.temperature)
+
+        async def report(attempt: ModelAttempt) -> None:
+            await hooks.model_attempt(run, attempt)
+
+        tally.iterations += 1
+        response = await self.loop.model.complete(request, report)
+        tally.usage += response.usage
+        return parse_plan(response.message.content, profile.plan.max_steps)
+
+    async def run(self, run: RunContext, history: list[Message], text: str, hooks: TurnHooks) -> TurnOutcome:
+        spec, tally, plan = run.profile.plan, _Tally(), Plan()
+        await hooks.message_appended(run, Message.user(text))
+        try:
+            steps = await self._ask_plan(run, [*history, Message.user(text),
+                                               Message.user(PLAN_PROMPT.format(n=spec.max_steps))], tally, hooks)
+        except ModelError as err:
+            tally.error, tally.stopped_by = str(err), "error"
+            answer = replies.model_failed(err)
+            await hooks.message_appended(run, Message.assistant(answer))
+            return tally.outcome(answer)
+        plan.steps = [PlanStep(i, s) for i, s in enumerate(steps or [text], 1)]
+        await hooks.message_appended(run, Message.assistant("Plan:\n" + plan.listing()))
+        stopped = await self._execute(run, history, text, plan, tally, hooks)
+        answer = compose_answer(plan, stopped)
+        await hooks.message_appended(run, Message.assistant(answer))
+        await hooks.plan_made(run, plan.to_dict())
+        return tally.outcome(answer)
+
+    async def _execute(self, run: RunContext, history: list[Message], text: str, plan: Plan, tally: _Tally,
+                       hooks: TurnHooks) -> str | None:
+        """Run the steps in order; returns why it stopped early, if it did."""
+        profile, i = run.profile, 0
+        while i < len(plan.steps):
+            step = plan.steps[i]
+            budget = min(profile.plan.step_max_iterations, profile.max_iterations - tally.iterations)
+            if budget <= 0:
+                tally.stopped_by = "iteration_limit"
+                self._skip_rest(plan, i)
+                return f"I stopped at the limit of {profile.max_iterations} model calls for this agent."
+            step_run = replace(run, profile=replace(profile, max_iterations=budget))
+            res = await self.loop.run(step_run, history, step_prompt(text, plan, step), hooks)
+            tally.iterations += res.iterations
+            tally.usage += res.usage
+            tally.tool_calls.extend(res.tool_calls)
+            step.iterations, step.finding = res.iterations, res.answer
+            step.status = "done" if res.stopped_by == "answer" and not res.error else "failed"
+            if res.error:
+                tally.error, tally.stopped_by = res.error, "error"
+                self._skip_rest(plan, i + 1)
+                return f"Step {step.number} failed: {res.error}"
+            if step.status == "failed" and len(plan.replans) < profile.plan.max_replans:
+                await self._replan(run, history, text, plan, step, tally, hooks)
+            i += 1
+        return None
+
+    async def _replan(self, run: RunContext, history: list[Message], text: str, plan: Plan, step: PlanStep,
+                      tally: _Tally, hooks: TurnHooks) -> None:
+        why = f"it used its {step.iterations} model calls without an answer"
+        if run.profile.max_iterations - tally.iterations <= 0:
+            return
+        ask = REPLAN_PROMPT.format(number=step.number, step=step.text, why=why, found=findings(plan),
+                                   n=run.profile.plan.max_steps)
+        try:
+            new = await self._ask_plan(run, [*history, Message.user(text), Message.user(ask)], tally, hooks)
+        except ModelError:
+            return
+        kept = [s for s in plan.steps if s.status != "pending"]
+        plan.steps = kept + [PlanStep(len(kept) + n, s) for n, s in enumerate(new, 1)]
+        plan.replans.append(Replan(step.number, why, tuple(new)))
+        revised = Message.assistant(f"Revised plan after step {step.number}:\n" + plan.listing())
+        await hooks.message_appended(run, revised)
+
+    @staticmethod
+    def _skip_rest(plan: Plan, start: int) -> None:
+        for s in plan.steps[start:]:
+            if s.status == "pending":
+                s.status = "skipped"

@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.chat.approvals import ApprovalDesk
 from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
@@ -28,6 +29,7 @@ from bot.engine.tooling import Tool
 from bot.engine.wire import ChatModel
 from bot.observability.hooks import MetricsHooks
 from bot.observability.metrics import Metrics
+from bot.store.approvals import ApprovalStore
 from bot.store.db import create_engine, ensure_schema
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
@@ -52,6 +54,7 @@ class App:
     metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
     model: ChatModel | None = None
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
+    approvals: ApprovalDesk | None = None  # asks a human before a gated tool runs (docs/approvals.md)
 
     def profile(self, name: str) -> AgentProfile:
         return find_profile(self.profiles, self.settings.agents_dir, name)
@@ -124,9 +127,10 @@ async def build_app(
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(retrying, executor, prompts, settings.model)
     hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(metrics))  # every turn is recorded and counted
+    approvals = ApprovalDesk(ApprovalStore(engine))
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
-                           notifier=notifier, memory=store)
-    app = App(settings, engine, store, registry, profiles, notifier, service, metrics, model, mcp)
+                           notifier=notifier, memory=store, approvals=approvals)
+    app = App(settings, engine, store, registry, profiles, notifier, service, metrics, model, mcp, approvals)
     if mcp is not None:
         try:
             await mcp.start()

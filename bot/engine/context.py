@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from bot.engine.approval import ApprovalGate
 from bot.engine.ports import MemoryStore, Notifier
 from bot.engine.profiles import AgentProfile
 from bot.engine.toolsettings import ToolSettings
@@ -32,6 +33,7 @@ class RunContext:
     trigger: str = "message"  # console | mention | dm | thread | schedule | cli
     notifier: Notifier | None = None
     memory: MemoryStore | None = None
+    approvals: ApprovalGate | None = None  # who is asked before a gated tool runs
 
     @property
     def agent(self) -> str:

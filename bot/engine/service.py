@@ -11,6 +11,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine import replies
+from bot.engine.approval import ApprovalGate
 from bot.engine.context import RunContext, Scope
 from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
@@ -99,8 +100,10 @@ class AgentService:
         hooks: TurnHooks | None = None,
         notifier: Notifier | None = None,
         memory: MemoryStore | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
+        self.approvals = approvals
         self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
         self.notifier, self.memory = notifier, memory
         self.locks = KeyedLocks()
@@ -129,7 +132,8 @@ class AgentService:
         session = await self.open_session(req)
         profile = self.profiles(session.agent)
         scope = Scope(session.platform, session.channel, session.thread, req.user)
-        run = RunContext(session.id, uuid.uuid4().hex, profile, scope, req.trigger, self.notifier, self.memory)
+        run = RunContext(session.id, uuid.uuid4().hex, profile, scope, req.trigger, self.notifier, self.memory,
+                         self.approvals)
         turn_hooks = self.hooks.plus(hooks)
         async with self.locks.hold(session.id) as earlier, turn_scope(run):
             await turn_hooks.turn_started(run, req.text)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bot.engine.approval import ApprovalSpec
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.tools.sandbox import resolve_allowed, suspicious_char
 
@@ -45,6 +46,7 @@ class CommandRule(BaseModel):
     args: tuple[str, ...] = ()
     max_args: int = Field(default=32, ge=0, le=256)
     executable: str | None = None
+    approval: ApprovalSpec | None = None  # this command runs only once a human approved it
 
     @field_validator("command")
     @classmethod
@@ -295,17 +297,26 @@ def split_command(command: str, allowed: str) -> list[str]:
     return words
 
 
-def check_command(command: str, rules: Sequence[CommandRule], roots: Sequence[str]) -> list[str]:
-    """Return the argv to run (executable resolved, paths resolved) or raise ToolDenied / ToolFailed."""
-    allowed = allowed_list(rules) + (f" (paths under {', '.join(roots)})" if roots and rules else "")
+def allowed_text(rules: Sequence[CommandRule], roots: Sequence[str]) -> str:
+    return allowed_list(rules) + (f" (paths under {', '.join(roots)})" if roots and rules else "")
+
+
+def match_rule(command: str, rules: Sequence[CommandRule], roots: Sequence[str]) -> tuple[CommandRule, list[str]]:
+    """The rule `command` falls under (the longest matching prefix) and its words; raise ToolDenied if none."""
+    allowed = allowed_text(rules, roots)
     if not rules:
         raise ToolDenied("this agent may not run any command", allowed)
     words = split_command(command, allowed)
     matches = [r for r in rules if words[: len(r.words)] == r.words]
     if not matches:
         raise ToolDenied(f"{' '.join(words[:3])!r} is not an allowed command", allowed)
-    rule = max(matches, key=lambda r: len(r.words))
-    args = _Parser(rule, roots, allowed).parse(words[len(rule.words) :])
+    return max(matches, key=lambda r: len(r.words)), words
+
+
+def check_command(command: str, rules: Sequence[CommandRule], roots: Sequence[str]) -> list[str]:
+    """Return the argv to run (executable resolved, paths resolved) or raise ToolDenied / ToolFailed."""
+    rule, words = match_rule(command, rules, roots)
+    args = _Parser(rule, roots, allowed_text(rules, roots)).parse(words[len(rule.words) :])
     exe = rule.executable or shutil.which(rule.words[0], path=SAFE_PATH)
     if exe is None:
         raise ToolFailed(f"{rule.words[0]} is not installed on this host (looked in {SAFE_PATH})")

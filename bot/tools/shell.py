@@ -6,10 +6,11 @@ import shlex
 import signal
 from dataclasses import dataclass
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
+from bot.engine.approval import ApprovalSpec
 from bot.engine.tooling import ToolContext, ToolSettings, tool
-from bot.tools.commands import SAFE_PATH, CommandRule, check_command
+from bot.tools.commands import SAFE_PATH, CommandRule, check_command, match_rule
 
 # A clean environment: nothing of ours (tokens, keys) leaks into a child, and no pager or colour waits on us.
 CLEAN_ENV = {
@@ -107,6 +108,16 @@ def workdir(roots: tuple[str, ...]) -> str:
     return "/"
 
 
+def shell_approval(ctx: ToolContext[ShellSettings], args: BaseModel) -> ApprovalSpec | None:
+    """A command under a rule with `approval:` (or any command, with the tool's own) waits for a human. The
+    whole check runs first: a command the sandbox refuses is refused before anyone is asked."""
+    settings = ctx.settings
+    command = str(getattr(args, "command", ""))
+    check_command(command, settings.commands, settings.roots)
+    rule, _ = match_rule(command, settings.commands, settings.roots)
+    return rule.approval or settings.approval
+
+
 @tool(
     "shell",
     "Run ONE allow-listed diagnostic command (like `df -h`, `uptime`, `systemctl status nginx`, `tail -n 50 "
@@ -115,6 +126,7 @@ def workdir(roots: tuple[str, ...]) -> str:
     "denied call says which commands are allowed.",
     settings=ShellSettings,
     timeout=660.0,
+    approval=shell_approval,
 )
 async def shell(ctx: ToolContext[ShellSettings], command: str) -> str:
     settings = ctx.settings

@@ -163,6 +163,10 @@ def build_slack(app: App) -> SlackAdapter | None:
 
     adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics)
     app.notifier.register(adapter)
+    if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
+        from bot.chat.slack_approvals import mount_approvals
+
+        mount_approvals(adapter.bolt, app.approvals, adapter.web, adapter.groups)
     return adapter
 
 

@@ -179,4 +179,8 @@ def build_discord(app: App) -> DiscordAdapter | None:
 
     adapter = DiscordAdapter(app.service, app.settings, app.profiles, claims=app.store, metrics=app.metrics)
     app.notifier.register(adapter)
+    if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
+        from bot.chat.discord_approvals import mount_approvals
+
+        mount_approvals(adapter.client, app.approvals)
     return adapter

@@ -138,7 +138,8 @@ class ApprovalDesk:
         if scope.platform in self.inline or scope.platform in self.buttons:
             return scope.platform, scope.channel, scope.thread
         if scope.platform == "schedule":
-            spec = next((s for s in run.profile.schedules if s.name == scope.channel), None)
+            # a profile schedule's runs happen in channel `agent/name` (bot/scheduling/model.py)
+            spec = next((s for s in run.profile.schedules if f"{run.agent}/{s.name}" == scope.channel), None)
             if spec is None or spec.post_to is None:
                 return "this scheduled run has no post_to channel where someone could approve it"
             platform, _, channel = spec.post_to.partition(":")

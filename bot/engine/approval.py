@@ -1,6 +1,7 @@
 """Human approval for risky tool calls: the profile's `approval:` setting, and the gate the executor asks.
 
-The engine only knows the port: `ApprovalGate.decide` posts the request where the turn happens, waits for a
+The engine only knows the port (`ApprovalGate`, in bot/engine/context.py next to the RunContext it reads):
+`decide` posts the request where the turn happens, waits for a
 decision (or the timeout) and says what came of it. `bot/chat/approvals.py` implements it for every
 platform; the executor turns the decision into the tool's observation (docs/approvals.md)."""
 
@@ -9,12 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-if TYPE_CHECKING:
-    from bot.engine.context import RunContext
 
 REQUESTER = "requester"
 DEFAULT_TIMEOUT = "10m"
@@ -102,16 +100,6 @@ class ApprovalDecision:
     @property
     def approved(self) -> bool:
         return self.verdict == "approved"
-
-
-class ApprovalGate(Protocol):
-    """Posts the request where the turn happens and waits until it is decided or expires."""
-
-    async def decide(self, run: RunContext, request: ApprovalRequest) -> ApprovalDecision: ...
-
-    async def ran(self, decision: ApprovalDecision, status: str) -> None:
-        """The approved call ran (or failed): recorded on the request's row."""
-        ...
 
 
 def observation(request: ApprovalRequest, decision: ApprovalDecision) -> tuple[str, str]:

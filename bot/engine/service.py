@@ -11,8 +11,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine import replies
-from bot.engine.approval import ApprovalGate
-from bot.engine.context import RunContext, Scope
+from bot.engine.context import ApprovalGate, RunContext, Scope
 from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop

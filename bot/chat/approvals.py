@@ -214,9 +214,11 @@ class ApprovalDesk:
             log.warning("could not update approval request %s", approval.id, exc_info=True)
 
     # --- a click -----------------------------------------------------------------------------------------
-    async def click(self, approval_id: int, user: str, groups: frozenset[str], approve: bool) -> ClickAnswer:
+    async def click(self, platform: str, approval_id: int, user: str, groups: frozenset[str],
+                    approve: bool) -> ClickAnswer:
+        """A click on Approve / Deny by `user` (in `groups`: Slack user groups, Discord roles) on `platform`."""
         approval = await self.store.get(approval_id)
-        if approval is None:
+        if approval is None or approval.platform != platform:
             return ClickAnswer(private="This approval request is unknown here.")
         if approval.status != "pending":
             return ClickAnswer(private=f"This request was already {approval.status}.")

@@ -107,7 +107,7 @@ def mount_approvals(client: discord.Client, desk: ApprovalDesk) -> None:
 
 async def answer_click(desk: ApprovalDesk, interaction: discord.Interaction, approval_id: int, approve: bool) -> None:
     user = interaction.user
-    answer = await desk.click(approval_id, str(user.id), _roles(user), approve)
+    answer = await desk.click("discord", approval_id, str(user.id), _roles(user), approve)
     try:
         if answer.private is not None:
             await interaction.response.send_message(answer.private, ephemeral=True)

@@ -107,7 +107,8 @@ async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, client
     except ValueError:
         log.warning("Slack approval click with a bad value %r", action.get("value"))
         return
-    answer = await desk.click(approval_id, user, await groups.of(user), action.get("action_id") == ACTION_APPROVE)
+    approve = action.get("action_id") == ACTION_APPROVE
+    answer = await desk.click("slack", approval_id, user, await groups.of(user), approve)
     channel = str((body.get("channel") or {}).get("id") or "")
     try:
         if answer.private is not None:

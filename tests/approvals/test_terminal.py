@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -83,12 +84,18 @@ def test_ask_refuses_a_gated_call_unless_approve_is_given(tmp_path: Path, fake_l
     assert [t[0] for t in tools] == ["denied"] and tools[0][1].startswith("shell needs a human's approval")
 
     script(fake_llm)
-    out = yokebot("ask", "--agent", "ops", "--approve", "restart nginx", env=base_env(tmp_path, fake_llm))
+    env = base_env(tmp_path, fake_llm)
+    out = yokebot("ask", "--agent", "ops", "--approve", "--json", "restart nginx", env=env)
     assert out.returncode == 0, out.stderr
     assert "--approve" not in out.stderr
     approvals, tools = audit(tmp_path)
-    assert approvals[1][2:] == ("approved", approvals[1][3], "ran") and approvals[1][3].startswith("terminal")
-    assert tools[1][0] == "ok" and tools[1][1] == f"approved by {approvals[1][3]}"
+    who = approvals[1][3]
+    assert approvals[1][2:] == ("approved", who, "ran") and who.startswith("terminal")
+    assert tools[1][0] == "ok" and tools[1][1] == f"approved by {who}"
+    turn = json.loads(out.stdout)
+    assert turn["tool_calls"][0]["reason"] == f"approved by {who}"
+    trace = yokebot("trace", turn["session_id"], env=env)
+    assert f"approved by {who}" in trace.stdout and "denied: approved" not in trace.stdout
 
 
 def test_an_ungated_rule_of_the_same_tool_runs_without_asking(tmp_path: Path, fake_llm: FakeOpenAI):

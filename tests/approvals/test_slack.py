@@ -185,3 +185,26 @@ async def test_a_click_after_a_restart_resolves_the_row_and_the_thread_is_told_i
         assert await tool_rows(second.app) == []  # the tool never ran
     finally:
         await second.stop()
+
+
+async def test_a_secret_in_the_arguments_is_redacted_in_the_request_and_the_row(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, agents_dir: Path
+):
+    RESTARTS.clear()
+    gated_agent(agents_dir)
+    fake_llm.calls(call("restart_service", {"service": "nginx sk-test-key-123"}, "call_leak")).reply("No.")
+    bot = await start_bot(fake_slack, fake_llm, sqlite_url, agents_dir)
+    fast(bot.app)
+    try:
+        await bot.deliver(mention("restart nginx please", ASK_TS))
+        _, ts, approval_id = await slack_request(fake_slack)
+        request = next(c for c in fake_slack.calls_to("chat.postMessage") if c.result["ts"] == ts)
+        assert "sk-test-key-123" not in json.dumps(request.params)
+        assert "nginx" in json.dumps(blocks_of(request))
+        await click(bot, BOSS, ACTION_DENY, approval_id, ts)
+        await answered(fake_slack, ASK_TS)
+        (row,) = await approval_rows(bot.app)
+        assert "sk-test-key-123" not in row.arguments and "nginx" in row.arguments
+        assert all("sk-test-key-123" not in json.dumps(c.params) for c in fake_slack.calls_to("chat.update"))
+    finally:
+        await bot.stop()

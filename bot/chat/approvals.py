@@ -108,7 +108,7 @@ class ApprovalDesk:
     async def decide(self, run: RunContext, request: ApprovalRequest) -> ApprovalDecision:
         where = self._where(run)
         if isinstance(where, str):
-            return ApprovalDecision("refused", note=where)
+            return ApprovalDecision("refused", note=f"{request.tool} needs a human's approval, but {where}")
         platform, channel, thread = where
         now = utcnow()
         new = NewApproval(run.session_id, run.turn_id, run.agent, request.call_id, request.tool, request.arguments,
@@ -124,7 +124,9 @@ class ApprovalDesk:
         except Exception:
             log.exception("could not post approval request %s", approval_id)
             await self.store.expire(approval_id)
-            return ApprovalDecision("refused", note="the approval request could not be posted", approval_id=approval_id)
+            await self.store.set_outcome(approval_id, "not_run")
+            return ApprovalDecision("refused", note=f"{request.tool} needs a human's approval, but the request "
+                                    "could not be posted", approval_id=approval_id)
         await self.store.set_message(approval_id, ref)
         return await self._wait(approval_id)
 
@@ -141,17 +143,18 @@ class ApprovalDesk:
             # a profile schedule's runs happen in channel `agent/name` (bot/scheduling/model.py)
             spec = next((s for s in run.profile.schedules if f"{run.agent}/{s.name}" == scope.channel), None)
             if spec is None or spec.post_to is None:
-                return "this scheduled run has no post_to channel where someone could approve it"
+                return "this scheduled run has no post_to channel to ask in"
             platform, _, channel = spec.post_to.partition(":")
             if platform in self.buttons:
                 return platform, channel, None
-            return f"{platform} is not connected in this process, so nobody can be asked to approve it"
-        return f"nobody can be asked to approve it from {scope.platform}"
+            return f"{platform} is not connected in this process, so nobody can be asked"
+        return f"nobody can be asked from {scope.platform}"
 
     async def _inline(self, inline: InlineApprover, approval: Approval) -> ApprovalDecision:
         answer = await inline.decide(approval)
         if isinstance(answer, str):
             await self.store.expire(approval.id)
+            await self.store.set_outcome(approval.id, "not_run")
             return ApprovalDecision("refused", note=answer, approval_id=approval.id)
         verdict, who = answer
         await self.store.decide(approval.id, verdict, who)

@@ -115,7 +115,7 @@ class ToolExecutor:
         if not decision.approved:
             text, reason = observation(request, decision)
             return ToolResult(call.id, call.name, raw, text, "denied", attempts=0, reason=reason)
-        result = await self._run_with_retries(tool, ctx, args, call, raw)
+        result = await self._run_with_retries(tool, ctx, args, call, raw, max_attempts=1)  # approved once: run once
         if gate is not None:
             try:
                 await gate.ran(decision, result.status)
@@ -131,7 +131,8 @@ class ToolExecutor:
         return ToolResult(call.id, call.name, raw, text, "denied", attempts=attempts, reason=exc.reason)
 
     async def _run_with_retries(
-        self, tool: Tool[Any], ctx: ToolContext[Any], args: BaseModel, call: ToolCall, raw: Any
+        self, tool: Tool[Any], ctx: ToolContext[Any], args: BaseModel, call: ToolCall, raw: Any,
+        max_attempts: int | None = None,
     ) -> ToolResult:
         """ToolRetry is retried with exponential backoff; everything else ends the call at once."""
         timeout: float = ctx.settings.timeout or tool.timeout
@@ -146,7 +147,7 @@ class ToolExecutor:
             return await asyncio.wait_for(tool.run(ctx, args), timeout)
 
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(ctx.settings.max_attempts or self.policy.max_attempts),
+            stop=stop_after_attempt(max_attempts or ctx.settings.max_attempts or self.policy.max_attempts),
             wait=wait_exponential(multiplier=self.policy.backoff_seconds),
             retry=retry_if_exception_type(ToolRetry), reraise=True,
         )

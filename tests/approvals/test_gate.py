@@ -63,3 +63,46 @@ async def test_where_nobody_can_be_asked_the_call_is_refused_with_the_reason(
     (tool,) = await rows(bot, "SELECT status, reason FROM tool_invocations")
     assert (tool.status, tool.reason) == ("denied", "flaky needs a human's approval, but nobody can be asked from test")
     assert await approval_rows(bot) == []
+
+
+class Recorded:
+    """Buttons that only remember what they were asked to show (the platforms have their own tests)."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+        self.shown: list[str] = []
+
+    async def ask(self, approval: Approval) -> str:
+        return "ref"
+
+    async def show(self, approval: Approval) -> None:
+        self.shown.append(approval.status)
+
+    async def say(self, approval: Approval, text: str) -> None:
+        self.said.append(text)
+
+
+async def test_a_click_after_a_crash_finds_no_live_heartbeat_and_records_not_run(bot: App):
+    """A process killed outright never clears its heartbeat; an old one means the same as none."""
+    from datetime import timedelta
+
+    from bot.store.approvals import ApprovalStore, NewApproval
+    from bot.store.models import utcnow
+
+    assert bot.approvals is not None
+    buttons = Recorded()
+    bot.approvals.register("slack", buttons)
+    session = await bot.store.session_for("slack", "C1", "1.0", "tester")
+    store = ApprovalStore(bot.engine)
+    long_ago = utcnow() - timedelta(minutes=5)
+    approval_id = await store.create(NewApproval(
+        session.id, "turn1", "tester", "call1", "restart_service", '{"service": "nginx"}', "U_ALICE",
+        ["U_BOSS"], False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5)), now=long_ago)
+    answer = await bot.approvals.click("slack", approval_id, "U_BOSS", frozenset(), True)
+    assert answer.approval is not None and answer.approval.status == "approved"
+    row = await store.get(approval_id)
+    assert row is not None and (row.status, row.decided_by, row.outcome) == ("approved", "U_BOSS", "not_run")
+    assert len(buttons.said) == 1 and "no longer running" in buttons.said[0]
+    # the same click on the other platform's buttons is not accepted
+    other = await bot.approvals.click("discord", approval_id, "U_BOSS", frozenset(), False)
+    assert other.private == "This approval request is unknown here."

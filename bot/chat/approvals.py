@@ -223,15 +223,15 @@ class ApprovalDesk:
         approval = await self.store.get(approval_id)
         if approval is None or approval.platform != platform:
             return ClickAnswer(private="This approval request is unknown here.")
+        if not may_approve(approval.approvers, approval.self_approve, approval.requested_by, user, groups):
+            log.info("approval %s: %s may not decide it", approval_id, user)
+            return ClickAnswer(private=NOT_YOURS)
         if approval.status != "pending":
             return ClickAnswer(private=f"This request was already {approval.status}.")
         now = utcnow()
         if approval.expired(now):
             await self._expire(approval)
             return ClickAnswer(private="This request has expired; it was not run.")
-        if not may_approve(approval.approvers, approval.self_approve, approval.requested_by, user, groups):
-            log.info("approval %s: %s may not decide it", approval_id, user)
-            return ClickAnswer(private=NOT_YOURS)
         if not await self.store.decide(approval_id, "approved" if approve else "denied", user, now):
             latest = await self._get(approval_id)
             return ClickAnswer(private=f"This request was already {latest.status}.")

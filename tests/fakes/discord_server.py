@@ -468,9 +468,13 @@ class FakeDiscord:
             case ("POST", ["interactions", iid, _token, "callback"]):
                 started = self._clicked.get(int(iid), time.perf_counter())
                 payload = body or {}
-                self.callbacks.append(Callback(int(iid), int(payload.get("type", 0)), payload.get("data") or {},
-                                               time.perf_counter() - started))
-                return web.Response(status=204)
+                answer = Callback(int(iid), int(payload.get("type", 0)), payload.get("data") or {},
+                                  time.perf_counter() - started)
+                self.callbacks.append(answer)
+                # discord.py asks `?with_response=true`: Discord then answers with the callback object
+                return respond({"interaction": {"id": iid, "type": 3, "response_message_loading": False,
+                                                "response_message_ephemeral": answer.ephemeral},
+                                "resource": {"type": answer.type}})
             case ("POST", ["channels", cid, "messages", mid, "threads"]):
                 return respond(await self._create_thread(int(cid), int(mid), body or {}), 201)
             case _:

@@ -18,6 +18,7 @@ from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.executor import ToolExecutor, ToolPolicy
+from bot.engine.guards import PriceOf
 from bot.engine.hooks import CompositeHooks
 from bot.engine.loop import ReActLoop
 from bot.engine.model import OpenAIChatModel
@@ -29,12 +30,13 @@ from bot.engine.tooling import Tool
 from bot.engine.wire import ChatModel
 from bot.observability.hooks import MetricsHooks
 from bot.observability.metrics import Metrics
+from bot.observability.usage import price_for
+from bot.redact import SecretRedactor
 from bot.store.approvals import ApprovalStore
 from bot.store.db import create_engine, ensure_schema
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
-from bot.tools.redact import SecretRedactor
 
 if TYPE_CHECKING:
     from bot.chat.discord_adapter import DiscordAdapter
@@ -68,6 +70,17 @@ class App:
         if close_model is not None:
             await close_model()
         await self.engine.dispose()
+
+
+def model_price(settings: Settings) -> PriceOf:
+    """The engine's view of the price table (it imports nothing of observability): USD per 1M tokens."""
+    prices = settings.model_prices
+
+    def price(model: str) -> tuple[float, float] | None:
+        found = price_for(model, prices)
+        return (found.input, found.output) if found is not None else None
+
+    return price
 
 
 def find_profile(profiles: Mapping[str, AgentProfile], agents_dir: Path, name: str) -> AgentProfile:
@@ -125,7 +138,7 @@ async def build_app(
     )
     notifier = AdapterNotifier()
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
-    loop = ReActLoop(retrying, executor, prompts, settings.model)
+    loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
     hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(metrics))  # every turn is recorded and counted
     approvals = ApprovalDesk(ApprovalStore(engine))
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,

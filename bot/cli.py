@@ -203,6 +203,7 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     from bot.engine.profiles import ProfileLoader
     from bot.engine.prompt import PromptBuilder
     from bot.tools import builtin_tools
+    from bot.tools.isolation import shell_isolation
 
     settings = settings_or_exit()
     if not settings.agents_dir.expanduser().is_dir():
@@ -216,6 +217,7 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     out.print(f"[bold]{profile.name}[/bold]  ({profile.path})")
     out.print(f"model: {profile.model or settings.model}   max_iterations: {profile.max_iterations}   "
               f"max_history_turns: {profile.max_history_turns}   timezone: {profile.timezone}")
+    out.print(context_line(profile, profile.model or settings.model), markup=False, highlight=False)
     for tname, tsettings in profile.tools.items():
         policy = tsettings.model_dump(mode="json", exclude_defaults=True)
         out.print(f"tool [cyan]{tname}[/cyan]:" + ("" if policy else " defaults"), highlight=False)
@@ -226,6 +228,8 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
         out.print(f"mcp server [cyan]{sname}[/cyan] ({spec.transport}: {where}): "
                   f"{', '.join(spec.allowed()) or 'no tools allowed'}  [dim](yokebot mcp tools {profile.name} "
                   f"{sname} lists what it offers)[/dim]", highlight=False)
+    if (isolation := shell_isolation(profile.tools)) is not None:
+        out.print(f"shell: {isolation}", markup=False, highlight=False)
     out.rule("system prompt")
     out.print(PromptBuilder().system_prompt(profile), markup=False, highlight=False)
 
@@ -264,6 +268,18 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
 
     run_async(main)
     out.print(f"database at {settings.database_url.split('@')[-1]} is at revision {revision}")
+
+
+def context_line(profile: Any, model: str) -> str:
+    """The window and budgets of a profile, as `agents show` prints them (docs/context.md)."""
+    from bot.engine.tokens import default_window
+
+    window = profile.context_window or default_window(model)
+    source = "set" if profile.context_window else "default for the model"
+    budgets = profile.budget.model_dump(exclude_none=True)
+    limits = ", ".join(f"{k} {v}" for k, v in budgets.items()) or "none"
+    return (f"context window: {window:,} tokens ({source})   compact at: {profile.context.compact_at:.0%}   "
+            f"loop guard: {profile.loop_repeats} repeats   budgets per turn: {limits}")
 
 
 def _version(value: bool) -> None:

@@ -86,6 +86,7 @@ def _since(value: str | None) -> datetime | None:
 
 
 def sessions(
+    ctx: typer.Context,
     platform: Annotated[str | None, typer.Option("--platform", help="slack, discord, console, cli.")] = None,
     channel: Annotated[str | None, typer.Option("--channel", help="Channel id or name as stored.")] = None,
     agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's sessions.")] = None,
@@ -93,9 +94,12 @@ def sessions(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many sessions to show.")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
-    """List recent sessions: where they run, which agent, how many turns and tokens, last activity."""
+    """List recent sessions: where they run, which agent, how many turns and tokens, last activity.
+    `yokebot sessions reset ID` makes a session forget its conversation."""
     from bot.observability.queries import list_sessions
 
+    if ctx.invoked_subcommand is not None:
+        return
     cutoff = _since(since)
     items = _with_engine(lambda engine, _: list_sessions(
         engine, platform=platform, channel=channel, agent=agent, since=cutoff, limit=limit))
@@ -105,6 +109,18 @@ def sessions(
         _out().print("No sessions match. Talk to an agent (`yokebot chat`, `yokebot ask`) and look again.")
     else:
         _out().print(render.sessions_table(items))
+
+
+def sessions_reset(
+    session: Annotated[str, typer.Argument(help="Session id (or a unique prefix), from `yokebot sessions`.")],
+) -> None:
+    """Forget a session's conversation: its next turn starts afresh, like `reset` typed in the chat.
+    Long-term memories and the audit trail (`yokebot trace`) stay."""
+    from bot.observability.queries import reset_session
+
+    found = _with_engine(lambda engine, _: reset_session(engine, session))
+    _out().print(f"Session {found.id} ({found.platform} {render.where(found.channel, found.thread)}): "
+                 "memory reset; its next turn starts afresh.", highlight=False, markup=False)
 
 
 def trace(
@@ -195,7 +211,10 @@ def _confirm(out: Console, planned: PruneResult) -> None:
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
-    app.command("sessions")(sessions)
+    sessions_app = typer.Typer(no_args_is_help=False)
+    sessions_app.callback(invoke_without_command=True)(sessions)
+    sessions_app.command("reset")(sessions_reset)
+    app.add_typer(sessions_app, name="sessions")
     app.command("trace")(trace)
     app.command("usage")(usage)
     db_app.command("prune")(db_prune)

@@ -69,6 +69,16 @@ class ModelError(YokebotError):
         self.detail = detail
 
 
+class ContextOverflow(ModelError):
+    """The server refused the prompt as longer than its context window; what it stated, when it did."""
+
+    def __init__(self, message: str, *, window: int | None = None, prompt_tokens: int | None = None,
+                 status: int | None = None, detail: str | None = None) -> None:
+        super().__init__(message, code="context_length_exceeded", status=status, detail=detail)
+        self.window = window
+        self.prompt_tokens = prompt_tokens
+
+
 class UnknownAgent(YokebotError):
     """No profile with that name."""
 

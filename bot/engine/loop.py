@@ -1,60 +1,190 @@
 """The ReAct loop: the model decides, we run the tools it asks for, feed the results back, repeat.
-Everything that happens is told to the turn's hooks; the loop itself records nothing."""
+Everything that happens is told to the turn's hooks; the loop itself records nothing.
+
+Every prompt is fitted to the model's window first (`window.py`); a context-length error compacts and
+retries. A turn ends with the model's answer, or, when the iteration cap, a budget or the loop guard
+stops it (`guards.py`), with one last call without tools in which the model says what it found."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
 from bot.engine import replies
+from bot.engine.compaction import Compactor
 from bot.engine.context import RunContext
-from bot.engine.errors import ModelError
+from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.executor import ToolExecutor
+from bot.engine.guards import LoopGuard, PriceOf, TurnBudget
 from bot.engine.hooks import ModelAttempt, TurnHooks
-from bot.engine.messages import Message, ToolResult, TurnOutcome, Usage
+from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, TurnOutcome, Usage
 from bot.engine.prompt import PromptBuilder
-from bot.engine.retrying import RetryingModel
+from bot.engine.retrying import OnAttempt, RetryingModel
+from bot.engine.tokens import Calibration, TokenCounter, default_window
+from bot.engine.window import Fitted, SummaryStore, Thread, TurnContext
 from bot.engine.wire import ModelRequest
+
+OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
+
+
+@dataclass
+class _Turn:
+    """The state of one run of the loop."""
+
+    run: RunContext
+    hooks: TurnHooks
+    report: OnAttempt
+    ctx: TurnContext
+    system: Message
+    schemas: tuple[dict[str, Any], ...]
+    model: str
+    guard: LoopGuard
+    budget: TurnBudget
+    messages: list[Message] = field(default_factory=lambda: list[Message]())
+    results: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+
+    def outcome(self, answer: str, stopped_by: str, error: str | None = None) -> TurnOutcome:
+        return TurnOutcome(answer, self.iterations, self.usage, error, stopped_by, tuple(self.results))
 
 
 class ReActLoop:
-    def __init__(self, model: RetryingModel, executor: ToolExecutor, prompts: PromptBuilder,
-                 default_model: str) -> None:
+    def __init__(self, model: RetryingModel, executor: ToolExecutor, prompts: PromptBuilder, default_model: str,
+                 *, summaries: SummaryStore | None = None, price: PriceOf | None = None,
+                 calibration: Calibration | None = None) -> None:
         self.model, self.executor, self.prompts, self.default_model = model, executor, prompts, default_model
+        self.summaries, self.price = summaries, price
+        self.calibration = calibration or Calibration()
+        self._counters: dict[str, TokenCounter] = {}
 
-    async def run(self, run: RunContext, history: list[Message], text: str, hooks: TurnHooks) -> TurnOutcome:
+    def counter(self, model: str) -> TokenCounter:
+        if model not in self._counters:
+            self._counters[model] = TokenCounter(model)
+        return self._counters[model]
+
+    def _context(self, run: RunContext, thread: Thread, model: str, report: OnAttempt) -> TurnContext:
+        profile, counter = run.profile, self.counter(model)
+        compactor = Compactor(self.model, model, report, counter, profile.context.summary_words)
+        return TurnContext(thread, spec=profile.context, window=profile.context_window or default_window(model),
+                           model=model, counter=counter, calibration=self.calibration, summarise=compactor,
+                           store=self.summaries, session_id=run.session_id, turn_id=run.turn_id)
+
+    async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str,
+                  hooks: TurnHooks) -> TurnOutcome:
         profile, tools = run.profile, self.executor.tools_for(run.profile)
-        messages = list(history)
-        results: list[ToolResult] = []
-        usage, iterations = Usage(), 0
-
-        async def add(message: Message) -> None:
-            messages.append(message)
-            await hooks.message_appended(run, message)
+        model = profile.model or self.default_model
+        thread = history if isinstance(history, Thread) else Thread.from_messages(history)
+        if not isinstance(history, Thread) and len(thread.turns) > profile.max_history_turns:
+            thread.turns = thread.turns[len(thread.turns) - profile.max_history_turns:]
 
         async def report(attempt: ModelAttempt) -> None:
             await hooks.model_attempt(run, attempt)
 
-        await add(Message.user(text))
+        schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
         system = await self.prompts.system_message(profile, run.scope)
-        while iterations < profile.max_iterations:
-            iterations += 1
-            prompt = self.prompts.assemble(system, profile, messages, tools)
-            request = ModelRequest(profile.model or self.default_model, prompt.messages, prompt.tools,
-                                   profile.temperature)
+        t = _Turn(run, hooks, report, self._context(run, thread, model, report), system, schemas, model,
+                  LoopGuard(profile.loop_repeats), TurnBudget(profile.budget, self.price))
+        await self._add(t, Message.user(text))
+        return await self._steps(t)
+
+    async def _steps(self, t: _Turn) -> TurnOutcome:
+        profile = t.run.profile
+        while True:
+            which = t.budget.exceeded(t.usage, len(t.results))
+            if which is not None:
+                return await self._finish(t, f"budget:{which}", "reached " + t.budget.describe(
+                    which, t.usage, len(t.results)))
+            if t.iterations >= profile.max_iterations:
+                return await self._finish(t, "iteration_limit", f"reached the step limit of this agent "
+                                                               f"({profile.max_iterations} model calls)")
+            t.iterations += 1
             try:
-                response = await self.model.complete(request, report)
+                response = await self._call(t, t.messages, t.schemas)
             except ModelError as err:
                 answer = replies.model_failed(err)
-                await add(Message.assistant(answer))
-                return TurnOutcome(answer, iterations, usage, str(err), "error", tuple(results))
-            usage += response.usage
-            await add(response.message)
+                await self._add(t, Message.assistant(answer))
+                return t.outcome(answer, "error", str(err))
+            await self._add(t, response.message)
             if not response.message.tool_calls:
-                return TurnOutcome(response.message.content, iterations, usage, None, "answer", tuple(results))
-            for call in response.message.tool_calls:
-                await hooks.tool_started(run, call)
-                result = await self.executor.execute(call, run)
-                results.append(result)
-                await hooks.tool_finished(run, result)
-                await add(Message.tool(call.id, call.name, result.content))
-        answer = replies.iteration_limit(iterations, results)
-        await add(Message.assistant(answer))
-        return TurnOutcome(answer, iterations, usage, None, "iteration_limit", tuple(results))
+                return t.outcome(response.message.content, "answer")
+            stop = await self._tools(t, response.message.tool_calls)
+            if stop is not None:
+                return await self._finish(t, *stop)
+
+    async def _call(self, t: _Turn, messages: Sequence[Message], schemas: tuple[dict[str, Any], ...],
+                    purpose: str = "turn") -> ModelResponse:
+        """One model call on a fitted prompt; a context-length error compacts and retries."""
+        fitted: Fitted = await t.ctx.prepare(t.system, messages, schemas)
+        temperature = t.run.profile.temperature
+        for attempt in range(OVERFLOW_RETRIES + 1):
+            try:
+                request = ModelRequest(t.model, fitted.messages, schemas, temperature, purpose)
+                response = await self.model.complete(request, t.report)
+            except ContextOverflow as err:
+                if attempt == OVERFLOW_RETRIES:
+                    raise
+                await t.ctx.recover(t.system, fitted, err.window, err.prompt_tokens)
+                fitted = await t.ctx.prepare(t.system, messages, schemas)
+                continue
+            t.ctx.observe(fitted, response.usage.prompt_tokens)
+            t.usage += response.usage
+            t.budget.charge(t.model, response.usage)
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _tools(self, t: _Turn, calls: Sequence[ToolCall]) -> tuple[str, str] | None:
+        """Run the calls the model asked for, unless a budget or the loop guard says stop; every call
+        gets a result message either way (a call without one makes the next request invalid)."""
+        stop: tuple[str, str] | None = None
+        for call in calls:
+            verdict = "ok"
+            if stop is None:
+                stop, verdict = self._check(t, call)
+            if stop is not None:
+                await self._add(t, Message.tool(call.id, call.name, f"(not run: the turn is ending; {stop[1]})"))
+                continue
+            await t.hooks.tool_started(t.run, call)
+            result = await self.executor.execute(call, t.run, t.iterations)
+            t.results.append(result)
+            await t.hooks.tool_finished(t.run, result)
+            note = t.guard.note(call) if verdict == "warn" else ""
+            await self._add(t, Message.tool(call.id, call.name, result.content + note))
+        return stop
+
+    @staticmethod
+    def _check(t: _Turn, call: ToolCall) -> tuple[tuple[str, str] | None, str]:
+        which = t.budget.exceeded(t.usage, len(t.results))
+        if which is not None:
+            return (f"budget:{which}", "reached " + t.budget.describe(which, t.usage, len(t.results))), "ok"
+        verdict = t.guard.check(call)
+        if verdict == "stop":
+            return ("loop", "the loop guard stopped the same tool calls coming back again and again"), verdict
+        return None, verdict
+
+    @staticmethod
+    async def _add(t: _Turn, message: Message) -> None:
+        t.messages.append(message)
+        await t.hooks.message_appended(t.run, message)
+
+    async def _finish(self, t: _Turn, stopped_by: str, reason: str) -> TurnOutcome:
+        """One last call without tools: the model says what it found. A fixed sentence if that fails."""
+        ask = Message.user(f"[yokebot] This turn has to end now: {reason}. Do not call tools. In a few "
+                           "sentences, say what you found so far, what is still unknown, and what I could "
+                           "ask next to continue.")
+        answer = ""
+        try:
+            response = await self._call(t, [*t.messages, ask], (), "final")
+            answer = response.message.content.strip()
+        except ModelError:
+            pass
+        answer = answer or self._partial(t, reason)
+        await self._add(t, Message.assistant(answer))
+        return t.outcome(answer, stopped_by)
+
+    @staticmethod
+    def _partial(t: _Turn, reason: str) -> str:
+        done = ", ".join(f"{r.tool} ({r.status})" for r in t.results[-5:]) or "no tool calls"
+        return (f"I stopped after {t.iterations} steps, before reaching a final answer: {reason}. "
+                f"Last steps: {done}. Ask me to continue, or narrow the question.")

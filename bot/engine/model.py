@@ -9,8 +9,9 @@ from typing import Any, cast
 
 import openai
 
-from bot.engine.errors import ModelError
+from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
+from bot.engine.overflow import detect
 from bot.engine.wire import ModelRequest
 
 
@@ -39,8 +40,14 @@ def classify(exc: BaseException, model: str | None = None) -> ModelError:
     """Map an SDK exception to one sentence a user understands, with the advice a retrying caller needs."""
     if isinstance(exc, ModelError):
         return exc
-    message, retryable, code = _judge(exc, model)
     status = getattr(exc, "status_code", None)
+    if isinstance(exc, openai.APIStatusError):
+        overflow = detect(exc.status_code, exc.message, exc.body)
+        if overflow is not None:  # every server's wording (bot/engine/overflow.py): the loop compacts and retries
+            return ContextOverflow("the conversation is too long for the model's context window",
+                                   window=overflow.window, prompt_tokens=overflow.prompt_tokens,
+                                   status=exc.status_code, detail=f"{type(exc).__name__}: {exc}"[:4000])
+    message, retryable, code = _judge(exc, model)
     return ModelError(message, retryable=retryable, code=code, status=status if isinstance(status, int) else None,
                       retry_after=_retry_after(exc), detail=f"{type(exc).__name__}: {exc}"[:4000])
 
@@ -54,9 +61,6 @@ def _judge(exc: BaseException, model: str | None) -> tuple[str, bool, str]:
     if isinstance(exc, openai.APIConnectionError):
         return "the model endpoint could not be reached", True, "connection"
     if isinstance(exc, openai.BadRequestError):
-        if code == "context_length_exceeded":
-            return ("the conversation is too long for the model's context window; start a new thread or lower "
-                    "max_history_turns", False, code)
         return f"the model rejected the request ({exc.message})", False, code or "bad_request"
     if isinstance(exc, openai.RateLimitError):
         if code == "insufficient_quota":

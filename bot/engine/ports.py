@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.engine.messages import Message
+
+if TYPE_CHECKING:
+    from bot.engine.window import Thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,12 @@ class SessionStore(Protocol):
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord: ...
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
     async def history(self, session_id: str, max_turns: int) -> list[Message]: ...
+    async def load_thread(self, session_id: str, max_turns: int) -> Thread:
+        """The latest summary and the turns after it (docs/context.md)."""
+        ...
+    async def save_summary(self, session_id: str, turn_id: str, through_turn_id: str, text: str,
+                           folded_turns: int) -> None: ...
+    async def reset_thread(self, session_id: str, turn_id: str | None = None) -> None: ...
 
 
 class MemoryStore(Protocol):

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bot.engine.cron import parse_cron, parse_every
 from bot.engine.errors import ProfileError, UnknownAgent
+from bot.engine.limits import BudgetSpec, ContextSpec
 from bot.engine.mcp_spec import McpServerSpec, McpSpecError, mcp_tool_settings
 from bot.engine.toolsettings import ToolSettings
 
@@ -126,6 +127,10 @@ class ProfileSpec(_Strict):
     temperature: float | None = None
     max_iterations: int = Field(default=10, ge=1, le=100)
     max_history_turns: int = Field(default=20, ge=0, le=1000)
+    context_window: int | None = Field(default=None, ge=512)  # tokens; default: by model family
+    context: ContextSpec = ContextSpec()
+    budget: BudgetSpec = BudgetSpec()
+    loop_repeats: int = Field(default=3, ge=2, le=50)  # same tool + same arguments this often = a loop
     timezone: str = "UTC"
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
@@ -171,6 +176,10 @@ class AgentProfile:
     temperature: float | None = None
     max_iterations: int = 10
     max_history_turns: int = 20
+    context_window: int | None = None
+    context: ContextSpec = field(default_factory=ContextSpec)
+    budget: BudgetSpec = field(default_factory=BudgetSpec)
+    loop_repeats: int = 3
     timezone: str = "UTC"
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
@@ -317,6 +326,10 @@ class ProfileLoader:
             temperature=spec.temperature,
             max_iterations=spec.max_iterations,
             max_history_turns=spec.max_history_turns,
+            context_window=spec.context_window,
+            context=spec.context,
+            budget=spec.budget,
+            loop_repeats=spec.loop_repeats,
             timezone=spec.timezone,
             tools=tools,
             bootstrap=bootstrap,

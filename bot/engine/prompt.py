@@ -9,12 +9,11 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.engine.messages import Message, ToolCall
+from bot.engine.history import repair_tool_pairs
+from bot.engine.messages import Message
 from bot.engine.ports import MemoryItem, MemoryStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Scope, Tool
-
-INTERRUPTED = "(no result was recorded: the earlier turn was interrupted before this tool finished)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,30 +31,6 @@ def truncate_history(history: Sequence[Message], max_turns: int) -> list[Message
     else:
         kept = list(history[starts[max(0, len(starts) - max_turns - 1)] :])
     return repair_tool_pairs(kept)
-
-
-def repair_tool_pairs(history: Sequence[Message]) -> list[Message]:
-    """Every assistant tool call gets exactly one tool result, right after it; stray results are dropped.
-    A turn cut short by a crash would otherwise make every later request invalid."""
-    out: list[Message] = []
-    pending: list[ToolCall] = []
-
-    def close_pending() -> None:
-        out.extend(Message.tool(c.id, c.name, INTERRUPTED) for c in pending)
-        pending.clear()
-
-    for msg in history:
-        if msg.role == "tool":
-            match = next((c for c in pending if c.id == msg.tool_call_id), None)
-            if match is not None:
-                pending.remove(match)
-                out.append(msg)
-            continue
-        close_pending()
-        out.append(msg)
-        pending.extend(msg.tool_calls)
-    close_pending()
-    return out
 
 
 def date_line(now: datetime, tz_name: str) -> str:

@@ -18,8 +18,18 @@ from bot.engine.loop import ReActLoop
 from bot.engine.messages import TurnOutcome, TurnResult
 from bot.engine.ports import MemoryStore, Notifier, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
+from bot.engine.window import Thread
 
 log = logging.getLogger(__name__)
+
+RESET_WORDS = frozenset({"reset", "/reset", "!reset"})
+RESET_ANSWER = ("Done: I have forgotten this thread's conversation (long-term memories stay). "
+                "What should we start with?")
+
+
+def is_reset(text: str) -> bool:
+    """`reset` or `/reset` alone (any case; a leading @-mention already stripped by the adapter)."""
+    return text.strip().lower().rstrip(".!") in RESET_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +146,14 @@ class AgentService:
         turn_hooks = self.hooks.plus(hooks)
         async with self.locks.hold(session.id) as earlier, turn_scope(run):
             await turn_hooks.turn_started(run, req.text)
+            if is_reset(req.text):  # no model call: every platform gets it, and it works when the model is down
+                await self.store.reset_thread(session.id, run.turn_id)
+                outcome = TurnOutcome(RESET_ANSWER)
+                await turn_hooks.turn_finished(run, outcome)
+                return TurnResult(session.id, run.turn_id, outcome)
             # a session this call created, that no other turn has used meanwhile, has no history to read
             fresh = session.created and earlier == 0
-            history = [] if fresh else await self.store.history(session.id, profile.max_history_turns)
+            history = Thread() if fresh else await self.store.load_thread(session.id, profile.max_history_turns)
             try:
                 outcome = await self.loop.run(run, history, req.text, turn_hooks)
             except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever

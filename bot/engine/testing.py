@@ -14,6 +14,7 @@ from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, TurnOutcome, Usage
 from bot.engine.ports import SessionRecord
 from bot.engine.prompt import truncate_history
+from bot.engine.window import Thread
 from bot.engine.wire import ModelRequest
 
 # A reply: final text, the tool calls to ask for, a whole response, or an exception to raise.
@@ -131,6 +132,17 @@ class MemorySessions(TurnHooks):
 
     async def history(self, session_id: str, max_turns: int) -> list[Message]:
         return truncate_history(self.messages.get(session_id, []), max_turns - 1) if max_turns > 0 else []
+
+    async def load_thread(self, session_id: str, max_turns: int) -> Thread:
+        """No summaries here: the history as turns, without ids (compacted in memory only)."""
+        return Thread.from_messages(await self.history(session_id, max_turns))
+
+    async def save_summary(self, session_id: str, turn_id: str, through_turn_id: str, text: str,
+                           folded_turns: int) -> None:
+        return None
+
+    async def reset_thread(self, session_id: str, turn_id: str | None = None) -> None:
+        self.messages[session_id] = []
 
     async def message_appended(self, run: RunContext, message: Message) -> None:
         self.messages.setdefault(run.session_id, []).append(message)

@@ -21,7 +21,7 @@ __all__ = ["RunContext", "Scope", "Tool", "ToolContext", "ToolSettings", "descri
 ToolFn = Callable[..., Awaitable[str]]
 GuardFn = Callable[[ToolContext[Any], BaseModel], Awaitable[None]]
 # The approval this call needs, beyond the tool's own `approval:` (shell: the matched command rule's).
-ApprovalFn = Callable[[ToolContext[Any], BaseModel], ApprovalSpec | None]
+ApprovalFn = Callable[[ToolContext[Any], BaseModel], Awaitable[ApprovalSpec | None]]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()
     temperature: float | None = None
+    purpose: str = "turn"  # not sent: turn | final (the last call without tools) | compaction (a summary)
 
     @cached_property
     def payload(self) -> dict[str, Any]:

@@ -17,12 +17,14 @@ from bot.store.models import (
     ProcessedEventRow,
     ScheduleRunRow,
     SessionRow,
+    SummaryRow,
     ToolInvocationRow,
     TurnRow,
 )
 
 S = SessionRow.__table__
-CHILDREN = (LLMCallRow.__table__, ToolInvocationRow.__table__, MessageRow.__table__, TurnRow.__table__)
+CHILDREN = (LLMCallRow.__table__, ToolInvocationRow.__table__, MessageRow.__table__, SummaryRow.__table__,
+            TurnRow.__table__)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.engine.errors import SessionNotFound, YokebotError
 from bot.observability.timeparse import as_utc
-from bot.store.models import LLMCallRow, SessionRow, ToolInvocationRow, TurnRow
+from bot.store.models import LLMCallRow, SessionRow, SummaryRow, ToolInvocationRow, TurnRow
 
 S, T = SessionRow.__table__, TurnRow.__table__
-L, TI = LLMCallRow.__table__, ToolInvocationRow.__table__
+L, TI, SUM = LLMCallRow.__table__, ToolInvocationRow.__table__, SummaryRow.__table__
 
 
 # --- sessions --------------------------------------------------------------------------------------------
@@ -113,6 +113,16 @@ class ModelStep:
     error: str | None
     content: str
     tools: list[ToolStep] = field(default_factory=lambda: list[ToolStep]())
+    purpose: str = "turn"  # turn | final (the last call without tools) | compaction (a summary)
+
+
+@dataclass
+class MemoryStep:
+    """A summary the turn made of older turns, or a reset of the thread's memory."""
+
+    kind: str  # summary | reset
+    folded_turns: int
+    content: str
 
 
 @dataclass
@@ -132,6 +142,7 @@ class TurnTrace:
     stopped_by: str | None = None  # answer | iteration_limit | loop | error | interrupted | budget:<which>
     steps: list[ModelStep] = field(default_factory=lambda: list[ModelStep]())
     unmatched_tools: list[ToolStep] = field(default_factory=lambda: list[ToolStep]())
+    memory: list[MemoryStep] = field(default_factory=lambda: list[MemoryStep]())
 
     @property
     def prompt_tokens(self) -> int:
@@ -157,7 +168,7 @@ def _model_step(r: Any) -> tuple[ModelStep, list[str]]:
     message = (r.response or {}).get("message") or {}
     call_ids = [c.get("id", "") for c in message.get("tool_calls") or []]
     step = ModelStep(r.model, r.attempt, r.prompt_tokens, r.completion_tokens, float(r.latency_ms),
-                     r.finish_reason, r.error, message.get("content") or "")
+                     r.finish_reason, r.error, message.get("content") or "", purpose=r.purpose)
     return step, call_ids
 
 
@@ -182,6 +193,19 @@ def _pick(turns: list[Any], number: int | None) -> list[tuple[int, Any]]:
     return [numbered[index]]
 
 
+async def reset_session(engine: AsyncEngine, session_ref: str) -> SessionSummary:
+    """`yokebot sessions reset`: the thread's later turns carry nothing from before (the audit trail stays)."""
+    from bot.store.repositories import SqlStore
+
+    session = await find_session(engine, session_ref)
+    store = SqlStore(engine)
+    try:
+        await store.reset_thread(session.id)
+    finally:
+        await store.close()
+    return session
+
+
 async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) -> SessionTrace:
     session = await find_session(engine, session_ref)
     async with engine.connect() as conn:
@@ -193,11 +217,14 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
                                   .order_by(L.c.id))).all()
         tools = (await conn.execute(select(TI).where(TI.c.session_id == session.id, TI.c.turn_id.in_(ids))
                                     .order_by(TI.c.id))).all()
+        memory = (await conn.execute(select(SUM).where(SUM.c.session_id == session.id, SUM.c.turn_id.in_(ids))
+                                     .order_by(SUM.c.id))).all()
     out: list[TurnTrace] = []
     for number, r in picked:
         finished = as_utc(r.finished_at) if r.finished_at else None
         t = TurnTrace(number, r.id, r.trigger, r.user, r.text, r.answer, r.status, r.error, r.iterations,
                       bool(r.hit_limit), as_utc(r.started_at), finished, r.stopped_by)
         _assemble(t, [x for x in llm if x.turn_id == r.id], [x for x in tools if x.turn_id == r.id])
+        t.memory = [MemoryStep(m.kind, m.folded_turns, m.content) for m in memory if m.turn_id == r.id]
         out.append(t)
     return SessionTrace(session, out)

@@ -13,7 +13,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from bot.observability.prune import PruneResult
-from bot.observability.queries import ModelStep, SessionSummary, SessionTrace, ToolStep, TurnTrace
+from bot.observability.queries import MemoryStep, ModelStep, SessionSummary, SessionTrace, ToolStep, TurnTrace
 from bot.observability.usage import UsageReport, UsageRow
 
 STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan"}
@@ -70,8 +70,19 @@ def _tool_node(parent: Tree, t: ToolStep) -> None:
     node.add(Text(f"→ {preview(t.result)}", style="red" if t.status == "error" else "dim"))
 
 
+PURPOSE_LABEL = {"compaction": "summary call ", "final": "last call, no tools "}
+
+
+def _memory_node(parent: Tree, m: MemoryStep) -> None:
+    if m.kind == "reset":
+        parent.add(Text("memory reset: later turns start afresh", style="yellow"))
+        return
+    parent.add(Text.assemble(("memory: ", "bold"), f"{m.folded_turns} older turn(s) folded into the summary: ",
+                             (preview(m.content, 300), "dim")))
+
+
 def _model_node(parent: Tree, m: ModelStep) -> None:
-    head = Text.assemble(("model ", "bold"), (m.model, "magenta"),
+    head = Text.assemble(("model ", "bold"), (PURPOSE_LABEL.get(m.purpose, ""), "yellow"), (m.model, "magenta"),
                          f" · attempt {m.attempt} · {m.prompt_tokens}+{m.completion_tokens} tokens"
                          f" · {m.latency_ms:.0f} ms")
     if m.error:
@@ -97,6 +108,8 @@ def turn_tree(t: TurnTrace) -> Tree:
     tree.add(Text.assemble(("user: ", "bold"), preview(t.text, 400)))
     for step in t.steps:
         _model_node(tree, step)
+    for memory in t.memory:
+        _memory_node(tree, memory)
     for orphan in t.unmatched_tools:
         _tool_node(tree, orphan)
     if t.error:

@@ -103,7 +103,26 @@ class LLMCallRow(Base):
     finish_reason: Mapped[str | None] = mapped_column(String(32))
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    # added in 0005_summaries: turn | final (the last call without tools) | compaction (a summary)
+    purpose: Mapped[str] = mapped_column(String(16), default="turn", server_default="turn")
     __table_args__ = (Index("ix_llm_calls_session_id_id", "session_id", "id"),)
+
+
+class SummaryRow(Base):
+    """A thread's memory of its older turns (added in 0005_summaries). The latest row of a session wins:
+    the prompt carries its `content` in place of every message up to `through_message_id`. A `reset` row
+    has no content: the thread starts afresh after it."""
+
+    __tablename__ = "summaries"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(String(32))  # the turn that made it (None: from the CLI)
+    kind: Mapped[str] = mapped_column(String(16))  # summary | reset
+    content: Mapped[str] = mapped_column(Text, default="")
+    through_message_id: Mapped[int] = mapped_column(BigInteger, default=0)
+    folded_turns: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    __table_args__ = (Index("ix_summaries_session_id_id", "session_id", "id"),)
 
 
 class ToolInvocationRow(Base):

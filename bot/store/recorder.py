@@ -28,6 +28,7 @@ class SqlRecorder(TurnHooks):
             run.session_id, run.turn_id, run.agent, attempt.model, attempt.attempt,
             attempt.request.payload, response_dict(response) if response is not None else None,
             attempt.usage, attempt.latency_ms, response.finish_reason if response is not None else None, error,
+            attempt.request.purpose,
         ))
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:

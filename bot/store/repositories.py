@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
+from itertools import groupby
 from typing import Any, cast, overload
 
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
@@ -22,6 +23,7 @@ from sqlalchemy.sql import Executable
 
 from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome, Usage
 from bot.engine.ports import MemoryItem, SessionRecord
+from bot.engine.window import HistoryTurn, Thread
 from bot.store.claims import GroupedClaims
 from bot.store.models import (
     Base,
@@ -30,6 +32,7 @@ from bot.store.models import (
     MessageRow,
     ProcessedEventRow,
     SessionRow,
+    SummaryRow,
     ToolInvocationRow,
     TurnRow,
     utcnow,
@@ -45,6 +48,7 @@ def _t(model: type[Base]) -> Table:
 
 S, M, T = _t(SessionRow), _t(MessageRow), _t(TurnRow)
 L, TI, MEM, EVENTS = _t(LLMCallRow), _t(ToolInvocationRow), _t(MemoryRow), _t(ProcessedEventRow)
+SUM = _t(SummaryRow)
 
 # Hot-path statements are built once and executed with parameters: building a Core statement per call
 # (coercions, cache-key generation) cost more than running it (bench/README.md, benchmark 1).
@@ -61,6 +65,23 @@ _OLDEST_KEPT = (select(M.c.id).where(M.c.session_id == bindparam("b_session"), M
 _HISTORY = (select(M)
             .where(M.c.session_id == bindparam("b_session"), M.c.id >= func.coalesce(_OLDEST_KEPT, 0))
             .order_by(M.c.id))
+# A thread = the latest summary (or reset) and the turns after the message it reaches.
+_LATEST_SUMMARY = (select(SUM.c.kind, SUM.c.content, SUM.c.through_message_id)
+                   .where(SUM.c.session_id == bindparam("b_session")).order_by(SUM.c.id.desc()).limit(1))
+_OLDEST_KEPT_AFTER = (select(M.c.id).where(M.c.session_id == bindparam("b_session"), M.c.role == "user",
+                                           M.c.id > bindparam("b_after"))
+                      .order_by(M.c.id.desc()).offset(bindparam("b_skip")).limit(1).scalar_subquery())
+_THREAD = (select(M).where(M.c.session_id == bindparam("b_session"), M.c.id > bindparam("b_after"),
+                           M.c.id >= func.coalesce(_OLDEST_KEPT_AFTER, 0))
+           .order_by(M.c.id))
+_LAST_MESSAGE_OF_TURN = (select(func.max(M.c.id)).where(M.c.session_id == bindparam("b_session"),
+                                                         M.c.turn_id == bindparam("b_through")).scalar_subquery())
+_LAST_MESSAGE = select(func.max(M.c.id)).where(M.c.session_id == bindparam("b_session")).scalar_subquery()
+_SUMMARY_VALUES = dict(session_id=bindparam("b_session"), turn_id=bindparam("b_turn"), kind=bindparam("b_kind"),
+                       content=bindparam("b_content"), folded_turns=bindparam("b_folded"),
+                       created_at=bindparam("b_created"))
+_INSERT_SUMMARY = insert(SUM).values(**_SUMMARY_VALUES, through_message_id=func.coalesce(_LAST_MESSAGE_OF_TURN, 0))
+_INSERT_RESET = insert(SUM).values(**_SUMMARY_VALUES, through_message_id=func.coalesce(_LAST_MESSAGE, 0))
 _RECALL_ALL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"), MEM.c.channel.is_(None))
                .order_by(MEM.c.id.desc()).limit(bindparam("b_limit")))
 _RECALL_CHANNEL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"),
@@ -83,6 +104,7 @@ class LLMCallRecord:
     latency_ms: float
     finish_reason: str | None = None
     error: str | None = None
+    purpose: str = "turn"  # turn | final (the last call without tools) | compaction (a summary)
 
 
 class RecentSessions:
@@ -206,6 +228,35 @@ class SqlStore:
         rows = await self._rows(_HISTORY, {"b_session": session_id, "b_skip": max_turns - 1})
         return [_message(r) for r in rows]
 
+    async def load_thread(self, session_id: str, max_turns: int) -> Thread:
+        """The latest summary and at most `max_turns` turns after it, each with its turn id."""
+        found = await self._rows(_LATEST_SUMMARY, {"b_session": session_id})
+        summary, after = (found[0].content or None, int(found[0].through_message_id)) if found else (None, 0)
+        if max_turns <= 0:
+            return Thread(summary, [])
+        rows = await self._rows(_THREAD, {"b_session": session_id, "b_after": after, "b_skip": max_turns - 1})
+        turns: list[HistoryTurn] = []
+        for turn_id, group in groupby(rows, key=lambda r: r.turn_id):
+            turns.append(HistoryTurn(turn_id, tuple(_message(r) for r in group)))
+        return Thread(summary, turns)
+
+    async def save_summary(self, session_id: str, turn_id: str, through_turn_id: str, text: str,
+                           folded_turns: int) -> None:
+        """Queued with the turn's rows: it covers every message up to the last one of `through_turn_id`."""
+        self.writes.put(_INSERT_SUMMARY, {
+            "b_session": session_id, "b_turn": turn_id, "b_kind": "summary", "b_content": _text(text),
+            "b_folded": folded_turns, "b_created": utcnow(), "b_through": through_turn_id,
+        }, turn_id)
+
+    async def reset_thread(self, session_id: str, turn_id: str | None = None) -> None:
+        """Forget the thread so far: later prompts carry nothing from before this point."""
+        self.writes.put(_INSERT_RESET, {
+            "b_session": session_id, "b_turn": turn_id, "b_kind": "reset", "b_content": "", "b_folded": 0,
+            "b_created": utcnow(),
+        }, turn_id)
+        if turn_id is None:
+            await self.writes.flush()
+
     async def append(self, session_id: str, turn_id: str, message: Message) -> None:
         self.writes.put(_INSERT_MESSAGE, {
             "session_id": session_id, "turn_id": turn_id, "role": message.role, "content": _text(message.content),
@@ -243,6 +294,7 @@ class SqlStore:
             "response": record.response, "prompt_tokens": record.usage.prompt_tokens,
             "completion_tokens": record.usage.completion_tokens, "latency_ms": record.latency_ms,
             "finish_reason": _short(record.finish_reason, 32), "error": _text(record.error), "created_at": utcnow(),
+            "purpose": record.purpose,
         }, record.turn_id)
 
     async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from bench import overhead, slack_ack
+from bench import context, overhead, slack_ack
 
 
 def test_overhead_benchmark_runs_in_quick_mode(capsys):
@@ -24,3 +24,12 @@ def test_slack_ack_benchmark_runs_in_quick_mode(capsys):
     assert all(0 < r["p50"] <= r["p99"] <= r["max"] for r in result.values())
     assert out.count("ack p50") == 2 and "all 20 answered, once each" in out
     assert time.perf_counter() - started < 30
+
+
+def test_context_benchmark_runs_in_quick_mode(capsys):
+    result = context.main(["--quick"])
+    out = capsys.readouterr().out
+    after = result["after"]
+    assert after["errors"] == 0 and after["refused"] == 0 and after["max"] <= context.WINDOW
+    assert after["compactions"] >= 1 and result["before"]["max"] > context.WINDOW
+    assert "estimate, cached" in out and "x baseline" in out

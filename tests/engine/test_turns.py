@@ -57,15 +57,30 @@ async def test_second_turn_continues_the_session_with_its_history(any_bot: App, 
     assert sent == [("user", "I am Ada"), ("assistant", "Hello Ada."), ("user", "who am I?")]
 
 
-async def test_iteration_cap_gives_a_clear_partial_answer(bot: App, fake_llm: FakeOpenAI):
+async def test_iteration_cap_ends_with_one_last_call_without_tools(bot: App, fake_llm: FakeOpenAI):
     for i in range(4):  # tester's profile caps at 4
         fake_llm.calls(call("echo", {"text": f"loop {i}"}))
+    fake_llm.reply("I echoed loop 0 to loop 3; nothing else came up. Ask me to go on.")
     result = await bot.service.handle(req("never stop"))
-    assert result.hit_iteration_limit and result.iterations == 4
-    assert "stopped after 4 steps" in result.answer
-    assert len(fake_llm.requests) == 4
+    assert result.hit_iteration_limit and result.iterations == 4 and result.stopped_by == "iteration_limit"
+    assert result.answer == "I echoed loop 0 to loop 3; nothing else came up. Ask me to go on."
+    assert len(fake_llm.requests) == 5
+    last = fake_llm.requests[-1]
+    assert "tools" not in last and "step limit" in last["messages"][-1]["content"]
     turn = (await rows(bot, "SELECT status, hit_limit, stopped_by FROM turns WHERE id = :t", t=result.turn_id))[0]
     assert turn.status == "limit" and turn.hit_limit and turn.stopped_by == "iteration_limit"
+    purposes = await rows(bot, "SELECT purpose FROM llm_calls WHERE turn_id = :t ORDER BY id", t=result.turn_id)
+    assert [p.purpose for p in purposes] == ["turn"] * 4 + ["final"]
+    assert json.loads(result.to_json())["stopped_by"] == "iteration_limit"
+
+
+async def test_iteration_cap_falls_back_to_a_fixed_sentence_when_the_last_call_fails(bot: App, fake_llm: FakeOpenAI):
+    for i in range(4):
+        fake_llm.calls(call("echo", {"text": f"loop {i}"}))
+    fake_llm.fail(400, message="no")
+    result = await bot.service.handle(req("never stop"))
+    assert result.stopped_by == "iteration_limit" and "stopped after 4 steps" in result.answer
+    assert result.error is None
 
 
 async def test_bad_tool_calls_become_observations_and_the_loop_goes_on(bot: App, fake_llm: FakeOpenAI):
@@ -122,9 +137,9 @@ async def test_model_500_exhausted_gives_one_clear_sentence_and_error_rows(bot: 
 
 
 async def test_bad_request_and_quota_are_not_retried(bot: App, fake_llm: FakeOpenAI):
-    fake_llm.fail(400, code="context_length_exceeded", message="too long")
-    result = await bot.service.handle(req("a very long story", thread="t-ctx"))
-    assert "too long for the model's context window" in result.answer
+    fake_llm.fail(400, code="invalid_value", message="temperature is out of range")
+    result = await bot.service.handle(req("a very long story", thread="t-bad"))
+    assert "the model rejected the request" in result.answer and result.stopped_by == "error"
     fake_llm.fail(429, code="insufficient_quota")
     result = await bot.service.handle(req("hello", thread="t-quota"))
     assert "out of quota" in result.answer
@@ -221,7 +236,8 @@ async def test_default_iteration_cap_is_ten(tmp_path, sqlite_url, fake_llm: Fake
         for i in range(12):
             fake_llm.calls(call("echo", {"text": str(i)}))
         result = await app.service.handle(req("loop forever"))
-        assert result.hit_iteration_limit and result.iterations == 10 and len(fake_llm.requests) == 10
+        # 10 steps, then the last call without tools (answered by the 11th scripted step: a tool call it ignores)
+        assert result.hit_iteration_limit and result.iterations == 10 and len(fake_llm.requests) == 11
         assert len(result.tool_calls) == 10
     finally:
         await app.close()

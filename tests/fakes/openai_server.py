@@ -1,11 +1,17 @@
 """A scripted OpenAI-compatible server: `POST /v1/chat/completions`, spoken to by the real openai SDK.
 
 Script replies in order (`reply`, `call`, `fail`, `hang`), or set `handler` to answer from the request
-(for concurrent sessions). Every request body is recorded in `requests`."""
+(for concurrent sessions). Every request body is recorded in `requests`.
+
+`enforce_window(n, flavour)` makes it count every prompt with its own tokenizer (not yokebot's: about
+one token per 4 characters plus 4 per message and 8 per tool call, as chat templates add) and refuse one
+over the window the way that server does: HTTP 400 with the body OpenAI, vLLM, llama.cpp, Ollama or
+LiteLLM sends. Usage then reports the real count, as those servers do."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import threading
@@ -19,6 +25,45 @@ from aiohttp import web
 from tests.fakes.loopback import LoopbackServer
 
 _ids = itertools.count(1)
+
+
+def server_tokens(body: dict[str, Any]) -> int:
+    """The fake server's own count of a request's prompt (deliberately unlike yokebot's estimate)."""
+    n = 3
+    for m in body["messages"]:
+        n += 4 + len(m.get("content") or "") // 4
+        for c in m.get("tool_calls") or []:
+            n += 8 + (len(c["function"]["name"]) + len(c["function"]["arguments"])) // 4
+    if body.get("tools"):
+        n += len(json.dumps(body["tools"])) // 4
+    return n
+
+
+def overflow_body(flavour: str, window: int, prompt: int) -> dict[str, Any]:
+    """What each server sends (HTTP 400) for a prompt over its window."""
+    if flavour == "openai":
+        return {"error": {"message": f"This model's maximum context length is {window} tokens. However, your "
+                                     f"messages resulted in {prompt} tokens. Please reduce the length of the "
+                                     "messages.", "type": "invalid_request_error", "param": "messages",
+                          "code": "context_length_exceeded"}}
+    if flavour == "vllm":
+        return {"object": "error", "message": f"This model's maximum context length is {window} tokens. "
+                f"However, you requested {prompt + 256} tokens ({prompt} in the messages, 256 in the "
+                "completion). Please reduce the length of the messages or completion.",
+                "type": "BadRequestError", "param": None, "code": 400}
+    if flavour == "llamacpp":
+        return {"error": {"code": 400, "message": f"request ({prompt} tokens) exceeds the available context size "
+                                                  f"({window} tokens)", "type": "exceed_context_size_error",
+                          "n_prompt_tokens": prompt, "n_ctx": window}}
+    if flavour == "ollama":
+        return {"error": {"message": "input length exceeds the context length", "type": "api_error",
+                          "param": None, "code": None}}
+    if flavour == "litellm":
+        return {"error": {"message": "litellm.ContextWindowExceededError: litellm.BadRequestError: "
+                                     "ContextWindowExceededError: OpenAIException - This model's maximum context "
+                                     f"length is {window} tokens. However, your messages resulted in {prompt} "
+                                     "tokens.", "type": None, "param": None, "code": "400"}}
+    raise ValueError(flavour)
 
 
 @dataclass
@@ -44,6 +89,10 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.handler: Callable[[dict[str, Any]], Step] | None = None
         self.latency = 0.0
+        self.window: int | None = None
+        self.flavour = "openai"
+        self.prompt_tokens: list[int] = []  # the server's count of every prompt it was sent
+        self.refused = 0  # prompts refused as over the window
         self.models: list[str] | None = None  # GET /v1/models lists these; None: the route answers 404
         self._lock = threading.Lock()
         app = web.Application()
@@ -63,6 +112,11 @@ class FakeOpenAI:
     def fail(self, status: int, code: str | None = None, headers: dict[str, str] | None = None,
              message: str = "scripted failure") -> FakeOpenAI:
         self.script.append(Step("fail", status=status, code=code, headers=headers or {}, content=message))
+        return self
+
+    def enforce_window(self, window: int, flavour: str = "openai") -> FakeOpenAI:
+        overflow_body(flavour, 1, 2)  # an unknown flavour fails here, not mid-test
+        self.window, self.flavour = window, flavour
         return self
 
     def hang(self, seconds: float) -> FakeOpenAI:
@@ -102,7 +156,17 @@ class FakeOpenAI:
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        counted = server_tokens(body)
+        with self._lock:
+            self.prompt_tokens.append(counted)
+        if self.window is not None and counted > self.window:
+            with self._lock:
+                self.requests.append(body)
+                self.refused += 1
+            return web.json_response(overflow_body(self.flavour, self.window, counted), status=400)
         step = self._next(body)
+        if self.window is not None:
+            step = dataclasses.replace(step, usage=(counted, step.usage[1]))
         if self.latency:
             await asyncio.sleep(self.latency)
         if step.kind == "hang":

@@ -1,14 +1,14 @@
 """approvals: gated tool calls waiting for, or decided by, a human (docs/approvals.md)
 
 Revision ID: 0007_approvals
-Revises: 0003_turn_stopped_by
+Revises: 0005_summaries
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0007_approvals'
-down_revision = '0003_turn_stopped_by'
+down_revision = '0005_summaries'
 branch_labels = None
 depends_on = None
 

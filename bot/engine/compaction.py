@@ -1,0 +1,80 @@
+"""Summary compaction: older turns folded into a running summary by one model call without tools.
+
+The call is recorded in `llm_calls` like any other, with `purpose = "compaction"`. The summary is built
+on the previous one, so the thread's memory is one bounded text however long the thread grows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from bot.engine.messages import Message
+from bot.engine.retrying import OnAttempt, RetryingModel
+from bot.engine.tokens import TokenCounter
+from bot.engine.window import HistoryTurn, shorten
+from bot.engine.wire import ModelRequest
+
+INSTRUCTIONS = """You keep the memory of a long chat thread between users and an assistant (you) that \
+runs tools. Write a summary that lets you carry on the conversation without the transcript: what was \
+asked, what the tools showed (names, numbers, errors, hosts, paths, ids), what was decided or done, and \
+what is still open. Plain sentences or short bullets; no preamble. At most {words} words."""
+
+RESULT_CHARS = (600, 200)  # tool results in the transcript: generous first, short if it does not fit
+
+
+def _arguments(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return text
+
+
+def transcript(turn: HistoryTurn, result_chars: int) -> str:
+    lines: list[str] = []
+    for m in turn.messages:
+        if m.role == "user":
+            lines.append(f"User: {m.content}")
+        elif m.role == "assistant":
+            if m.content:
+                lines.append(f"Assistant: {m.content}")
+            lines.extend(f"Assistant ran {c.name}({_arguments(c.arguments)[:300]})" for c in m.tool_calls)
+        elif m.role == "tool":
+            lines.append(f"{m.name or 'tool'} returned: {shorten(m.content, result_chars, 'for the summary')}")
+    return "\n".join(lines)
+
+
+class Compactor:
+    def __init__(self, model: RetryingModel, model_name: str, report: OnAttempt, counter: TokenCounter,
+                 words: int = 400) -> None:
+        self.model, self.model_name, self.counter, self.words = model, model_name, counter, words
+        self.report = report  # the turn's hooks hear the summary call like any other
+
+    def _pick(self, previous: str | None, turns: Sequence[HistoryTurn], room: int) -> tuple[str, int]:
+        """The transcript of as many of the oldest turns as fit in `room` tokens (at least one)."""
+        base = self.counter.text(previous or "") + self.words * 2 + 64
+        for chars in RESULT_CHARS:
+            parts: list[str] = []
+            used = base
+            for turn in turns:
+                text = transcript(turn, chars)
+                cost = self.counter.text(text)
+                if used + cost > room and parts:
+                    break
+                parts.append(text)
+                used += cost
+            if len(parts) == len(turns) or chars == RESULT_CHARS[-1]:
+                return "\n\n".join(parts), len(parts)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def __call__(self, previous: str | None, turns: Sequence[HistoryTurn], room: int) -> tuple[str, int]:
+        """(new summary, how many of the oldest `turns` it covers)."""
+        text, folded = self._pick(previous, turns, room)
+        ask = (f"Summary so far:\n{previous}\n\n" if previous else "") + \
+            f"Conversation to fold in:\n\n{text}\n\nWrite the updated summary."
+        request = ModelRequest(self.model_name, (Message.system(INSTRUCTIONS.format(words=self.words)),
+                                                 Message.user(ask)), purpose="compaction")
+        response = await self.model.complete(request, self.report)
+        summary = response.message.content.strip()
+        if not summary:
+            return previous or "", 0
+        return shorten(summary, self.words * 12, "of an over-long summary"), folded

@@ -1,0 +1,99 @@
+"""What stops a runaway turn: a loop guard and per-turn budgets.
+
+Loop guard: the same tool with the same arguments `repeats` times in a turn, or an A-B-A-B ping-pong,
+earns the model a note in the tool result; if it goes on, the turn ends (stopped_by = "loop").
+Budgets (`budget:` in AGENT.md): tool calls, tokens, wall-clock seconds and cost in USD per turn; the first
+one reached ends the turn (stopped_by = "budget:<which>"). Either way the model gets one last call
+without tools to say what it found (`loop.py`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bot.engine.limits import BudgetSpec
+from bot.engine.messages import ToolCall, Usage
+
+# USD per one million (prompt, completion) tokens for a model, or None when it has no price.
+PriceOf = Callable[[str], tuple[float, float] | None]
+Verdict = Literal["ok", "warn", "stop"]
+
+
+def signature(call: ToolCall) -> tuple[str, str]:
+    """Name and arguments, the arguments normalised (key order and spacing do not make a call new)."""
+    try:
+        args = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        args = call.arguments.strip()
+    return call.name, args
+
+
+@dataclass
+class LoopGuard:
+    repeats: int = 3
+    seen: Counter[tuple[str, str]] = field(default_factory=lambda: Counter[tuple[str, str]]())
+    order: list[tuple[str, str]] = field(default_factory=lambda: list[tuple[str, str]]())
+    warned: bool = False
+
+    def check(self, call: ToolCall) -> Verdict:
+        """Record the call; 'warn' the first time a loop shows, 'stop' if it shows again after that."""
+        sig = signature(call)
+        self.seen[sig] += 1
+        self.order.append(sig)
+        o = self.order
+        ping_pong = len(o) >= 4 and o[-1] == o[-3] and o[-2] == o[-4] and o[-1] != o[-2]
+        if self.seen[sig] < self.repeats and not ping_pong:
+            return "ok"
+        if self.warned:
+            return "stop"
+        self.warned = True
+        return "warn"
+
+    def note(self, call: ToolCall) -> str:
+        n = self.seen[signature(call)]
+        if n >= self.repeats:
+            what = f"called {call.name} with the same arguments {n} times in this turn"
+        else:
+            what = "been alternating between the same two tool calls"
+        return (f"\n\n[yokebot: you have {what}; the result will not change. Use what you have, try "
+                "something different, or answer. If it goes on, this turn ends here.]")
+
+
+@dataclass
+class TurnBudget:
+    spec: BudgetSpec
+    price: PriceOf | None = None
+    started: float = field(default_factory=time.monotonic)
+    cost: float = 0.0
+
+    def charge(self, model: str, usage: Usage) -> None:
+        per_million = self.price(model) if self.price is not None else None
+        if per_million is not None:
+            self.cost += (usage.prompt_tokens * per_million[0] + usage.completion_tokens * per_million[1]) / 1e6
+
+    def exceeded(self, usage: Usage, tool_calls: int) -> str | None:
+        """The first budget used up ("tokens", "cost", "seconds", "tool_calls"), or None."""
+        s = self.spec
+        if s.tokens is not None and usage.total_tokens >= s.tokens:
+            return "tokens"
+        if s.cost is not None and self.cost >= s.cost:
+            return "cost"
+        if s.seconds is not None and time.monotonic() - self.started >= s.seconds:
+            return "seconds"
+        if s.tool_calls is not None and tool_calls >= s.tool_calls:
+            return "tool_calls"
+        return None
+
+    def describe(self, which: str, usage: Usage, tool_calls: int) -> str:
+        s = self.spec
+        if which == "tokens":
+            return f"the token budget of this turn ({usage.total_tokens:,} of {s.tokens:,} tokens used)"
+        if which == "cost":
+            return f"the cost budget of this turn (${self.cost:.4f} of ${s.cost:.4f} spent)"
+        if which == "seconds":
+            return f"the time budget of this turn ({time.monotonic() - self.started:.0f} of {s.seconds:g} s)"
+        return f"the tool-call budget of this turn ({tool_calls} of {s.tool_calls} calls)"

@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.chat.approvals import ApprovalDesk
 from bot.chat.inbox_turns import InboxClaims
 from bot.chat.notifier import AdapterNotifier
 from bot.config import Settings
@@ -33,6 +34,7 @@ from bot.observability.hooks import MetricsHooks
 from bot.observability.metrics import Metrics
 from bot.observability.usage import price_for
 from bot.redact import SecretRedactor
+from bot.store.approvals import ApprovalStore
 from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.recorder import SqlRecorder
@@ -61,6 +63,7 @@ class App:
     inbox_claims: InboxClaims | None = None  # the pipeline's claim step on the inbox (bot/chat/inbox_turns.py)
     session_lock: PgSessionLock | None = None
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
+    approvals: ApprovalDesk | None = None  # asks a human before a gated tool runs (docs/approvals.md)
 
     def profile(self, name: str) -> AgentProfile:
         return find_profile(self.profiles, self.settings.agents_dir, name)
@@ -161,13 +164,14 @@ async def build_app(
     # PostgreSQL may be shared by several instances: one turn per session across them
     session_lock = (PgSessionLock.for_url(settings.database_url, settings.slack_max_concurrent_turns)
                     if engine.dialect.name == "postgresql" else None)
+    approvals = ApprovalDesk(ApprovalStore(engine))
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
                            notifier=notifier, memory=store, session_lock=session_lock,
-                           planner=PlanExecutor(loop))
+                           planner=PlanExecutor(loop), approvals=approvals)
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds)
     app = App(settings, engine, store, registry, profiles, notifier, service, metrics, model,
               inbox=inbox, inbox_claims=InboxClaims(inbox, partial(side_effecting, registry)),
-              session_lock=session_lock, mcp=mcp)
+              session_lock=session_lock, mcp=mcp, approvals=approvals)
     if mcp is not None:
         try:
             await mcp.start()
@@ -201,6 +205,10 @@ def build_slack(app: App) -> SlackAdapter | None:
     adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics,
                            inbox=app.inbox_claims)
     app.notifier.register(adapter)
+    if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
+        from bot.chat.slack_approvals import mount_approvals
+
+        mount_approvals(adapter.bolt, app.approvals, adapter.web, adapter.groups)
     return adapter
 
 
@@ -213,4 +221,8 @@ def build_discord(app: App) -> DiscordAdapter | None:
 
     adapter = DiscordAdapter(app.service, app.settings, app.profiles, claims=app.store, metrics=app.metrics)
     app.notifier.register(adapter)
+    if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
+        from bot.chat.discord_approvals import mount_approvals
+
+        mount_approvals(adapter.client, app.approvals)
     return adapter

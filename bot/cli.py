@@ -45,6 +45,7 @@ def chat(
     """Talk to an agent in the terminal. The conversation continues across restarts (same session)."""
     from bot.app import build_app
     from bot.chat.console_adapter import ConsoleAdapter, TerminalAlerts
+    from bot.chat.terminal_approvals import ConsoleApprover
     from bot.engine.model import preload
 
     settings = settings_or_exit()
@@ -60,7 +61,10 @@ def chat(
             bot.notifier.fallback = alerts
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             preload()  # the model SDK loads in a thread while the prompt waits for the first line
-            await ConsoleAdapter(bot.service, name, out, thread=thread).repl()
+            console = ConsoleAdapter(bot.service, name, out, thread=thread)
+            if bot.approvals is not None:  # gated tools ask right here (y/N)
+                bot.approvals.register_inline("console", ConsoleApprover(out, console.ask_user))
+            await console.repl()
         finally:
             await bot.close()
             log_stream.close()
@@ -74,16 +78,24 @@ def ask(
     agent: AgentOpt = None,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Continue this session id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the turn as JSON (answer, trace).")] = False,
+    approve: Annotated[bool, typer.Option(
+        "--approve", help="Approve the tool calls that need a human's approval, as the terminal user "
+                          "(without it, they are refused).")] = False,
 ) -> None:
     """Run one turn and print the answer (or, with --json, the answer and the tool-call trace)."""
     from bot.app import build_app
+    from bot.chat.terminal_approvals import CliApprover
     from bot.engine.service import TurnRequest
+
+    approver = CliApprover(approve)
 
     settings = settings_or_exit()
     setup_logging(settings, quiet=True)
 
     async def main() -> Any:
         bot = await build_app(settings)
+        if bot.approvals is not None:
+            bot.approvals.register_inline("cli", approver)
         try:
             name = agent or settings.default_agent
             if session is None:
@@ -101,6 +113,9 @@ def ask(
         print_answer(result.answer)
         err.print(f"[dim]session {result.session_id} · {result.iterations} model call(s) · "
                   f"{len(result.tool_calls)} tool call(s)[/dim]")
+    for name in dict.fromkeys(approver.refused):
+        err.print(f"[yellow]{name} needs a human's approval, so it was not run; run the command again with "
+                  "--approve to approve it yourself, or use `yokebot chat`.[/yellow]")
     if result.error:
         raise typer.Exit(3)
 

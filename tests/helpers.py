@@ -40,8 +40,17 @@ async def flaky(ctx: ToolContext, key: str) -> str:
     return f"worked on attempt {FLAKY_CALLS[key]}"
 
 
+RESTARTS: Counter[str] = Counter()
+
+
+@tool("restart_service", "Restart a service (counts its runs). Use it in tests.")
+async def restart_service(ctx: ToolContext, service: str) -> str:
+    RESTARTS[service] += 1
+    return f"{service} restarted (run {RESTARTS[service]})"
+
+
 def registry() -> dict[str, Tool]:
-    return {**builtin_tools(), **{t.name: t for t in (echo, boom, slow, flaky)}}
+    return {**builtin_tools(), **{t.name: t for t in (echo, boom, slow, flaky, restart_service)}}
 
 
 def write_agent(agents_dir: Path, name: str, front: str, body: str = "You are a test agent.",

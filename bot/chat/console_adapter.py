@@ -102,23 +102,23 @@ class LineReader:
         self._queue: asyncio.Queue[str | None] | None = None
         self._session: object | None = None
 
-    async def read(self) -> str | None:
+    async def read(self, prompt: str = PROMPT) -> str | None:
         if self.tty:
-            return await self._prompt()
+            return await self._prompt(prompt)
         if self._queue is None:
             self._queue = asyncio.Queue()
             self._start_thread(asyncio.get_running_loop(), self._queue)
-        self.console.print(PROMPT, end="", style="bold cyan", highlight=False)
+        self.console.print(prompt, end="", style="bold cyan", highlight=False)
         return await self._queue.get()
 
-    async def _prompt(self) -> str | None:
+    async def _prompt(self, prompt: str) -> str | None:
         from prompt_toolkit import PromptSession
 
         if self._session is None:
             self._session = PromptSession[str]()
         session: PromptSession[str] = self._session  # type: ignore[assignment]
         try:
-            return await session.prompt_async(PROMPT)
+            return await session.prompt_async(prompt)
         except (EOFError, KeyboardInterrupt):
             return None
 
@@ -147,10 +147,24 @@ class ConsoleAdapter:
         self.pipeline = console_pipeline(service, agent)
         self._turn: asyncio.Task[TurnResult | None] | None = None
         self._reader: LineReader | None = None
+        self._reply: ConsoleReply | None = None
 
     def inbound(self, text: str) -> Inbound:
-        return Inbound(Origin("console", "terminal", "terminal"), self.thread, text, "console",
-                       ConsoleReply(self.console, self.thread))
+        self._reply = ConsoleReply(self.console, self.thread)
+        return Inbound(Origin("console", "terminal", "terminal"), self.thread, text, "console", self._reply)
+
+    async def ask_user(self, question: str) -> str | None:
+        """A line typed in answer to `question` mid-turn (an approval), with the spinner paused."""
+        if self._reader is None:
+            return None
+        reply = self._reply
+        if reply is not None:
+            reply.status.stop()
+        try:
+            return await self._reader.read(question)
+        finally:
+            if reply is not None:
+                reply.status.start()
 
     async def turn(self, text: str) -> TurnResult | None:
         """One turn through the pipeline; the answer (or one sentence on failure) is printed on the way."""

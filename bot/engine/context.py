@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from bot.engine.approval import ApprovalDecision, ApprovalRequest
 from bot.engine.ports import MemoryStore, Notifier
 from bot.engine.profiles import AgentProfile
 from bot.engine.toolsettings import ToolSettings
@@ -33,6 +34,7 @@ class RunContext:
     trigger: str = "message"  # console | mention | dm | thread | schedule | cli
     notifier: Notifier | None = None
     memory: MemoryStore | None = None
+    approvals: ApprovalGate | None = None  # who is asked before a gated tool runs
 
     @property
     def agent(self) -> str:
@@ -41,6 +43,17 @@ class RunContext:
     @property
     def timezone(self) -> str:
         return self.profile.timezone
+
+
+class ApprovalGate(Protocol):
+    """Asks a human before a gated tool runs (bot/engine/approval.py): posts the request where the turn
+    happens and waits until it is decided or expires. Implemented in bot/chat/approvals.py."""
+
+    async def decide(self, run: RunContext, request: ApprovalRequest) -> ApprovalDecision: ...
+
+    async def ran(self, decision: ApprovalDecision, status: str) -> None:
+        """The approved call ran (`status` is the tool's): recorded on the request's row."""
+        ...
 
 
 SettingsT = TypeVar("SettingsT", bound=ToolSettings)

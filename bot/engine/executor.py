@@ -16,6 +16,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from bot.engine.approval import ApprovalDecision, ApprovalRequest, ApprovalSpec, observation
 from bot.engine.context import RunContext, ToolContext
 from bot.engine.errors import ToolDenied, ToolFailed, ToolRetry
 from bot.engine.messages import ToolCall, ToolResult, ToolStatus
@@ -107,9 +108,39 @@ class ToolExecutor:
         try:
             if tool.guard is not None:
                 await tool.guard(ctx, args)
+            spec = await tool.approval(ctx, args) if tool.approval is not None else ctx.settings.approval
         except ToolDenied as exc:
             return self._denied(call, raw, exc, 1)
+        except ToolFailed as exc:
+            return fail(f"Error: {exc}", raw)
+        if spec is not None:
+            return await self._gated(tool, ctx, args, call, raw, spec)
         return await self._run_with_retries(tool, ctx, args, call, raw)
+
+    async def _gated(
+        self, tool: Tool[Any], ctx: ToolContext[Any], args: BaseModel, call: ToolCall, raw: Any, spec: ApprovalSpec
+    ) -> ToolResult:
+        """A call that needs a human: ask the turn's gate, run only if approved (at most once), and say who
+        decided in the result's reason (the audit row and the trace show it)."""
+        shown = self.redact(json.dumps(raw, ensure_ascii=False, sort_keys=True))
+        request = ApprovalRequest(call.id, call.name, shown, spec)
+        gate = ctx.run.approvals
+        if gate is None:
+            decision = ApprovalDecision("refused", note=f"{call.name} needs a human's approval, and nobody can "
+                                        "be asked from here.")
+        else:
+            decision = await gate.decide(ctx.run, request)
+        if not decision.approved:
+            text, reason = observation(request, decision)
+            return ToolResult(call.id, call.name, raw, text, "denied", attempts=0, reason=reason)
+        result = await self._run_with_retries(tool, ctx, args, call, raw, max_attempts=1)  # approved once: run once
+        if gate is not None:
+            try:
+                await gate.ran(decision, result.status)
+            except Exception:
+                log.warning("could not record that approved call %s ran", call.id, exc_info=True)
+        approved = f"approved by {decision.by}"
+        return replace(result, reason=f"{approved}; {result.reason}" if result.reason else approved)
 
     def _denied(self, call: ToolCall, raw: Any, exc: ToolDenied, attempts: int) -> ToolResult:
         text = f"Denied by the sandbox: {exc.reason}."
@@ -118,7 +149,8 @@ class ToolExecutor:
         return ToolResult(call.id, call.name, raw, text, "denied", attempts=attempts, reason=exc.reason)
 
     async def _run_with_retries(
-        self, tool: Tool[Any], ctx: ToolContext[Any], args: BaseModel, call: ToolCall, raw: Any
+        self, tool: Tool[Any], ctx: ToolContext[Any], args: BaseModel, call: ToolCall, raw: Any,
+        max_attempts: int | None = None,
     ) -> ToolResult:
         """ToolRetry is retried with exponential backoff; everything else ends the call at once."""
         timeout: float = ctx.settings.timeout or tool.timeout
@@ -133,7 +165,7 @@ class ToolExecutor:
             return await asyncio.wait_for(tool.run(ctx, args), timeout)
 
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(ctx.settings.max_attempts or self.policy.max_attempts),
+            stop=stop_after_attempt(max_attempts or ctx.settings.max_attempts or self.policy.max_attempts),
             wait=wait_exponential(multiplier=self.policy.backoff_seconds),
             retry=retry_if_exception_type(ToolRetry), reraise=True,
         )

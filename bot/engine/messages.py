@@ -90,7 +90,8 @@ class ToolResult:
     finished_at: datetime | None = None
 
     def trace(self) -> dict[str, Any]:
-        return {"tool": self.tool, "arguments": self.arguments, "result": self.content, "status": self.status}
+        out = {"tool": self.tool, "arguments": self.arguments, "result": self.content, "status": self.status}
+        return {**out, "reason": self.reason} if self.reason else out  # e.g. who approved or denied it
 
 
 StopReason = Literal["answer", "iteration_limit", "loop", "error", "interrupted"]

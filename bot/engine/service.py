@@ -11,7 +11,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine import replies
-from bot.engine.context import RunContext, Scope
+from bot.engine.context import ApprovalGate, RunContext, Scope
 from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
@@ -113,8 +113,10 @@ class AgentService:
         memory: MemoryStore | None = None,
         session_lock: SessionLock | None = None,
         planner: PlanExecutor | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
+        self.approvals = approvals
         self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
         self.notifier, self.memory = notifier, memory
         self.planner = planner  # runs the turns of `mode: plan` profiles
@@ -149,7 +151,8 @@ class AgentService:
         profile = self.profiles(session.agent)
         scope = Scope(session.platform, session.channel, session.thread, req.user)
         turn_id = req.turn_id or uuid.uuid4().hex
-        run = RunContext(session.id, turn_id, profile, scope, req.trigger, self.notifier, self.memory)
+        run = RunContext(session.id, turn_id, profile, scope, req.trigger, self.notifier, self.memory,
+                         self.approvals)
         turn_hooks = self.hooks.plus(hooks)
         async with self.locks.hold(session.id) as earlier, self._across(session.id), turn_scope(run):
             await turn_hooks.turn_started(run, req.text)

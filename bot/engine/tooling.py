@@ -10,6 +10,7 @@ from typing import Any, Generic, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from bot.engine.approval import ApprovalSpec
 from bot.engine.context import RunContext, Scope, SettingsT, ToolContext
 from bot.engine.errors import ToolFailed
 from bot.engine.toolsettings import ToolSettings
@@ -19,6 +20,8 @@ __all__ = ["RunContext", "Scope", "Tool", "ToolContext", "ToolSettings", "descri
 
 ToolFn = Callable[..., Awaitable[str]]
 GuardFn = Callable[[ToolContext[Any], BaseModel], Awaitable[None]]
+# The approval this call needs, beyond the tool's own `approval:` (shell: the matched command rule's).
+ApprovalFn = Callable[[ToolContext[Any], BaseModel], Awaitable[ApprovalSpec | None]]
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Tool(Generic[SettingsT]):
     # after such a call is not run again on recovery, the thread is told instead (docs/architecture.md).
     side_effects: bool = False
     runs_alone: bool = False
+    approval: ApprovalFn | None = None
 
     def schema(self) -> dict[str, Any]:
         """The function-calling schema; computed once (pydantic's schema generation is not cheap)."""
@@ -83,6 +87,7 @@ def tool(
     profile_section: str | None = None,
     side_effects: bool = False,
     runs_alone: bool = False,
+    approval: ApprovalFn | None = None,
 ) -> Callable[[ToolFn], Tool[SettingsT]]:
     """Turn `async def fn(ctx, a: int, b: str = "x") -> str` into a Tool with a schema for a and b."""
 
@@ -96,7 +101,7 @@ def tool(
         model_name = "".join(p.capitalize() for p in name.split("_")) + "Args"
         args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
         return Tool(name, description, args_model, fn, settings, guard, timeout, profile_section, side_effects,
-                    runs_alone)
+                    runs_alone, approval)
 
     return wrap
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from bot.engine.approval import ApprovalSpec
+
 
 class ToolSettings(BaseModel):
     """Per-tool settings from the profile's `tools:` mapping. Tools subclass this; unknown keys are errors."""
@@ -13,3 +15,4 @@ class ToolSettings(BaseModel):
 
     timeout: float | None = None
     max_attempts: int | None = None
+    approval: ApprovalSpec | None = None  # every call waits for a human's approval (docs/approvals.md)

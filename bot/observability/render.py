@@ -65,7 +65,8 @@ def _tool_node(parent: Tree, t: ToolStep) -> None:
                           (t.status, style), f" · {t.attempts} attempt(s) · {t.duration_ms:.0f} ms")
     node = parent.add(label)
     if t.reason:
-        node.add(Text(f"denied: {t.reason}", style="yellow"))
+        prefix = "" if t.reason.startswith(("approved by", "denied by", "approval")) else "denied: "
+        node.add(Text(f"{prefix}{t.reason}", style="yellow"))
     node.add(Text(f"→ {preview(t.result)}", style="red" if t.status == "error" else "dim"))
 
 

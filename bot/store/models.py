@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -231,3 +232,34 @@ class InboxRow(Base):
         UniqueConstraint("platform", "event_key"),
         Index("ix_inbox_state_lease_until", "state", "lease_until"),
     )
+
+
+class ApprovalRow(Base):
+    """A gated tool call waiting for (or decided by) a human. `status` moves once, from `pending`, by a
+    conditional UPDATE: exactly one decision counts. `outcome`: `ran`/`error` once the approved call ran,
+    `not_run` when the turn that asked was gone by the time of the decision. `heartbeat_at`: the waiting turn
+    is alive (a click on any instance can tell whether someone still waits)."""
+
+    __tablename__ = "approvals"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(32))
+    agent: Mapped[str] = mapped_column(String(64))
+    call_id: Mapped[str] = mapped_column(String(128))
+    tool: Mapped[str] = mapped_column(String(64))
+    arguments: Mapped[str] = mapped_column(Text)  # redacted
+    requested_by: Mapped[str | None] = mapped_column(String(255))
+    approvers: Mapped[Any] = mapped_column(JSON)
+    self_approve: Mapped[bool] = mapped_column(Boolean, default=False)
+    platform: Mapped[str] = mapped_column(String(32))
+    channel: Mapped[str] = mapped_column(String(255))
+    thread: Mapped[str | None] = mapped_column(String(255))
+    message_ref: Mapped[str | None] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    decided_by: Mapped[str | None] = mapped_column(String(255))
+    decided_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    __table_args__ = (Index("ix_approvals_status_expires_at", "status", "expires_at"),)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bot.engine.approval import ApprovalSpec
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.tools.sandbox import resolve_allowed, suspicious_char
 
@@ -49,6 +50,7 @@ class CommandRule(BaseModel):
     # run on the host, outside the OS sandbox (df, systemctl, journalctl need the host's view); only for a
     # rule that takes no path, since paths are what a race or a link could turn outside
     host: bool = False
+    approval: ApprovalSpec | None = None  # this command runs only once a human approved it (docs/approvals.md)
 
     @field_validator("command")
     @classmethod

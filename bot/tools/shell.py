@@ -7,8 +7,9 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
+from bot.engine.approval import ApprovalSpec
 from bot.engine.errors import ToolDenied
 from bot.engine.tooling import ToolContext, ToolSettings, tool
 from bot.redact import LOOKAHEAD, cut
@@ -126,6 +127,15 @@ def workdir(roots: tuple[str, ...]) -> str:
     return "/"
 
 
+async def shell_approval(ctx: ToolContext[ShellSettings], args: BaseModel) -> ApprovalSpec | None:
+    """A command under a rule with `approval:` (or any command, with the tool's own) waits for a human. The
+    whole check runs first: a command the sandbox refuses is refused before anyone is asked."""
+    settings = ctx.settings
+    command = str(getattr(args, "command", ""))
+    _, rule = await asyncio.to_thread(check_command_rule, command, settings.commands, settings.roots)
+    return rule.approval or settings.approval
+
+
 @tool(
     "shell",
     "Run ONE allow-listed diagnostic command (like `df -h`, `uptime`, `systemctl status nginx`, `tail -n 50 "
@@ -134,6 +144,7 @@ def workdir(roots: tuple[str, ...]) -> str:
     "denied call says which commands are allowed.",
     settings=ShellSettings,
     timeout=660.0,
+    approval=shell_approval,
 )
 async def shell(ctx: ToolContext[ShellSettings], command: str) -> str:
     settings = ctx.settings

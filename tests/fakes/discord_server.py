@@ -2,7 +2,9 @@
 real discord.py over real sockets.
 
 REST: `/users/@me`, `/users/@me/guilds`, `/oauth2/applications/@me`, `/gateway(/bot)`, a guild's channels,
-channels, messages (JSON and multipart with files), threads from a message, reactions, typing. Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE,
+channels, messages (JSON and multipart with files), threads from a message, reactions, typing, interaction
+callbacks (recorded in `callbacks`, with how long after the click they came). `click()` dispatches a button's
+INTERACTION_CREATE to one connection. Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE,
 heartbeats, dispatches with sequence numbers, RECONNECT and RESUME (missed events are replayed).
 Everything the bot sends is recorded: `requests` (REST), `ops` (gateway opcodes), `posted` (messages)."""
 
@@ -105,6 +107,20 @@ class Posted:
     files: dict[str, bytes] = field(default_factory=lambda: dict[str, bytes]())
 
 
+@dataclass
+class Callback:
+    """The bot's answer to an interaction: type 4 (message; flags 64: ephemeral) or 7 (update the message)."""
+
+    interaction: int
+    type: int
+    data: dict[str, Any]
+    seconds: float  # after the click was dispatched
+
+    @property
+    def ephemeral(self) -> bool:
+        return bool(self.data.get("flags", 0) & 64)
+
+
 class FakeDiscord:
     def __init__(self) -> None:
         self._ids = itertools.count(int(time.time() * 1000) << 22)
@@ -119,6 +135,8 @@ class FakeDiscord:
         # (method, path suffix, status, retry_after): the next matching request gets this error
         self.faults: list[tuple[str, str, int, float]] = []
         self.events: list[tuple[int, dict[str, Any]]] = []  # (seq, frame) dispatched in this session
+        self.callbacks: list[Callback] = []  # interaction callbacks the bot sent
+        self._clicked: dict[int, float] = {}  # interaction id -> when it was dispatched
         self.session_id = "fake-session-1"
         self.token: str | None = None  # when set, any other token gets a 401
         self.channels: dict[int, dict[str, Any]] = {
@@ -225,6 +243,26 @@ class FakeDiscord:
 
     def dm(self, content: str, author: int = ALICE) -> int:
         return self.send_message(DM_CHANNEL, content, author, guild=False)
+
+    def click(self, custom_id: str, message: Posted, author: int, to: int | None = None) -> int:
+        """`author` clicks the button `custom_id` on the bot's message; dispatched to connection `to` (Discord
+        sends an interaction to one session) or to all. Returns the interaction id."""
+        iid = self.new_id()
+        data: dict[str, Any] = {
+            "id": str(iid), "application_id": str(APP_ID), "type": 3, "token": f"token-{iid}", "version": 1,
+            "guild_id": str(GUILD_ID), "channel_id": str(message.channel), "attachment_size_limit": 8_388_608,
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "member": {"user": USERS[author], "roles": ROLES.get(author, []), "joined_at": TS, "deaf": False,
+                       "mute": False, "flags": 0, "permissions": "0"},
+            "message": self._message(message.channel, message.id, message.content),
+            "locale": "en-US", "app_permissions": "0",
+        }
+        self._clicked[iid] = time.perf_counter()
+        self.server.call(self._dispatch_to("INTERACTION_CREATE", data, to))
+        return iid
+
+    async def _dispatch_to(self, event: str, data: dict[str, Any], to: int | None) -> None:
+        await self._dispatch(event, data, self._sockets[to] if to is not None else None)
 
     def reconnect(self) -> None:
         """Ask the bot to reconnect (op 7), as Discord does when it moves a session."""
@@ -427,6 +465,16 @@ class FakeDiscord:
             case ("PUT", ["channels", cid, "messages", mid, "reactions", emoji, "@me"]):
                 self.reactions.append((int(cid), int(mid), emoji))
                 return web.Response(status=204)
+            case ("POST", ["interactions", iid, _token, "callback"]):
+                started = self._clicked.get(int(iid), time.perf_counter())
+                payload = body or {}
+                answer = Callback(int(iid), int(payload.get("type", 0)), payload.get("data") or {},
+                                  time.perf_counter() - started)
+                self.callbacks.append(answer)
+                # discord.py asks `?with_response=true`: Discord then answers with the callback object
+                return respond({"interaction": {"id": iid, "type": 3, "response_message_loading": False,
+                                                "response_message_ephemeral": answer.ephemeral},
+                                "resource": {"type": answer.type}})
             case ("POST", ["channels", cid, "messages", mid, "threads"]):
                 return respond(await self._create_thread(int(cid), int(mid), body or {}), 201)
             case _:

@@ -62,6 +62,22 @@ def event_callback(event: dict[str, Any], event_id: str | None = None) -> dict[s
     }
 
 
+def block_actions(user: str, action_id: str, value: str, channel: str, message_ts: str,
+                  thread_ts: str | None = None) -> dict[str, Any]:
+    """The payload Slack sends when someone clicks a button in a message."""
+    message: dict[str, Any] = {"type": "message", "ts": message_ts, "user": BOT_USER}
+    if thread_ts:
+        message["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions", "team": {"id": TEAM}, "api_app_id": "A0001", "token": "legacy",
+        "user": {"id": user, "team_id": TEAM}, "channel": {"id": channel}, "container": {
+            "type": "message", "message_ts": message_ts, "channel_id": channel},
+        "message": message, "trigger_id": "1.2.3", "response_url": "https://hooks.invalid/actions/1",
+        "actions": [{"type": "button", "action_id": action_id, "block_id": f"approval-{value}", "value": value,
+                     "action_ts": "1.0"}],
+    }
+
+
 def burst_envelope(envelope_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     """A first delivery of an events_api envelope, as `FakeSlack.push` sends it."""
     return {
@@ -176,6 +192,14 @@ class FakeSlack:
             "retry_attempt": retry_attempt,
             "retry_reason": retry_reason,
         }
+        self.server.call(self._send_all(json.dumps(envelope)))
+        return envelope_id
+
+    def push_interactive(self, payload: dict[str, Any]) -> str:
+        """Send an `interactive` envelope (a button click) over every open Socket Mode connection."""
+        envelope_id = uuid.uuid4().hex
+        envelope = {"envelope_id": envelope_id, "type": "interactive", "payload": payload,
+                    "accepts_response_payload": False}
         self.server.call(self._send_all(json.dumps(envelope)))
         return envelope_id
 
@@ -321,6 +345,9 @@ class FakeSlack:
 
     def _chat_update(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"channel": p["channel"], "ts": p["ts"], "text": p.get("text", "")}
+
+    def _chat_postEphemeral(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"message_ts": self.next_ts()}
 
     def _reactions_add(self, p: dict[str, Any]) -> dict[str, Any]:
         return {}

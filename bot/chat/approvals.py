@@ -1,0 +1,269 @@
+"""The approval flow, written once for every platform: the engine's `ApprovalGate` (post the request, wait for
+a decision in the database) and what a click does (who may decide, exactly one decision, the turn is told).
+
+    gated call ─> row `pending` ─> platform posts Approve / Deny ─> wait: event from a local click, or the
+    row polled (a click on another instance) ─> approved: the tool runs │ denied │ expired (row + thread told)
+    click ─> may this user decide? (else a private answer) ─> conditional UPDATE (one decision counts)
+          ─> message updated ─> the waiting turn wakes; nobody waits any more (restart): the thread is told
+             and the call is recorded as not run
+
+Platforms render (`ApprovalButtons`); terminals decide inline (`InlineApprover`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal, Protocol
+
+from bot.engine.approval import REQUESTER, ApprovalDecision, ApprovalRequest, may_approve
+from bot.engine.context import RunContext
+from bot.store.approvals import Approval, ApprovalStore, NewApproval
+from bot.store.models import utcnow
+
+log = logging.getLogger(__name__)
+
+ACTION_APPROVE, ACTION_DENY = "yokebot_approve", "yokebot_deny"  # button ids; the value is the row id
+
+
+class ApprovalButtons(Protocol):
+    """One platform's messages: the request with Approve / Deny, the decision shown on it, a sentence in the
+    thread. `channel`/`thread` are the platform's IDs (the turn's scope, or a schedule's post_to)."""
+
+    async def ask(self, approval: Approval) -> str:
+        """Post the request; returns a reference to its message (kept on the row)."""
+        ...
+
+    async def show(self, approval: Approval) -> None:
+        """Update the request's message with the decision (no buttons any more)."""
+        ...
+
+    async def say(self, approval: Approval, text: str) -> None:
+        """Post a sentence in the request's thread."""
+        ...
+
+
+class InlineApprover(Protocol):
+    """A terminal: asks its user right there (`yokebot chat`), or decides by a flag (`yokebot ask`)."""
+
+    async def decide(self, approval: Approval) -> tuple[Literal["approved", "denied"], str] | str:
+        """(verdict, who) or one sentence saying why nobody can be asked."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    poll_seconds: float = 1.0  # how often a waiting turn reads its row (a click on another instance)
+    heartbeat_seconds: float = 5.0  # how often it says it is still waiting
+    stale_seconds: float = 30.0  # a heartbeat older than this: the turn is gone
+
+
+@dataclass(frozen=True, slots=True)
+class ClickAnswer:
+    """What the platform answers the click with: the updated request (Slack chat.update, Discord type 7) or
+    one private sentence (ephemeral) for the clicker."""
+
+    approval: Approval | None = None
+    private: str | None = None
+
+
+NOT_YOURS = "You may not approve this request; it needs one of its approvers."
+
+
+def describe(approval: Approval) -> str:
+    """The exact call, as plain text (platforms wrap it)."""
+    return f"{approval.tool} {approval.arguments}"
+
+
+def status_line(approval: Approval) -> str:
+    when = approval.decided_at.strftime("%Y-%m-%d %H:%M UTC") if approval.decided_at else ""
+    if approval.status == "expired":
+        return f"Expired at {when}: nobody decided in time. Not run."
+    verb = "Approved" if approval.status == "approved" else "Denied"
+    return f"{verb} by {{by}} at {when}."
+
+
+def timeout_words(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+class ApprovalDesk:
+    """The `ApprovalGate` of the app. Platforms register their buttons; adapters hand clicks to `click`."""
+
+    def __init__(self, store: ApprovalStore, timing: Timing = Timing()) -> None:
+        self.store, self.timing = store, timing
+        self.buttons: dict[str, ApprovalButtons] = {}
+        self.inline: dict[str, InlineApprover] = {}
+        self._waiting: dict[int, asyncio.Event] = {}
+
+    def register(self, platform: str, buttons: ApprovalButtons) -> None:
+        self.buttons[platform] = buttons
+
+    def register_inline(self, platform: str, approver: InlineApprover) -> None:
+        self.inline[platform] = approver
+
+    # --- the gate -----------------------------------------------------------------------------------------
+    async def decide(self, run: RunContext, request: ApprovalRequest) -> ApprovalDecision:
+        where = self._where(run)
+        if isinstance(where, str):
+            return ApprovalDecision("refused", note=f"{request.tool} needs a human's approval, but {where}")
+        platform, channel, thread = where
+        now = utcnow()
+        new = NewApproval(run.session_id, run.turn_id, run.agent, request.call_id, request.tool, request.arguments,
+                          run.scope.user, request.spec.approvers, request.spec.self_approve, platform, channel,
+                          thread, now + timedelta(seconds=request.spec.timeout_seconds))
+        approval_id = await self.store.create(new, now)
+        approval = await self._get(approval_id)
+        inline = self.inline.get(platform)
+        if inline is not None:
+            return await self._inline(inline, approval)
+        try:
+            ref = await self.buttons[platform].ask(approval)
+        except Exception:
+            log.exception("could not post approval request %s", approval_id)
+            await self.store.expire(approval_id)
+            await self.store.set_outcome(approval_id, "not_run")
+            return ApprovalDecision("refused", note=f"{request.tool} needs a human's approval, but the request "
+                                    "could not be posted", approval_id=approval_id)
+        await self.store.set_message(approval_id, ref)
+        return await self._wait(approval_id)
+
+    async def ran(self, decision: ApprovalDecision, status: str) -> None:
+        if decision.approval_id is not None:
+            await self.store.set_outcome(decision.approval_id, "ran" if status == "ok" else status)
+
+    def _where(self, run: RunContext) -> tuple[str, str, str | None] | str:
+        """Where the request is posted: the turn's own thread, or a scheduled run's post_to channel."""
+        scope = run.scope
+        if scope.platform in self.inline or scope.platform in self.buttons:
+            return scope.platform, scope.channel, scope.thread
+        if scope.platform == "schedule":
+            # a profile schedule's runs happen in channel `agent/name` (bot/scheduling/model.py)
+            spec = next((s for s in run.profile.schedules if f"{run.agent}/{s.name}" == scope.channel), None)
+            if spec is None or spec.post_to is None:
+                return "this scheduled run has no post_to channel to ask in"
+            platform, _, channel = spec.post_to.partition(":")
+            if platform in self.buttons:
+                return platform, channel, None
+            return f"{platform} is not connected in this process, so nobody can be asked"
+        return f"nobody can be asked from {scope.platform}"
+
+    async def _inline(self, inline: InlineApprover, approval: Approval) -> ApprovalDecision:
+        answer = await inline.decide(approval)
+        if isinstance(answer, str):
+            await self.store.expire(approval.id)
+            await self.store.set_outcome(approval.id, "not_run")
+            return ApprovalDecision("refused", note=answer, approval_id=approval.id)
+        verdict, who = answer
+        await self.store.decide(approval.id, verdict, who)
+        return self._decision(await self._get(approval.id))
+
+    async def _get(self, approval_id: int) -> Approval:
+        approval = await self.store.get(approval_id)
+        if approval is None:
+            raise LookupError(f"approval {approval_id} vanished")
+        return approval
+
+    @staticmethod
+    def _decision(a: Approval) -> ApprovalDecision:
+        verdict = a.status if a.status != "pending" else "expired"
+        return ApprovalDecision(verdict, a.decided_by, a.decided_at, approval_id=a.id)
+
+    async def _wait(self, approval_id: int) -> ApprovalDecision:
+        """Until the row is decided or expires. A local click sets the event; a click elsewhere is read from the
+        row at the next poll. Cancelled (shutdown): the row says nobody waits any more."""
+        event = self._waiting[approval_id] = asyncio.Event()
+        beat = utcnow()
+        try:
+            while True:
+                approval = await self._get(approval_id)
+                now = utcnow()
+                if approval.status != "pending":
+                    return self._decision(approval)
+                if approval.expired(now):
+                    await self._expire(approval)
+                    continue
+                if (now - beat).total_seconds() >= self.timing.heartbeat_seconds:
+                    await self.store.heartbeat(approval_id, now)
+                    beat = now
+                left = (approval.expires_at - now).total_seconds()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), timeout=max(0.01, min(self.timing.poll_seconds, left)))
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.store.heartbeat(approval_id, None))
+            raise
+        finally:
+            self._waiting.pop(approval_id, None)
+
+    async def _expire(self, approval: Approval) -> None:
+        if not await self.store.expire(approval.id):
+            return  # decided at the last moment
+        expired = await self._get(approval.id)
+        await self._tell(expired, f"Nobody approved `{approval.tool}` within "
+                                  f"{timeout_words(approval.timeout_seconds)}, so the request expired and it "
+                                  "was not run.")
+
+    async def _tell(self, approval: Approval, text: str) -> None:
+        buttons = self.buttons.get(approval.platform)
+        if buttons is None:
+            return
+        try:
+            await buttons.show(approval)
+            await buttons.say(approval, text)
+        except Exception:
+            log.warning("could not update approval request %s", approval.id, exc_info=True)
+
+    # --- a click -----------------------------------------------------------------------------------------
+    async def click(self, platform: str, approval_id: int, user: str, groups: frozenset[str],
+                    approve: bool) -> ClickAnswer:
+        """A click on Approve / Deny by `user` (in `groups`: Slack user groups, Discord roles) on `platform`."""
+        approval = await self.store.get(approval_id)
+        if approval is None or approval.platform != platform:
+            return ClickAnswer(private="This approval request is unknown here.")
+        if not may_approve(approval.approvers, approval.self_approve, approval.requested_by, user, groups):
+            log.info("approval %s: %s may not decide it", approval_id, user)
+            return ClickAnswer(private=NOT_YOURS)
+        if approval.status != "pending":
+            return ClickAnswer(private=f"This request was already {approval.status}.")
+        now = utcnow()
+        if approval.expired(now):
+            await self._expire(approval)
+            return ClickAnswer(private="This request has expired; it was not run.")
+        if not await self.store.decide(approval_id, "approved" if approve else "denied", user, now):
+            latest = await self._get(approval_id)
+            return ClickAnswer(private=f"This request was already {latest.status}.")
+        decided = await self._get(approval_id)
+        log.info("approval %s for %s %s by %s", approval_id, decided.tool, decided.status, user)
+        event = self._waiting.get(approval_id)
+        if event is not None:
+            event.set()
+        elif self._gone(decided, now):
+            await self._orphaned(decided)
+        return ClickAnswer(approval=decided)
+
+    def _gone(self, approval: Approval, now: datetime) -> bool:
+        """Nobody waits for it: the turn was stopped, or its process died (no heartbeat for a while)."""
+        beat = approval.heartbeat_at
+        return beat is None or (now - beat).total_seconds() > self.timing.stale_seconds
+
+    async def _orphaned(self, approval: Approval) -> None:
+        await self.store.set_outcome(approval.id, "not_run")
+        buttons = self.buttons.get(approval.platform)
+        if buttons is None:
+            return
+        text = (f"{approval.status.capitalize()}, but the conversation that asked for `{approval.tool}` is no "
+                "longer running (I was restarted), so it was not run. Ask me again if it is still needed.")
+        try:
+            await buttons.say(approval, text)
+        except Exception:
+            log.warning("could not tell the thread of approval %s that its turn is gone", approval.id, exc_info=True)
+
+
+def approver_names(approval: Approval, mention: dict[str, str]) -> str:
+    """`who may approve`, each ID rendered by the platform (`mention` maps an ID to its text)."""
+    shown = [("the requester" if a == REQUESTER else mention.get(a, a)) for a in approval.approvers]
+    return ", ".join(shown)
+

@@ -1,0 +1,118 @@
+"""Approval requests in Discord: a message with the exact call and Approve / Deny buttons (message components),
+and the INTERACTION_CREATE a click sends, answered at once: the updated message (callback type 7,
+UPDATE_MESSAGE) or, for someone who may not decide, an ephemeral sentence (type 4, flags 64). The flow itself
+is `bot/chat/approvals.py`; custom ids carry the row id, so any instance (or one restarted) can answer."""
+
+from __future__ import annotations
+
+import logging
+
+import discord
+
+from bot.chat.approvals import ACTION_APPROVE, ACTION_DENY, ApprovalDesk, approver_names, status_line, timeout_words
+from bot.chat.discord_output import NO_PINGS
+from bot.store.approvals import Approval
+
+log = logging.getLogger(__name__)
+MAX_CODE_CHARS = 1500  # the whole message must stay under 2,000 characters
+
+
+def mention(who: str) -> str:
+    """A Discord ID may be a user or a role; shown as an ID (NO_PINGS: nobody is pinged either way)."""
+    return f"`{who}`"
+
+
+def _code(text: str) -> str:
+    text = text.replace("```", "'''")
+    return f"```\n{text[:MAX_CODE_CHARS]}{' …(cut)' if len(text) > MAX_CODE_CHARS else ''}\n```"
+
+
+def request_text(a: Approval) -> str:
+    who = f"<@{a.requested_by}>" if a.requested_by and a.requested_by.isdigit() else (a.requested_by or "a run")
+    head = f"✋ **Approval needed:** {who} asked me to run `{a.tool}`:\n{_code(a.arguments)}"
+    if a.status == "pending":
+        approvers = approver_names(a, {x: mention(x) for x in a.approvers})
+        return f"{head}\nWho may approve: {approvers}. Expires in {timeout_words(a.timeout_seconds)}."
+    by = f"<@{a.decided_by}>" if a.decided_by and a.decided_by.isdigit() else (a.decided_by or "?")
+    emoji = {"approved": "✅", "denied": "⛔"}.get(a.status, "⌛")
+    return f"{head}\n{emoji} {status_line(a).replace('{by}', by)}"
+
+
+def buttons(a: Approval) -> discord.ui.View:
+    """The two buttons, as a view that is never stored: every click reaches `on_interaction`."""
+    view = discord.ui.View(timeout=None)
+    view.add_item(discord.ui.Button(style=discord.ButtonStyle.success, label="Approve",
+                                    custom_id=f"{ACTION_APPROVE}:{a.id}"))
+    view.add_item(discord.ui.Button(style=discord.ButtonStyle.danger, label="Deny",
+                                    custom_id=f"{ACTION_DENY}:{a.id}"))
+    view.stop()  # finished before sending: discord.py sends the components but keeps no callbacks for them
+    return view
+
+
+class DiscordApprovalButtons:
+    """`ApprovalButtons` for Discord. The request goes to the turn's thread (or DM), or a schedule's channel;
+    the reference kept on the row is `channel/message`."""
+
+    def __init__(self, client: discord.Client) -> None:
+        self.client = client
+
+    def _dest(self, a: Approval) -> discord.PartialMessageable:
+        return self.client.get_partial_messageable(int(a.thread or a.channel))
+
+    async def ask(self, approval: Approval) -> str:
+        sent = await self._dest(approval).send(request_text(approval), view=buttons(approval),
+                                               allowed_mentions=NO_PINGS)
+        return f"{sent.channel.id}/{sent.id}"
+
+    async def show(self, approval: Approval) -> None:
+        if approval.message_ref is None:
+            return
+        channel, _, message = approval.message_ref.partition("/")
+        partial = self.client.get_partial_messageable(int(channel)).get_partial_message(int(message))
+        await partial.edit(content=request_text(approval), view=None, allowed_mentions=NO_PINGS)
+
+    async def say(self, approval: Approval, text: str) -> None:
+        await self._dest(approval).send(text, allowed_mentions=NO_PINGS)
+
+
+def parse_custom_id(custom_id: str) -> tuple[bool, int] | None:
+    """(approve?, row id) for our buttons; None for anything else."""
+    action, _, raw = custom_id.partition(":")
+    if action not in (ACTION_APPROVE, ACTION_DENY) or not raw.isdigit():
+        return None
+    return action == ACTION_APPROVE, int(raw)
+
+
+def _roles(user: discord.User | discord.Member) -> frozenset[str]:
+    if not isinstance(user, discord.Member):
+        return frozenset()
+    return frozenset(str(r) for r in user._roles)  # role IDs from the interaction itself, no lookup
+
+
+def mount_approvals(client: discord.Client, desk: ApprovalDesk) -> None:
+    """Register the buttons with the desk and answer clicks (`on_interaction`, within Discord's 3 s)."""
+    desk.register("discord", DiscordApprovalButtons(client))
+
+    async def on_interaction(interaction: discord.Interaction) -> None:
+        if interaction.type is not discord.InteractionType.component or interaction.data is None:
+            return
+        parsed = parse_custom_id(str(interaction.data.get("custom_id", "")))
+        if parsed is None:
+            return
+        approve, approval_id = parsed
+        await answer_click(desk, interaction, approval_id, approve)
+
+    client.event(on_interaction)
+
+
+async def answer_click(desk: ApprovalDesk, interaction: discord.Interaction, approval_id: int, approve: bool) -> None:
+    user = interaction.user
+    answer = await desk.click("discord", approval_id, str(user.id), _roles(user), approve)
+    try:
+        if answer.private is not None:
+            await interaction.response.send_message(answer.private, ephemeral=True)
+        elif answer.approval is not None:
+            await interaction.response.edit_message(content=request_text(answer.approval), view=None,
+                                                    allowed_mentions=NO_PINGS)
+    except discord.HTTPException as exc:
+        log.warning("could not answer the approval click on %s: %s", approval_id, exc)

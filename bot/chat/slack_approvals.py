@@ -1,0 +1,120 @@
+"""Approval requests in Slack: a Block Kit message with the exact call and Approve / Deny buttons, and the
+`block_actions` a click sends (Socket Mode or signed HTTP at /slack/events, both through Bolt). The flow
+itself (who may decide, one decision, the waiting turn) is `bot/chat/approvals.py`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.chat.approvals import ACTION_APPROVE, ACTION_DENY, ApprovalDesk, approver_names, status_line, timeout_words
+from bot.chat.slack_directory import UserGroups
+from bot.store.approvals import Approval
+
+log = logging.getLogger(__name__)
+MAX_CODE_CHARS = 2800  # a section's text is limited to 3000 characters
+
+
+def mention(who: str) -> str:
+    if who.startswith("S"):
+        return f"<!subteam^{who}>"
+    return f"<@{who}>" if who[:1] in ("U", "W") else who
+
+
+def _code(text: str) -> str:
+    text = text.replace("```", "'''")
+    if len(text) > MAX_CODE_CHARS:
+        text = text[:MAX_CODE_CHARS] + " …(cut)"
+    return f"```{text}```"
+
+
+def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
+    who = mention(a.requested_by) if a.requested_by and a.requested_by[:1] in "UW" else (a.requested_by or "a run")
+    approvers = approver_names(a, {x: mention(x) for x in a.approvers})
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": f":raised_hand: *Approval needed:* {who} asked "
+                                                               f"me to run `{a.tool}`:"}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _code(a.arguments)}},
+    ]
+    if decided:
+        line = status_line(a).replace("{by}", mention(a.decided_by or "?"))
+        emoji = {"approved": ":white_check_mark:", "denied": ":no_entry:"}.get(a.status, ":hourglass:")
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{emoji} {line}"}]})
+        return blocks
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text":
+                   f"Who may approve: {approvers}. Expires in {timeout_words(a.timeout_seconds)}."}]})
+    blocks.append({"type": "actions", "block_id": f"approval-{a.id}", "elements": [
+        {"type": "button", "action_id": ACTION_APPROVE, "value": str(a.id), "style": "primary",
+         "text": {"type": "plain_text", "text": "Approve"}},
+        {"type": "button", "action_id": ACTION_DENY, "value": str(a.id), "style": "danger",
+         "text": {"type": "plain_text", "text": "Deny"}},
+    ]})
+    return blocks
+
+
+def fallback(a: Approval) -> str:
+    if a.status == "pending":
+        return f"Approval needed to run {a.tool} {a.arguments}"
+    return f"{a.tool}: {status_line(a).replace('{by}', a.decided_by or '?')}"
+
+
+class SlackApprovalButtons:
+    """`ApprovalButtons` for Slack. The message reference kept on the row is `channel:ts`."""
+
+    def __init__(self, client: AsyncWebClient) -> None:
+        self.client = client
+
+    async def ask(self, approval: Approval) -> str:
+        resp = await self.client.chat_postMessage(channel=approval.channel, thread_ts=approval.thread or None,
+                                                  text=fallback(approval), blocks=request_blocks(approval, False))
+        return f"{resp.get('channel') or approval.channel}:{resp['ts']}"
+
+    async def show(self, approval: Approval) -> None:
+        if approval.message_ref is None:
+            return
+        channel, _, ts = approval.message_ref.rpartition(":")
+        await self.client.chat_update(channel=channel, ts=ts, text=fallback(approval),
+                                      blocks=request_blocks(approval, True))
+
+    async def say(self, approval: Approval, text: str) -> None:
+        channel = approval.message_ref.rpartition(":")[0] if approval.message_ref else approval.channel
+        await self.client.chat_postMessage(channel=channel, thread_ts=approval.thread or None, text=text)
+
+
+def mount_approvals(bolt: AsyncApp, desk: ApprovalDesk, client: AsyncWebClient, groups: UserGroups) -> None:
+    """Handle Approve / Deny clicks: ack at once, decide, then update the message or tell the clicker privately."""
+    buttons = SlackApprovalButtons(client)
+    desk.register("slack", buttons)
+
+    async def on_click(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        await handle_click(desk, buttons, client, groups, body)
+
+    bolt.action(ACTION_APPROVE)(on_click)
+    bolt.action(ACTION_DENY)(on_click)
+
+
+async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, client: AsyncWebClient,
+                       groups: UserGroups, body: dict[str, Any]) -> None:
+    action = (body.get("actions") or [{}])[0]
+    user = str((body.get("user") or {}).get("id") or "")
+    try:
+        approval_id = int(action.get("value") or "")
+    except ValueError:
+        log.warning("Slack approval click with a bad value %r", action.get("value"))
+        return
+    approve = action.get("action_id") == ACTION_APPROVE
+    answer = await desk.click("slack", approval_id, user, await groups.of(user), approve)
+    channel = str((body.get("channel") or {}).get("id") or "")
+    try:
+        if answer.private is not None:
+            thread = (body.get("message") or {}).get("thread_ts")
+            await client.chat_postEphemeral(channel=channel, user=user, text=answer.private, thread_ts=thread)
+        elif answer.approval is not None:
+            await buttons.show(answer.approval)
+    except SlackApiError as exc:
+        log.warning("could not answer the approval click on %s: %s", approval_id, exc.response.get("error"))

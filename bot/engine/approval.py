@@ -1,0 +1,113 @@
+"""Human approval for risky tool calls: the profile's `approval:` setting, and the gate the executor asks.
+
+The engine only knows the port (`ApprovalGate`, in bot/engine/context.py next to the RunContext it reads):
+`decide` posts the request where the turn happens, waits for a
+decision (or the timeout) and says what came of it. `bot/chat/approvals.py` implements it for every
+platform; the executor turns the decision into the tool's observation (docs/approvals.md)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+REQUESTER = "requester"
+DEFAULT_TIMEOUT = "10m"
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h)\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+# Slack user (U…, W…) or user group (S…) IDs; Discord user or role IDs (snowflakes); or `requester`.
+_APPROVER = re.compile(r"^(?:[UWS][A-Z0-9_]{2,30}|\d{15,21}|requester)$")
+MAX_TIMEOUT_SECONDS = 24 * 3600
+
+
+def parse_duration(text: str) -> int:
+    """`90s`, `10m`, `2h` -> seconds."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not a duration; write it like 90s, 10m or 2h")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+class ApprovalSpec(BaseModel):
+    """`approval: {approvers: [U123, S456, requester], timeout: 10m, self_approve: false}`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    approvers: tuple[str, ...] = Field(min_length=1)
+    timeout: str | int = DEFAULT_TIMEOUT
+    self_approve: bool = False
+
+    @field_validator("approvers")
+    @classmethod
+    def _approvers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for who in value:
+            if not _APPROVER.match(who):
+                raise ValueError(
+                    f"{who!r} is not an approver; use a Slack user ID (U…) or user group ID (S…), a Discord "
+                    "user or role ID (digits), or `requester` (IDs, not names: names can be taken by others)")
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: str | int) -> str | int:
+        seconds = value if isinstance(value, int) else parse_duration(value)
+        if not 1 <= seconds <= MAX_TIMEOUT_SECONDS:
+            raise ValueError(f"the timeout must be between 1 s and 24 h, not {value!r}")
+        return value
+
+    @property
+    def timeout_seconds(self) -> int:
+        return self.timeout if isinstance(self.timeout, int) else parse_duration(self.timeout)
+
+
+def may_approve(spec_approvers: tuple[str, ...], self_approve: bool, requester: str | None, user: str,
+                groups: frozenset[str]) -> bool:
+    """Whether `user` (in `groups`: Slack user groups, Discord roles) may decide a request made by `requester`."""
+    if user == requester and not self_approve:
+        return False
+    if REQUESTER in spec_approvers and user == requester:
+        return True
+    return user in spec_approvers or bool(groups & set(spec_approvers))
+
+
+Verdict = Literal["approved", "denied", "expired", "refused"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """One gated call: the exact call (arguments already redacted) and who may decide."""
+
+    call_id: str
+    tool: str
+    arguments: str
+    spec: ApprovalSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    """What came of a request. `by` is who decided (None: expired or refused); `note` is one sentence for the
+    model when the call did not run (refused: why nobody could be asked)."""
+
+    verdict: Verdict
+    by: str | None = None
+    at: datetime | None = None
+    note: str = ""
+    approval_id: int | None = None
+
+    @property
+    def approved(self) -> bool:
+        return self.verdict == "approved"
+
+
+def observation(request: ApprovalRequest, decision: ApprovalDecision) -> tuple[str, str]:
+    """(what the model reads, the audit reason) for a call that did not run."""
+    if decision.verdict == "denied":
+        return (f"Not run: {decision.by} denied the request to run {request.tool}. Do not retry it; tell the "
+                "user it was denied.", f"denied by {decision.by}")
+    if decision.verdict == "expired":
+        return (f"Not run: nobody approved {request.tool} within {request.spec.timeout_seconds} s, so the "
+                "request expired.", "approval expired")
+    return f"Not run: {decision.note}", decision.note or "approval refused"

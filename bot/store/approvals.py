@@ -1,0 +1,136 @@
+"""The `approvals` table: one row per gated tool call. A decision is a conditional UPDATE (`WHERE status =
+'pending'`), so exactly one of two concurrent clicks counts, on any instance sharing the database."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
+
+from sqlalchemy import Table, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.store.models import ApprovalRow, utcnow
+
+ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+A = cast(Table, ApprovalRow.__table__)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; every time here is UTC."""
+    if value is None:
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class NewApproval:
+    session_id: str
+    turn_id: str
+    agent: str
+    call_id: str
+    tool: str
+    arguments: str
+    requested_by: str | None
+    approvers: Sequence[str]
+    self_approve: bool
+    platform: str
+    channel: str
+    thread: str | None
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    id: int
+    session_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    arguments: str
+    requested_by: str | None
+    approvers: tuple[str, ...]
+    self_approve: bool
+    platform: str
+    channel: str
+    thread: str | None
+    message_ref: str | None
+    status: ApprovalStatus
+    decided_by: str | None
+    decided_at: datetime | None
+    outcome: str | None
+    created_at: datetime
+    expires_at: datetime
+    heartbeat_at: datetime | None
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+    @property
+    def timeout_seconds(self) -> float:
+        return (self.expires_at - self.created_at).total_seconds()
+
+
+def _approval(r: Any) -> Approval:
+    created, expires = _utc(r.created_at), _utc(r.expires_at)
+    assert created is not None and expires is not None
+    return Approval(r.id, r.session_id, r.turn_id, r.call_id, r.tool, r.arguments, r.requested_by,
+                    tuple(r.approvers or ()), bool(r.self_approve), r.platform, r.channel, r.thread, r.message_ref,
+                    r.status, r.decided_by, _utc(r.decided_at), r.outcome, created, expires, _utc(r.heartbeat_at))
+
+
+class ApprovalStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def create(self, new: NewApproval, now: datetime | None = None) -> int:
+        now = now or utcnow()
+        values = {f.name: getattr(new, f.name) for f in fields(NewApproval)}
+        values.update(approvers=list(new.approvers), status="pending", created_at=now, heartbeat_at=now)
+        async with self.engine.begin() as conn:
+            result = await conn.execute(insert(A).values(**values).returning(A.c.id))
+            return int(result.scalar_one())
+
+    async def get(self, approval_id: int) -> Approval | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(A).where(A.c.id == approval_id))).first()
+        return _approval(row) if row is not None else None
+
+    async def decide(self, approval_id: int, status: Literal["approved", "denied"], by: str,
+                     now: datetime | None = None) -> bool:
+        """True when this decision is the one that counts (the row was pending and had not expired)."""
+        now = now or utcnow()
+        return await self._move(approval_id, {"status": status, "decided_by": by, "decided_at": now},
+                                A.c.expires_at > now)
+
+    async def expire(self, approval_id: int, now: datetime | None = None) -> bool:
+        now = now or utcnow()
+        return await self._move(approval_id, {"status": "expired", "decided_at": now}, None)
+
+    async def _move(self, approval_id: int, values: dict[str, Any], extra: Any) -> bool:
+        where = [A.c.id == approval_id, A.c.status == "pending"]
+        if extra is not None:
+            where.append(extra)
+        async with self.engine.begin() as conn:
+            result = await conn.execute(update(A).where(*where).values(**values))
+            return result.rowcount == 1
+
+    async def set_message(self, approval_id: int, ref: str) -> None:
+        await self._set(approval_id, message_ref=ref)
+
+    async def heartbeat(self, approval_id: int, at: datetime | None) -> None:
+        """The waiting turn is alive (at = now), or gone (None: a click is told nobody waits any more)."""
+        await self._set(approval_id, heartbeat_at=at)
+
+    async def set_outcome(self, approval_id: int, outcome: str) -> None:
+        await self._set(approval_id, outcome=outcome)
+
+    async def _set(self, approval_id: int, **values: Any) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(update(A).where(A.c.id == approval_id).values(**values))
+
+    async def for_session(self, session_id: str) -> list[Approval]:
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(A).where(A.c.session_id == session_id).order_by(A.c.id))).all()
+        return [_approval(r) for r in rows]

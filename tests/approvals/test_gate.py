@@ -1,0 +1,108 @@
+"""The gate in the executor, through AgentService and the real database: an approved call runs once (no
+retries), and a call nobody can be asked about is refused with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.app import App
+from bot.engine.service import TurnRequest
+from bot.store.approvals import Approval
+from tests.approvals.harness import approval_rows
+from tests.conftest import rows
+from tests.fakes.openai_server import FakeOpenAI, call
+from tests.helpers import FLAKY_CALLS, tool_messages, write_agent
+
+AGENT = """
+tools:
+  flaky: {approval: {approvers: [U_BOSS]}}
+  echo: {}
+"""
+
+
+class Yes:
+    async def decide(self, approval: Approval) -> tuple[str, str]:
+        return "approved", "U_BOSS"
+
+
+def req(text: str) -> TurnRequest:
+    return TurnRequest(platform="test", channel="c1", thread="t1", text=text, agent="tester", user="U_ALICE")
+
+
+async def test_an_approved_call_runs_once_without_retries(bot: App, fake_llm: FakeOpenAI, agents_dir: Path):
+    write_agent(agents_dir, "tester", AGENT)
+    FLAKY_CALLS.clear()
+    assert bot.approvals is not None
+    bot.approvals.register_inline("test", Yes())  # type: ignore[arg-type]
+    from bot.app import load_profiles
+
+    bot.profiles.update(load_profiles(bot.settings, bot.registry))
+    fake_llm.calls(call("flaky", {"key": "k"}, "call_flaky")).reply("It failed.")
+    await bot.service.handle(req("try it"))
+    assert FLAKY_CALLS["k"] == 1  # a transient failure is not retried: the human approved one run
+    assert "gave up after 1 attempts" in tool_messages(fake_llm.requests[1])[0]["content"]
+    (row,) = await approval_rows(bot)
+    assert (row.status, row.decided_by, row.outcome) == ("approved", "U_BOSS", "error")
+    (tool,) = await rows(bot, "SELECT status, reason, attempts FROM tool_invocations")
+    assert (tool.status, tool.reason, tool.attempts) == ("error", "approved by U_BOSS", 1)
+
+
+async def test_where_nobody_can_be_asked_the_call_is_refused_with_the_reason(
+    bot: App, fake_llm: FakeOpenAI, agents_dir: Path
+):
+    write_agent(agents_dir, "tester", AGENT)
+    from bot.app import load_profiles
+
+    bot.profiles.update(load_profiles(bot.settings, bot.registry))
+    FLAKY_CALLS.clear()
+    fake_llm.calls(call("flaky", {"key": "k"}, "call_flaky")).reply("Could not.")
+    await bot.service.handle(req("try it"))
+    assert FLAKY_CALLS["k"] == 0
+    seen = tool_messages(fake_llm.requests[1])[0]["content"]
+    assert seen == "Not run: flaky needs a human's approval, but nobody can be asked from test"
+    (tool,) = await rows(bot, "SELECT status, reason FROM tool_invocations")
+    assert (tool.status, tool.reason) == ("denied", "flaky needs a human's approval, but nobody can be asked from test")
+    assert await approval_rows(bot) == []
+
+
+class Recorded:
+    """Buttons that only remember what they were asked to show (the platforms have their own tests)."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+        self.shown: list[str] = []
+
+    async def ask(self, approval: Approval) -> str:
+        return "ref"
+
+    async def show(self, approval: Approval) -> None:
+        self.shown.append(approval.status)
+
+    async def say(self, approval: Approval, text: str) -> None:
+        self.said.append(text)
+
+
+async def test_a_click_after_a_crash_finds_no_live_heartbeat_and_records_not_run(bot: App):
+    """A process killed outright never clears its heartbeat; an old one means the same as none."""
+    from datetime import timedelta
+
+    from bot.store.approvals import ApprovalStore, NewApproval
+    from bot.store.models import utcnow
+
+    assert bot.approvals is not None
+    buttons = Recorded()
+    bot.approvals.register("slack", buttons)
+    session = await bot.store.session_for("slack", "C1", "1.0", "tester")
+    store = ApprovalStore(bot.engine)
+    long_ago = utcnow() - timedelta(minutes=5)
+    approval_id = await store.create(NewApproval(
+        session.id, "turn1", "tester", "call1", "restart_service", '{"service": "nginx"}', "U_ALICE",
+        ["U_BOSS"], False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5)), now=long_ago)
+    answer = await bot.approvals.click("slack", approval_id, "U_BOSS", frozenset(), True)
+    assert answer.approval is not None and answer.approval.status == "approved"
+    row = await store.get(approval_id)
+    assert row is not None and (row.status, row.decided_by, row.outcome) == ("approved", "U_BOSS", "not_run")
+    assert len(buttons.said) == 1 and "no longer running" in buttons.said[0]
+    # the same click on the other platform's buttons is not accepted
+    other = await bot.approvals.click("discord", approval_id, "U_BOSS", frozenset(), False)
+    assert other.private == "This approval request is unknown here."

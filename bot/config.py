@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     model_retry_max_wait_seconds: float = 20.0
     model_timeout_seconds: float = 60.0
     model_stream: bool = False
+    progress_live: bool = True  # a status message and the answer as it is written (Slack, Discord)
+    progress_steps: Literal["none", "compact", "full"] = "compact"  # tool steps shown in chat while working
+    progress_interval_seconds: float = 1.0  # the least time between two progress edits of one reply
 
     tool_max_attempts: int = 3
     tool_backoff_seconds: float = 0.2

@@ -23,6 +23,7 @@ from slack_sdk.errors import SlackApiError
 from bot.chat.access import Origin
 from bot.chat.base import EventClaims, EventCounter, Inbound
 from bot.chat.pipeline import Receipt
+from bot.chat.progress import live_options
 from bot.chat.slack_directory import ThreadMemory, UserGroups
 from bot.chat.slack_events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
 from bot.chat.slack_output import SlackReply
@@ -158,7 +159,8 @@ class SlackAdapter:
             return await self.threads.bot_in(m.channel, m.thread, me.user_id, me.bot_id)
 
         return Inbound(Origin(PLATFORM, m.channel, m.user, m.dm), m.thread, m.text, m.trigger,
-                       SlackReply(self.poster, m.channel, m.ts, m.thread, m.reply_thread, self.threads),
+                       SlackReply(self.poster, m.channel, m.ts, m.thread, m.reply_thread, self.threads,
+                                  live_options(self.settings)),
                        message_id=m.ts, claim_key=f"{m.channel}:{m.ts}",
                        addressed=addressed if m.trigger == "thread" else None)
 

@@ -32,6 +32,9 @@ class ReActLoop:
         async def report(attempt: ModelAttempt) -> None:
             await hooks.model_attempt(run, attempt)
 
+        async def delta(fragment: str) -> None:
+            await hooks.text_delta(run, fragment)
+
         await add(Message.user(text))
         system = await self.prompts.system_message(profile, run.scope)
         while iterations < profile.max_iterations:
@@ -40,7 +43,7 @@ class ReActLoop:
             request = ModelRequest(profile.model or self.default_model, prompt.messages, prompt.tools,
                                    profile.temperature)
             try:
-                response = await self.model.complete(request, report)
+                response = await self.model.complete(request, report, delta)
             except ModelError as err:
                 answer = replies.model_failed(err)
                 await add(Message.assistant(answer))

@@ -11,7 +11,7 @@ import openai
 
 from bot.engine.errors import ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
-from bot.engine.wire import ModelRequest
+from bot.engine.wire import ModelRequest, OnDelta
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -101,8 +101,9 @@ class _Partial:
     arguments: str = ""
 
 
-async def _collect(stream: Any, fallback_model: str) -> ModelResponse:
-    """Assemble a streamed reply: content fragments, tool-call deltas by index, and the usage chunk."""
+async def _collect(stream: Any, fallback_model: str, on_delta: OnDelta | None = None) -> ModelResponse:
+    """Assemble a streamed reply: content fragments (each told to `on_delta`), tool-call deltas by index, and
+    the usage chunk."""
     content: list[str] = []
     calls: dict[int, _Partial] = {}
     usage, finish, model = Usage(), None, fallback_model
@@ -115,6 +116,8 @@ async def _collect(stream: Any, fallback_model: str) -> ModelResponse:
             finish = choice.finish_reason or finish
             if delta.content:
                 content.append(delta.content)
+                if on_delta is not None:
+                    await on_delta(delta.content)
             deltas: list[Any] = list(delta.tool_calls or [])
             for tc in deltas:
                 part = calls.setdefault(int(tc.index), _Partial())
@@ -135,10 +138,16 @@ class OpenAIChatModel:
         self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self._complete(request, None)
+
+    async def complete_streaming(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
+        return await self._complete(request, on_delta)
+
+    async def _complete(self, request: ModelRequest, on_delta: OnDelta | None) -> ModelResponse:
         payload = request.payload
         try:
             if self.stream:
-                return await self._streamed(payload, request.model)
+                return await self._streamed(payload, request.model, on_delta)
             return _parse(await self.client.chat.completions.create(**payload), request.model)
         except ModelError:
             raise
@@ -148,8 +157,8 @@ class OpenAIChatModel:
     async def close(self) -> None:
         await self.client.close()
 
-    async def _streamed(self, payload: dict[str, Any], model: str) -> ModelResponse:
+    async def _streamed(self, payload: dict[str, Any], model: str, on_delta: OnDelta | None) -> ModelResponse:
         stream = await self.client.chat.completions.create(
             **payload, stream=True, stream_options={"include_usage": True}
         )
-        return await _collect(stream, model)
+        return await _collect(stream, model, on_delta)

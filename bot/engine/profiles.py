@@ -127,6 +127,7 @@ class ProfileSpec(_Strict):
     max_iterations: int = Field(default=10, ge=1, le=100)
     max_history_turns: int = Field(default=20, ge=0, le=1000)
     timezone: str = "UTC"
+    progress: Literal["none", "compact", "full"] | None = None  # tool steps in chat; None: YOKEBOT_PROGRESS_STEPS
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
     skills: list[str] = Field(default_factory=lambda: cast(list[str], []))
@@ -172,6 +173,7 @@ class AgentProfile:
     max_iterations: int = 10
     max_history_turns: int = 20
     timezone: str = "UTC"
+    progress: Literal["none", "compact", "full"] | None = None
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
     skills: tuple[Skill, ...] = ()
@@ -318,6 +320,7 @@ class ProfileLoader:
             max_iterations=spec.max_iterations,
             max_history_turns=spec.max_history_turns,
             timezone=spec.timezone,
+            progress=spec.progress,
             tools=tools,
             bootstrap=bootstrap,
             skills=skills,

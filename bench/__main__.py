@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench import concurrency, memory_startup, overhead, prompt_scale, slack_ack
+from bench import concurrency, memory_startup, overhead, progress, prompt_scale, slack_ack
 
 
 def main() -> None:
@@ -20,6 +20,7 @@ def main() -> None:
     prompt_scale.main(flags)
     memory_startup.main(["--quick"] if args.quick else [])
     slack_ack.main(flags)
+    progress.main(flags)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
 
 

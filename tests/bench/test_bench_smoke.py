@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from bench import overhead, slack_ack
+from bench import overhead, progress, slack_ack
 
 
 def test_overhead_benchmark_runs_in_quick_mode(capsys):
@@ -24,3 +24,11 @@ def test_slack_ack_benchmark_runs_in_quick_mode(capsys):
     assert all(0 < r["p50"] <= r["p99"] <= r["max"] for r in result.values())
     assert out.count("ack p50") == 2 and "all 20 answered, once each" in out
     assert time.perf_counter() - started < 30
+
+
+def test_progress_benchmark_runs_in_quick_mode(capsys):
+    result = progress.main(["--quick"])  # raises if a turn does not get its answer
+    out = capsys.readouterr().out
+    assert set(result) == {"a", "b", "c"}
+    assert result["b"]["first_s"] < result["a"]["first_s"] and result["c"]["first_s"] < result["a"]["first_s"]
+    assert "first visible text < 1 s with progress" in out

@@ -61,10 +61,10 @@ async def one_variant(name: str, base: Path, llm: FakeOpenAI, turns: int, **sett
                      "channel": CHANNEL, "event_ts": ts}
             pushed = time.perf_counter()
             fake.push(event_callback(event))
-            first = await wait_for(lambda: bool(fake.posts(CHANNEL, thread_ts=ts)
-                                                or fake.calls_to("chat.startStream")[len(firsts):]))
+            first = await wait_for(lambda ts=ts: bool(fake.posts(CHANNEL, thread_ts=ts)
+                                                      or fake.calls_to("chat.startStream")[len(firsts):]))
             firsts.append(first - pushed)
-            await wait_for(lambda: ("reactions.add", "white_check_mark") in fake.reactions(ts), timeout=30)
+            await wait_for(lambda ts=ts: ("reactions.add", "white_check_mark") in fake.reactions(ts), timeout=30)
             await asyncio.sleep(0.2)  # the status message's last word
             calls.append(len([c for c in fake.calls[before:] if c.method.startswith(("chat.", "reactions."))]))
     finally:

@@ -90,7 +90,8 @@ class Progress(TurnHooks):
         self._shown_partial = ""
         self._dirty = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
-        self._busy = False
+        self._idle = asyncio.Event()  # no platform call in flight
+        self._idle.set()
         self._closed = False
         self.calls = 0  # platform calls made, for the benchmark
 
@@ -152,11 +153,11 @@ class Progress(TurnHooks):
         while not self._closed:
             await self._dirty.wait()
             self._dirty.clear()
-            self._busy = True
+            self._idle.clear()
             try:
                 await self._show()
             finally:
-                self._busy = False
+                self._idle.set()
             await asyncio.sleep(self.interval)
 
     async def _show(self) -> None:
@@ -181,9 +182,8 @@ class Progress(TurnHooks):
         pump, self._pump = self._pump, None
         if pump is None:
             return
-        deadline = self.clock() + CLOSE_GRACE_SECONDS
-        while self._busy and self.clock() < deadline:
-            await asyncio.sleep(0.02)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout=CLOSE_GRACE_SECONDS)
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await pump

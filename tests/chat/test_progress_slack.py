@@ -76,7 +76,7 @@ async def test_without_streaming_methods_the_answer_is_shown_by_edits_at_most_ab
         await bot.stop()
     assert len(fake_slack.calls_to("chat.startStream")) == 1  # tried once; the workspace is remembered
     posts = fake_slack.posts(OPS, thread_ts="1700.000200")
-    assert [p["text"] for p in posts][0] == "_thinking…_"
+    assert posts[0]["text"] == "_thinking…_"
     answer_ts = str(posts[1].result["ts"])
     shown = fake_slack.texts(answer_ts)
     assert 2 <= len(shown) <= 5  # grew by edits, throttled (about one a second over ~2 s)

@@ -73,6 +73,8 @@ class Settings(BaseSettings):
     slack_allowed_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
     slack_allow_dms: bool = True
     slack_thread_followups: bool = True
+    # assistant threads (slack/manifest.yaml `assistant_view`): prompts offered when one opens, `;`-separated
+    slack_suggested_prompts: str = "Check the recent nginx error logs; What can you check for me?"
     slack_ignore_bots: bool = True
     slack_max_concurrent_turns: int = Field(default=8, ge=1)
     slack_message_chars: int = Field(default=3900, ge=100, le=39_000)

@@ -38,7 +38,8 @@ CLOSE_GRACE_SECONDS = 3.0  # an edit in flight when the answer is ready may fini
 
 
 class LiveSurface(Protocol):
-    """What a platform offers `Progress`: replace the status text; show the answer written so far."""
+    """What a platform offers `Progress`: replace the status text; show the answer written so far. A surface
+    may also have `begin(question)`, called once before the first status (Slack names an assistant thread)."""
 
     async def status(self, text: str) -> None: ...
     async def stream(self, partial: str) -> None: ...
@@ -85,6 +86,7 @@ class Progress(TurnHooks):
         self.surface, self.mode, self.interval, self.redact, self.clock = surface, mode, interval, redact, clock
         self.steps: list[Step] = []
         self.partial = ""
+        self.question = ""
         self.current = THINKING
         self._shown_status = ""
         self._shown_partial = ""
@@ -98,6 +100,7 @@ class Progress(TurnHooks):
     # --- the turn's events ---------------------------------------------------------------------------
     async def turn_started(self, run: RunContext, text: str) -> None:
         self.mode = run.profile.progress or self.mode
+        self.question = text
         self._kick()
 
     async def text_delta(self, run: RunContext, text: str) -> None:
@@ -162,6 +165,9 @@ class Progress(TurnHooks):
 
     async def _show(self) -> None:
         try:
+            begin = getattr(self.surface, "begin", None)
+            if begin is not None and not self._shown_status:
+                await begin(self.question)
             status = self.status_text()
             if status != self._shown_status:
                 self._shown_status = status

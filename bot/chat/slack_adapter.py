@@ -24,6 +24,7 @@ from bot.chat.access import Origin
 from bot.chat.base import EventClaims, EventCounter, Inbound
 from bot.chat.pipeline import Receipt
 from bot.chat.progress import live_options
+from bot.chat.slack_assistant import build_assistant, prompts_from
 from bot.chat.slack_directory import ThreadMemory, UserGroups
 from bot.chat.slack_events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
 from bot.chat.slack_output import SlackReply
@@ -69,6 +70,7 @@ class SlackAdapter:
         self.bolt = AsyncApp(client=web_client(settings, None), authorize=authorize, signing_secret=secret,
                              process_before_response=True, request_verification_enabled=self.mode == "http",
                              logger=logging.getLogger("slack_bolt.yokebot"))
+        self.bolt.assistant(build_assistant(prompts_from(settings.slack_suggested_prompts)))
         self.bolt.event(re.compile(".*"))(on_event)
         self.rules = EventRules(settings.slack_ignore_bots, settings.slack_thread_followups)
         self.identity: BotIdentity | None = None

@@ -57,9 +57,25 @@ class SlackLive:
         self.answer_ts: str | None = None
         self.streaming = False  # answer_ts is a Slack stream still open
         self.sent = ""  # the Markdown the stream holds
+        # a threaded DM may be an assistant thread: its status is assistant.threads.setStatus (None: not tried)
+        self.assistant: bool | None = None if channel.startswith("D") and thread_ts else False
 
     # --- while the turn runs ---------------------------------------------------------------------------
+    async def begin(self, question: str) -> None:
+        """In an assistant thread: name it after the question (Slack lists the threads by title)."""
+        if self.assistant is False or self.thread_ts is None:
+            return
+        title = " ".join(question.split())
+        try:
+            await self.client.assistant_threads_setTitle(channel_id=self.channel, thread_ts=self.thread_ts,
+                                                         title=title[:60] + ("…" if len(title) > 60 else ""))
+        except SlackApiError as exc:
+            log.debug("slack: not an assistant thread (%s)", exc.response.get("error"))
+            self.assistant = False
+
     async def status(self, text: str) -> None:
+        if self.assistant is not False and await self._assistant_status(text):
+            return
         if self.status_ts is None:
             self.status_ts = await self._post(escape(text))
         else:
@@ -77,6 +93,20 @@ class SlackLive:
             return
         await self._stop_stream()  # rewritten (a retried model call): an update replaces the text
         await self.client.chat_update(channel=self.channel, ts=self.answer_ts, text=self._preview(partial))
+
+    async def _assistant_status(self, text: str) -> bool:
+        """The status line under the assistant thread ("yokebot is tail_log /var/log/nginx/error.log…")."""
+        assert self.thread_ts is not None
+        line = " · ".join(ln.replace("`", "").strip("_") for ln in text.splitlines()[-2:])  # last step, and now
+        try:
+            await self.client.assistant_threads_setStatus(channel_id=self.channel, thread_ts=self.thread_ts,
+                                                          status=line)
+        except SlackApiError as exc:
+            log.debug("slack: no assistant status here (%s); a status message instead", exc.response.get("error"))
+            self.assistant = False
+            return False
+        self.assistant = True
+        return True
 
     def _preview(self, partial: str) -> str:
         text = to_mrkdwn(partial) or "…"
@@ -143,7 +173,12 @@ class SlackLive:
             await self._post(chunk)
 
     async def _settle_status(self, summary: str | None) -> None:
-        """The status message becomes the list of steps, or goes away. Best effort: never fails the answer."""
+        """The status message becomes the list of steps, or goes away. Best effort: never fails the answer.
+        An assistant thread's status is cleared (Slack clears it on a reply, but a stream may have set it again)."""
+        if self.assistant:
+            with contextlib.suppress(SlackApiError):
+                await self.client.assistant_threads_setStatus(channel_id=self.channel, thread_ts=self.thread_ts or "",
+                                                              status="")
         if self.status_ts is None:
             return
         try:

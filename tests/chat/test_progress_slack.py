@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.chat.slack_harness import OPS, SlackBot, answered, mention, start_bot
+from tests.chat.slack_harness import OPS, SlackBot, answered, mention, message, start_bot
 from tests.fakes.openai_server import FakeOpenAI, call
-from tests.fakes.slack_server import FakeSlack
+from tests.fakes.slack_server import FakeSlack, event_callback
+from tests.helpers import eventually
 
 ANSWER = ("**Degraded**: 3 x `502` from upstream 10.0.0.7 since 10:00. I alerted #ops-alerts, and the "
           "upstream looks fine again since 10:07. Nothing else in the last hour.")
@@ -119,3 +120,37 @@ async def test_a_model_error_mid_stream_leaves_one_clear_final_message(
     final = shown[-1]
     assert "Degraded" not in final and final.startswith("Sorry")  # the half answer is replaced, not kept
     assert len(fake_slack.posts(OPS, thread_ts="1700.000500")) == 1  # the status only: one answer message
+
+
+async def test_an_assistant_thread_gets_suggested_prompts_a_title_and_its_status_line(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path, log_dir: Path
+):
+    bot = await live_bot(fake_slack, fake_llm, sqlite_url, slack_agents,
+                         slack_suggested_prompts="Check the nginx error log; What can you do?")
+    try:
+        fake_slack.push(event_callback({
+            "type": "assistant_thread_started", "event_ts": "1700.000600",
+            "assistant_thread": {"user_id": "U_ALICE", "channel_id": "D_ALICE", "thread_ts": "1700.000600",
+                                 "context": {}}}))
+        await eventually(lambda: fake_slack.calls_to("assistant.threads.setSuggestedPrompts"))
+        [prompts] = fake_slack.calls_to("assistant.threads.setSuggestedPrompts")
+        assert [p["message"] for p in prompts["prompts"]] == ["Check the nginx error log", "What can you do?"]
+        assert not fake_slack.posts()  # opening the pane posts nothing and starts no turn
+        fake_llm.calls(call("tail_log", {"path": str(log_dir / "error.log"), "contains": "502"}), delay=0.3)
+        fake_llm.reply(ANSWER, chunk_delay=0.02)
+        await bot.deliver(message("Check the nginx error log", ts="1700.000700", channel="D_ALICE",
+                                  thread_ts="1700.000600"))
+        await answered(fake_slack, "1700.000700")
+    finally:
+        await bot.stop()
+    [title] = fake_slack.calls_to("assistant.threads.setTitle")
+    assert (title["channel_id"], title["thread_ts"], title["title"]) == ("D_ALICE", "1700.000600",
+                                                                         "Check the nginx error log")
+    statuses = [c["status"] for c in fake_slack.calls_to("assistant.threads.setStatus")]
+    assert statuses[0] == "thinking…" and statuses[-1] == ""  # cleared at the end
+    # the last step and what happens now (the DM's agent, `tester`, fails this call: ✗ is shown as it is)
+    assert any(s.startswith("tail_log …") and "/nginx/error.log ✗ 0." in s and s.endswith(" · thinking…")
+               for s in statuses)
+    assert not fake_slack.posts("D_ALICE")  # no status message: the thread's own status line is used
+    [start] = fake_slack.calls_to("chat.startStream")
+    assert start["thread_ts"] == "1700.000600" and fake_slack.streams[str(start.result["ts"])] == ANSWER

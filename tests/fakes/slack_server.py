@@ -343,6 +343,15 @@ class FakeSlack:
     def _chat_stopStream(self, p: dict[str, Any]) -> dict[str, Any]:
         return self._chat_appendStream(p)
 
+    def _assistant_threads_setStatus(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _assistant_threads_setTitle(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _assistant_threads_setSuggestedPrompts(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
     def texts(self, ts: str) -> list[str]:
         """What the message `ts` showed, in order: its post or stream start, then each update or append."""
         shown: list[str] = []

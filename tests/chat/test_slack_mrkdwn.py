@@ -122,4 +122,4 @@ def test_the_manifest_asks_for_the_events_and_scopes_the_adapter_uses():
         "assistant:write",
     }
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
-    assert manifest["features"]["assistant_view"]["assistant_description"]  # assistant threads (issue 18)
+    assert manifest["features"]["assistant_view"]["assistant_description"]

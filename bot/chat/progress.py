@@ -83,7 +83,8 @@ class Progress(TurnHooks):
 
     def __init__(self, surface: LiveSurface, mode: ProgressMode = "compact", interval: float = 1.0,
                  redact: Callable[[str], str] = _patterns, clock: Callable[[], float] = time.monotonic) -> None:
-        self.surface, self.mode, self.interval, self.redact, self.clock = surface, mode, interval, redact, clock
+        self.surface, self.interval, self.redact, self.clock = surface, interval, redact, clock
+        self.mode: ProgressMode = mode
         self.steps: list[Step] = []
         self.partial = ""
         self.question = ""

@@ -139,8 +139,7 @@ class SlackLive:
         if not self.streaming or self.answer_ts is None:
             return
         self.streaming = False
-        await self.client.chat_stopStream(channel=self.channel, ts=self.answer_ts,
-                                          **({"markdown_text": rest} if rest else {}))
+        await self.client.chat_stopStream(channel=self.channel, ts=self.answer_ts, markdown_text=rest or None)
 
     # --- the end ----------------------------------------------------------------------------------------
     async def final(self, markdown: str, summary: str | None) -> None:

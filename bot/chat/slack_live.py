@@ -180,10 +180,11 @@ class SlackLive:
                                                               status="")
         if self.status_ts is None:
             return
+        ts, self.status_ts = self.status_ts, None
         try:
             if summary:
-                await self.client.chat_update(channel=self.channel, ts=self.status_ts, text=escape(summary))
+                await self.client.chat_update(channel=self.channel, ts=ts, text=escape(summary))
             else:
-                await self.client.chat_delete(channel=self.channel, ts=self.status_ts)
+                await self.client.chat_delete(channel=self.channel, ts=ts)
         except SlackApiError as exc:
             log.info("slack: could not settle the status message: %s", exc.response.get("error"))

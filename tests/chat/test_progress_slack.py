@@ -154,3 +154,22 @@ async def test_an_assistant_thread_gets_suggested_prompts_a_title_and_its_status
     assert not fake_slack.posts("D_ALICE")  # no status message: the thread's own status line is used
     [start] = fake_slack.calls_to("chat.startStream")
     assert start["thread_ts"] == "1700.000600" and fake_slack.streams[str(start.result["ts"])] == ANSWER
+
+
+async def test_when_slack_refuses_every_edit_the_answer_is_posted_anew_once(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path, log_dir: Path
+):
+    fake_slack.streaming = False
+    fake_slack.fail("chat.update", error="cant_update_message", times=50)
+    bot = await live_bot(fake_slack, fake_llm, sqlite_url, slack_agents)
+    try:
+        fake_llm.reply(ANSWER, chunk_delay=0.03)
+        await bot.deliver(mention("how is nginx?", ts="1700.000800"))
+        await answered(fake_slack, "1700.000800")
+    finally:
+        await bot.stop()
+    posts = [p["text"] for p in fake_slack.posts(OPS, thread_ts="1700.000800")]
+    assert posts[0] == "_thinking…_" and posts[-1].startswith("*Degraded*") and posts[-1].endswith("last hour.")
+    assert len(posts) == 3  # the status, the partial answer (deleted again), the answer
+    partial = str(fake_slack.posts(OPS, thread_ts="1700.000800")[1].result["ts"])
+    assert partial in [c["ts"] for c in fake_slack.calls_to("chat.delete")]

@@ -28,11 +28,11 @@ from bot.engine.tooling import Tool
 from bot.engine.wire import ChatModel
 from bot.observability.hooks import MetricsHooks
 from bot.observability.metrics import Metrics
+from bot.redact import SecretRedactor
 from bot.store.db import create_engine, ensure_schema
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools
-from bot.tools.redact import SecretRedactor
 
 if TYPE_CHECKING:
     from bot.chat.discord_adapter import DiscordAdapter

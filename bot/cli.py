@@ -188,6 +188,7 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     from bot.engine.profiles import ProfileLoader
     from bot.engine.prompt import PromptBuilder
     from bot.tools import builtin_tools
+    from bot.tools.isolation import shell_isolation
 
     settings = settings_or_exit()
     if not settings.agents_dir.expanduser().is_dir():
@@ -211,6 +212,8 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
         out.print(f"mcp server [cyan]{sname}[/cyan] ({spec.transport}: {where}): "
                   f"{', '.join(spec.allowed()) or 'no tools allowed'}  [dim](yokebot mcp tools {profile.name} "
                   f"{sname} lists what it offers)[/dim]", highlight=False)
+    if (isolation := shell_isolation(profile.tools)) is not None:
+        out.print(f"shell: {isolation}", markup=False, highlight=False)
     out.rule("system prompt")
     out.print(PromptBuilder().system_prompt(profile), markup=False, highlight=False)
 

@@ -209,7 +209,7 @@ def _agent_checks(settings: Settings, profile: Any) -> list[Check]:
     if missing:
         checks.append(warn(f"agent {profile.name}", f"its tools read {', '.join(missing)}, missing on this machine",
                            f"mount the logs there, or edit roots: in {profile.path}"))
-    target = profile.notify.default or ""
+    target = getattr(profile.tools.get("notify"), "default", None) or ""  # the notify tool's policy
     platform = target.partition(":")[0]
     token = {"slack": settings.slack_bot_token, "discord": settings.discord_bot_token}
     if platform in token and token[platform] is None:

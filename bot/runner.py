@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from bot.observability.http import add_observability_routes
 
 if TYPE_CHECKING:
     from bot.chat.discord_adapter import DiscordAdapter
+    from bot.engine.profiles import AgentProfile
 
 log = logging.getLogger(__name__)
 
@@ -83,5 +84,16 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             stack.push_async_callback(discord_adapter.stop)
         stack.push_async_callback(await start_scheduling(bot))  # after the adapters: it posts through them
         log.info("yokebot is running: http on :%s, agents %s", settings.http_port, ", ".join(bot.profiles))
+        log_isolation(bot.profiles)
         await stop.wait()
         log.info("stopping")
+
+
+def log_isolation(profiles: Mapping[str, AgentProfile]) -> None:
+    """Say, per agent with `shell`, whether its commands run in the OS sandbox (docs/sandbox.md)."""
+    from bot.tools.isolation import shell_isolation
+
+    for name, profile in profiles.items():
+        if (line := shell_isolation(profile.tools)) is not None:
+            level = logging.INFO if line.startswith("shell commands run isolated") else logging.WARNING
+            log.log(level, "agent %s: %s", name, line)

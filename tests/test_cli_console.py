@@ -84,11 +84,11 @@ def test_notify_in_chat_without_slack_shows_the_alert_in_the_terminal(tmp_path: 
 def test_chat_log_lines_go_to_the_log_file_not_between_answers(tmp_path: Path, fake_llm: FakeOpenAI, capsys):
     import logging
 
-    from bot.cli import _chat_log
+    from bot.commands.support import chat_log
     from tests.conftest import make_settings
 
     settings = make_settings("sqlite+aiosqlite:///x.db", fake_llm, tmp_path, chat_log_file=tmp_path / "s" / "chat.log")
-    stream = _chat_log(settings)
+    stream = chat_log(settings)
     try:
         logging.getLogger("bot.engine.executor").warning("tool %s raised; retrying (session=abc123)", "grep_log")
     finally:

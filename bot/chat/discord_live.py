@@ -18,13 +18,19 @@ from collections.abc import Awaitable, Callable
 import discord
 from discord.abc import Messageable
 
-from bot.chat.formatting import split_message
+from bot.chat.formatting import defuse_broadcasts, split_message
 
 log = logging.getLogger(__name__)
 
 LIMIT = 2000
 NO_PINGS = discord.AllowedMentions.none()
 Where = Callable[[], tuple[Messageable, discord.Message | None]]  # where the reply goes, and what it answers
+
+
+def safe(text: str) -> str:
+    """Every text this module sends goes through here: allowed_mentions pings nobody, and the text must not
+    even read as a ping (as discord_output does)."""
+    return defuse_broadcasts(text, "discord")
 
 
 def preview(partial: str) -> str:
@@ -41,20 +47,21 @@ class DiscordLive:
     async def _send(self, text: str) -> discord.Message:
         dest, reference = self.where()
         if reference is not None and self.status_message is None and self.answer_message is None:
-            return await dest.send(text, allowed_mentions=NO_PINGS, reference=reference, mention_author=False)
-        return await dest.send(text, allowed_mentions=NO_PINGS)
+            return await dest.send(safe(text), allowed_mentions=NO_PINGS, reference=reference, mention_author=False)
+        return await dest.send(safe(text), allowed_mentions=NO_PINGS)
 
     async def status(self, text: str) -> None:
         if self.status_message is None:
             self.status_message = await self._send(text)
         else:
-            self.status_message = await self.status_message.edit(content=text, allowed_mentions=NO_PINGS)
+            self.status_message = await self.status_message.edit(content=safe(text), allowed_mentions=NO_PINGS)
 
     async def stream(self, partial: str) -> None:
         if self.answer_message is None:
             self.answer_message = await self._send(preview(partial))
         else:
-            self.answer_message = await self.answer_message.edit(content=preview(partial), allowed_mentions=NO_PINGS)
+            self.answer_message = await self.answer_message.edit(content=safe(preview(partial)),
+                                                                 allowed_mentions=NO_PINGS)
 
     async def final(self, text: str, summary: str | None) -> None:
         await self._settle_status(summary)
@@ -69,7 +76,7 @@ class DiscordLive:
             return
         chunks = split_message(text, LIMIT)
         try:
-            await message.edit(content=chunks[0], allowed_mentions=NO_PINGS)
+            await message.edit(content=safe(chunks[0]), allowed_mentions=NO_PINGS)
         except discord.HTTPException as exc:
             log.warning("discord: could not finish the answer in place (%s); sending it anew", exc)
             await self.deliver_whole(text)
@@ -77,7 +84,7 @@ class DiscordLive:
             return
         dest, _ = self.where()
         for chunk in chunks[1:]:
-            await dest.send(chunk, allowed_mentions=NO_PINGS)
+            await dest.send(safe(chunk), allowed_mentions=NO_PINGS)
 
     async def _settle_status(self, summary: str | None) -> None:
         message, self.status_message = self.status_message, None
@@ -85,7 +92,7 @@ class DiscordLive:
             return
         try:
             if summary:
-                await message.edit(content=summary, allowed_mentions=NO_PINGS)
+                await message.edit(content=safe(summary), allowed_mentions=NO_PINGS)
             else:
                 await message.delete()
         except discord.HTTPException as exc:

@@ -13,7 +13,7 @@ import discord
 from discord.abc import Messageable
 
 from bot.chat.discord_live import DiscordLive
-from bot.chat.formatting import split_message
+from bot.chat.formatting import defuse_broadcasts, split_message
 from bot.chat.progress import LiveOptions, Progress
 from bot.engine.errors import ToolFailed
 
@@ -65,7 +65,8 @@ async def _send(
         extra.update(reference=reference, mention_author=False)
     if file is not None:
         extra["file"] = file
-    return await dest.send(content, allowed_mentions=NO_PINGS, **extra)
+    # allowed_mentions already pings nobody; the text must not even read as a ping (quoted, copied, forwarded)
+    return await dest.send(defuse_broadcasts(content, "discord"), allowed_mentions=NO_PINGS, **extra)
 
 
 class Typing:

@@ -1,8 +1,28 @@
-"""Platform-neutral output helpers: split long text on line and code-fence boundaries."""
+"""Platform-neutral output helpers: split long text on line and code-fence boundaries, and take the teeth out
+of broadcast pings in the final text a platform receives."""
 
 from __future__ import annotations
 
+import re
+
 FENCE = "```"
+
+# Slack's special commands: <!channel>, <!here>, <!everyone>, <!subteam^ID|label>, and a Markdown link whose
+# target is one of them once converted (`[wake up](!channel)` -> `<!channel|wake up>`). Any `<!` counts, so
+# a form Slack adds later, or one cut in half by a split, is defused too.
+_SLACK_SPECIAL = re.compile(r"<!([^<>]*)(>?)")
+# Written plainly, @channel / @here / @everyone ping on Discord (and on Slack with link_names).
+_AT_BROADCAST = re.compile(r"(?<![\w.+-])@(channel|here|everyone)\b", re.IGNORECASE)
+_WORD_JOINER = "\u2060"  # invisible: the text reads the same, but no longer names the ping
+
+
+def defuse_broadcasts(text: str, platform: str) -> str:
+    """The last step before a chat platform's API receives `text` (answers, notify, schedules, errors): no
+    broadcast ping survives, whatever conversion produced it. Slack shows `<!here>` as text; Discord and
+    Slack show `@everyone` with a word joiner after the `@`."""
+    if platform == "slack":
+        text = _SLACK_SPECIAL.sub(lambda m: f"&lt;!{m.group(1)}{'&gt;' if m.group(2) else ''}", text)
+    return _AT_BROADCAST.sub(lambda m: f"@{_WORD_JOINER}{m.group(1)}", text)
 
 
 def _hard_wrap(line: str, limit: int) -> list[str]:

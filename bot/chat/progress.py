@@ -25,7 +25,7 @@ from typing import Literal, Protocol
 from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import ToolCall, ToolResult
-from bot.tools.redact import SecretRedactor
+from bot.redact import PATTERNS_ONLY
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class LiveSurface(Protocol):
     async def stream(self, partial: str) -> None: ...
 
 
-_patterns = SecretRedactor([])
+_patterns = PATTERNS_ONLY
 
 
 def argument_preview(call: ToolCall, redact: Callable[[str], str] = _patterns) -> str:

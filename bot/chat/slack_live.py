@@ -19,7 +19,7 @@ from typing import Protocol
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.formatting import split_message
+from bot.chat.formatting import defuse_broadcasts, split_message
 from bot.chat.mrkdwn import to_mrkdwn
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,11 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def safe(text: str) -> str:
+    """Every text this module sends goes through here: no broadcast ping survives (as SlackPoster does)."""
+    return defuse_broadcasts(text, "slack")
+
+
 class SlackLive:
     def __init__(self, poster: Poster, channel: str, thread_ts: str | None) -> None:
         self.poster, self.client, self.channel, self.thread_ts = poster, poster.client, channel, thread_ts
@@ -68,7 +73,7 @@ class SlackLive:
         title = " ".join(question.split())
         try:
             await self.client.assistant_threads_setTitle(channel_id=self.channel, thread_ts=self.thread_ts,
-                                                         title=title[:60] + ("…" if len(title) > 60 else ""))
+                                                         title=safe(title[:60] + ("…" if len(title) > 60 else "")))
         except SlackApiError as exc:
             log.debug("slack: not an assistant thread (%s)", exc.response.get("error"))
             self.assistant = False
@@ -79,9 +84,10 @@ class SlackLive:
         if self.status_ts is None:
             self.status_ts = await self._post(escape(text))
         else:
-            await self.client.chat_update(channel=self.channel, ts=self.status_ts, text=escape(text))
+            await self.client.chat_update(channel=self.channel, ts=self.status_ts, text=safe(escape(text)))
 
     async def stream(self, partial: str) -> None:
+        partial = safe(partial)  # defused whole, so a ping split across two fragments is caught too
         if self.answer_ts is None:
             if not await self._start_stream(partial):
                 self.answer_ts = await self._post(self._preview(partial))
@@ -92,7 +98,7 @@ class SlackLive:
             self.sent = partial
             return
         await self._stop_stream()  # rewritten (a retried model call): an update replaces the text
-        await self.client.chat_update(channel=self.channel, ts=self.answer_ts, text=self._preview(partial))
+        await self.client.chat_update(channel=self.channel, ts=self.answer_ts, text=safe(self._preview(partial)))
 
     async def _assistant_status(self, text: str) -> bool:
         """The status line under the assistant thread ("yokebot is tail_log /var/log/nginx/error.log…")."""
@@ -100,7 +106,7 @@ class SlackLive:
         line = " · ".join(ln.replace("`", "").strip("_") for ln in text.splitlines()[-2:])  # last step, and now
         try:
             await self.client.assistant_threads_setStatus(channel_id=self.channel, thread_ts=self.thread_ts,
-                                                          status=line)
+                                                          status=safe(line))
         except SlackApiError as exc:
             log.debug("slack: no assistant status here (%s); a status message instead", exc.response.get("error"))
             self.assistant = False
@@ -114,7 +120,7 @@ class SlackLive:
         return text if len(text) <= limit else text[: limit - 2] + " …"
 
     async def _post(self, text: str) -> str:
-        resp = await self.client.chat_postMessage(channel=self.channel, text=text, thread_ts=self.thread_ts,
+        resp = await self.client.chat_postMessage(channel=self.channel, text=safe(text), thread_ts=self.thread_ts,
                                                   unfurl_links=False, unfurl_media=False)
         self.channel = str(resp.get("channel") or self.channel)
         return str(resp["ts"])
@@ -160,14 +166,15 @@ class SlackLive:
     async def _finish_answer(self, markdown: str) -> None:
         assert self.answer_ts is not None
         limits = self.poster.limits
+        streamed = safe(markdown)
         if len(markdown) > limits.file_threshold_chars:
             raise SlackApiError("a file answer replaces the partial one", {"error": "too_long_for_update"})
-        if self.streaming and markdown.startswith(self.sent) and len(to_mrkdwn(markdown)) <= limits.message_chars:
-            await self._stop_stream(markdown[len(self.sent):])  # the stream was the answer: finish it
+        if self.streaming and streamed.startswith(self.sent) and len(to_mrkdwn(markdown)) <= limits.message_chars:
+            await self._stop_stream(streamed[len(self.sent):])  # the stream was the answer: finish it
             return
         await self._stop_stream()
         chunks = split_message(to_mrkdwn(markdown) or " ", limits.message_chars)
-        await self.client.chat_update(channel=self.channel, ts=self.answer_ts, text=chunks[0])
+        await self.client.chat_update(channel=self.channel, ts=self.answer_ts, text=safe(chunks[0]))
         for chunk in chunks[1:]:
             await self._post(chunk)
 
@@ -183,7 +190,7 @@ class SlackLive:
         ts, self.status_ts = self.status_ts, None
         try:
             if summary:
-                await self.client.chat_update(channel=self.channel, ts=ts, text=escape(summary))
+                await self.client.chat_update(channel=self.channel, ts=ts, text=safe(escape(summary)))
             else:
                 await self.client.chat_delete(channel=self.channel, ts=ts)
         except SlackApiError as exc:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.formatting import split_message
+from bot.chat.formatting import defuse_broadcasts, split_message
 from bot.chat.mrkdwn import to_mrkdwn
 from bot.chat.progress import LiveOptions, Progress
 from bot.chat.slack_directory import ThreadMemory
@@ -38,18 +39,21 @@ class SlackPoster:
             return await self._post_as_file(channel, markdown, thread_ts)
         stamps: list[str] = []
         for chunk in split_message(to_mrkdwn(markdown) or " ", self.limits.message_chars):
-            resp = await self.client.chat_postMessage(channel=channel, text=chunk, thread_ts=thread_ts,
-                                                      unfurl_links=False, unfurl_media=False)
+            resp = await self._post_text(channel, chunk, thread_ts)
             stamps.append(str(resp["ts"]))
             channel = str(resp.get("channel") or channel)
         return stamps
+
+    async def _post_text(self, channel: str, text: str, thread_ts: str | None) -> Any:
+        """The one place a message's text reaches chat.postMessage: broadcast pings are defused here."""
+        return await self.client.chat_postMessage(channel=channel, text=defuse_broadcasts(text, "slack"),
+                                                  thread_ts=thread_ts, unfurl_links=False, unfurl_media=False)
 
     async def _post_as_file(self, channel: str, markdown: str, thread_ts: str | None) -> list[str]:
         """A very long answer: its beginning as a message, all of it as `answer.md` in the same place."""
         head = split_message(to_mrkdwn(markdown), min(self.limits.message_chars, 2900))[0]
         note = f"{head}\n\n_(the answer is {len(markdown):,} characters long; the full text is in answer.md)_"
-        resp = await self.client.chat_postMessage(channel=channel, text=note, thread_ts=thread_ts,
-                                                  unfurl_links=False, unfurl_media=False)
+        resp = await self._post_text(channel, note, thread_ts)
         channel_id = str(resp.get("channel") or channel)
         await self.client.files_upload_v2(channel=channel_id, thread_ts=thread_ts, content=markdown.encode(),
                                           filename="answer.md", title="Full answer")

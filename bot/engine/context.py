@@ -3,6 +3,7 @@ executor, every hook and, wrapped with the tool's own typed settings, to every t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -52,6 +53,9 @@ class ToolContext(Generic[SettingsT]):
 
     run: RunContext
     settings: SettingsT
+    # the executor's secret redactor: a tool that cuts its output redacts first (bot.redact.cut)
+    redact: Callable[[str], str] = str
+    reply: int = 0  # which model reply of the turn asked for this call (1, 2, ...): per-reply limits
 
     @property
     def session_id(self) -> str:

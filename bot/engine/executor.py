@@ -20,6 +20,7 @@ from bot.engine.errors import ToolDenied, ToolFailed, ToolRetry
 from bot.engine.messages import ToolCall, ToolResult, ToolStatus
 from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Tool, describe_validation_error
+from bot.redact import cut
 
 log = logging.getLogger(__name__)
 
@@ -49,22 +50,31 @@ class ToolExecutor:
     def tools_for(self, profile: AgentProfile) -> dict[str, Tool[Any]]:
         return {name: self.registry[name] for name in profile.tools if name in self.registry}
 
-    async def execute(self, call: ToolCall, run: RunContext) -> ToolResult:
+    async def execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
         started = time.perf_counter()
-        result = await self._execute(call, run)
+        result = await self._execute(call, run, reply)
         return replace(
             result,
-            content=self._cap(self.redact(result.content)),
+            content=self._cap(result.content),
+            arguments=self._redact_args(result.arguments),
             duration_ms=(time.perf_counter() - started) * 1000,
         )
 
+    # --- sandbox (issue 12): redact before cutting, and the audit row's arguments too ---------------------
     def _cap(self, text: str) -> str:
-        limit = self.policy.max_output_chars
-        if len(text) <= limit:
-            return text
-        return f"{text[:limit]}\n[output cut: {len(text) - limit} more characters were not shown]"
+        head, was_cut = cut(text, self.policy.max_output_chars, self.redact)
+        if not was_cut:
+            return head
+        return f"{head}\n[output cut: about {len(text) - len(head)} more characters were not shown]"
 
-    async def _execute(self, call: ToolCall, run: RunContext) -> ToolResult:
+    def _redact_args(self, args: Any) -> Any:
+        if isinstance(args, str):
+            return self.redact(args)
+        if isinstance(args, dict):
+            return {k: self._redact_args(v) for k, v in cast(dict[str, Any], args).items()}
+        return args
+
+    async def _execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
         def fail(text: str, args: Any = call.arguments) -> ToolResult:
             return ToolResult(call.id, call.name, args, text, "error")
 
@@ -85,7 +95,7 @@ class ToolExecutor:
             args = tool.parse(raw)
         except ValidationError as exc:
             return fail(f"Error: invalid arguments for {call.name}: {describe_validation_error(exc)}.", raw)
-        ctx = ToolContext(run, run.profile.tools[call.name])
+        ctx = ToolContext(run, run.profile.tools[call.name], redact=self.redact, reply=reply)
         try:
             if tool.guard is not None:
                 await tool.guard(ctx, args)

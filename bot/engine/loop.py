@@ -54,7 +54,7 @@ class ReActLoop:
                 return TurnOutcome(response.message.content, iterations, usage, None, "answer", tuple(results))
             for call in response.message.tool_calls:
                 await hooks.tool_started(run, call)
-                result = await self.executor.execute(call, run)
+                result = await self.executor.execute(call, run, iterations)
                 results.append(result)
                 await hooks.tool_finished(run, result)
                 await add(Message.tool(call.id, call.name, result.content))

@@ -2,54 +2,38 @@
 
 Every record logged while a turn runs carries `session_id` and `trace_id` (the turn id, as in
 `yokebot trace`), read from the engine's CURRENT_TURN context variable. Secrets are replaced before any
-handler writes: the configured secret values and common token shapes."""
+handler writes, by the one redactor (`bot.redact`) that tool output passes through too."""
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from bot.config import Settings
 from bot.engine.service import CURRENT_TURN
+from bot.redact import SecretRedactor
 
-REDACTED = "[redacted]"
-TOKEN_SHAPES = re.compile(
-    r"\bxox[abposre]-[A-Za-z0-9-]{8,}"  # Slack bot/user/refresh tokens
-    r"|\bxapp-[A-Za-z0-9-]{8,}"  # Slack app-level tokens
-    r"|\bsk-[A-Za-z0-9_-]{8,}"  # OpenAI-style API keys
-    r"|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,}"  # HTTP Authorization values
-    r"|\b[A-Za-z0-9_-]{24,}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}"  # Discord bot tokens
-)
 _HANDLER_MARK = "_yokebot_handler"
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "session_id", "trace_id"}
-
-
-class Redactor:
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # longest first, so a secret that contains another is replaced whole
-        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return TOKEN_SHAPES.sub(REDACTED, text)
 
 
 class RedactFilter(logging.Filter):
     """Renders the message (and traceback) once, redacted, so no formatter can re-insert a raw argument."""
 
-    def __init__(self, redact: Redactor) -> None:
+    def __init__(self, redact: Callable[[str], str]) -> None:
         super().__init__()
         self.redact = redact
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = self.redact(record.getMessage())
         record.args = None
+        for key, value in list(vars(record).items()):  # `extra=` fields reach the JSON lines too
+            if key not in _STANDARD and isinstance(value, str):
+                setattr(record, key, self.redact(value))
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
@@ -118,7 +102,7 @@ def make_handler(fmt: str, secrets: Iterable[str], stream: IO[str] | None = None
     handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt.lower() == "json" else TextFormatter())
     handler.addFilter(TurnFilter())
-    handler.addFilter(RedactFilter(Redactor(secrets)))
+    handler.addFilter(RedactFilter(SecretRedactor(secrets)))
     setattr(handler, _HANDLER_MARK, True)
     return handler
 

@@ -15,6 +15,7 @@ from bot.chat.notifier import AdapterNotifier
 from bot.engine import replies
 from bot.engine.ports import SessionStore
 from bot.engine.service import AgentService, TurnRequest
+from bot.redact import cut
 from bot.scheduling.model import Schedule, as_utc, repeated_wall_time, utcnow
 from bot.scheduling.store import ScheduleStore
 
@@ -43,7 +44,9 @@ class RunOutcome:
 
 
 def failure_notice(schedule: Schedule, error: str) -> str:
-    return replies.schedule_failed(schedule.name, error)
+    first = error.strip().splitlines()[0] if error.strip() else "unknown error"
+    first, was_cut = cut(first, 199)  # redacted before it is cut: the notice is posted and stored
+    return replies.schedule_failed(schedule.name, first + ("…" if was_cut else ""))
 
 
 class ScheduleRunner:

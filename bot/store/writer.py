@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 from bot.engine.errors import YokebotError
+from bot.redact import cut
 from bot.store.db import sqlite_pragmas
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,8 @@ class WriteBehind:
 def _first_line(exc: BaseException) -> str:
     """The driver's message without the SQL and parameters SQLAlchemy appends (they may hold user text)."""
     orig = getattr(exc, "orig", None) or exc
-    return (str(orig).strip().splitlines() or [type(orig).__name__])[0][:300]
+    first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    return cut(first, 300)[0]  # redacted before it is cut: this text is stored and logged
 
 
 def _runs(batch: list[Write]) -> Iterable[tuple[Executable, list[dict[str, Any]]]]:

@@ -23,6 +23,7 @@ from bot.tools.sandbox import resolve_allowed, suspicious_char
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_COMMAND_CHARS = 2000
 MAX_TEXT_CHARS = 256
+MAX_TREE_ENTRIES = 20_000
 KINDS = ("int", "text", "path")
 _INT = re.compile(r"^[+-]?\d{1,9}$")
 _ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -45,6 +46,9 @@ class CommandRule(BaseModel):
     args: tuple[str, ...] = ()
     max_args: int = Field(default=32, ge=0, le=256)
     executable: str | None = None
+    # run on the host, outside the OS sandbox (df, systemctl, journalctl need the host's view); only for a
+    # rule that takes no path, since paths are what a race or a link could turn outside
+    host: bool = False
 
     @field_validator("command")
     @classmethod
@@ -79,7 +83,13 @@ class CommandRule(BaseModel):
     def _exe(self) -> CommandRule:
         if self.executable is not None and not self.executable.startswith("/"):
             raise ValueError("executable must be an absolute path")
+        if self.host and self.takes_paths:
+            raise ValueError(f"{self.command!r}: host: true is only for commands that take no path")
         return self
+
+    @property
+    def takes_paths(self) -> bool:
+        return "path" in self.flags.values() or any(split_spec(a)[0] == "path" for a in self.args)
 
     @property
     def words(self) -> list[str]:
@@ -173,7 +183,30 @@ def check_path_arg(real: str, allowed: str) -> str:
         raise ToolDenied(
             f"{real} has several hard links, so where it really lives cannot be checked", allowed
         )
+    if stat.S_ISDIR(st.st_mode):
+        check_tree(real, allowed)
     return real
+
+
+def check_tree(top: str, allowed: str) -> None:
+    """A program given a directory (grep -r, ls -R, du) reads what is in it: a hard link in there may be a
+    file from anywhere (the OS sandbox cannot tell, it is the same file), so no file below may have one.
+    Symlinks are not followed (inside the sandbox, one pointing out leads nowhere)."""
+    seen = 0
+    for base, dirs, files in os.walk(top, followlinks=False):
+        for name in [*files, *dirs]:
+            seen += 1
+            if seen > MAX_TREE_ENTRIES:
+                raise ToolDenied(f"{top} holds more than {MAX_TREE_ENTRIES} files and folders, too many to check; "
+                                 "name a file or a smaller folder", allowed)
+            path = os.path.join(base, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                raise ToolDenied(f"{path} (inside {top}) has several hard links, so where it really lives "
+                                 "cannot be checked; name the files you need instead", allowed)
 
 
 def check_value(kind: FlagKind, value: str, what: str, roots: Sequence[str], allowed: str) -> str:
@@ -297,6 +330,13 @@ def split_command(command: str, allowed: str) -> list[str]:
 
 def check_command(command: str, rules: Sequence[CommandRule], roots: Sequence[str]) -> list[str]:
     """Return the argv to run (executable resolved, paths resolved) or raise ToolDenied / ToolFailed."""
+    return check_command_rule(command, rules, roots)[0]
+
+
+def check_command_rule(
+    command: str, rules: Sequence[CommandRule], roots: Sequence[str]
+) -> tuple[list[str], CommandRule]:
+    """check_command, and the rule that allowed it."""
     allowed = allowed_list(rules) + (f" (paths under {', '.join(roots)})" if roots and rules else "")
     if not rules:
         raise ToolDenied("this agent may not run any command", allowed)
@@ -309,4 +349,4 @@ def check_command(command: str, rules: Sequence[CommandRule], roots: Sequence[st
     exe = rule.executable or shutil.which(rule.words[0], path=SAFE_PATH)
     if exe is None:
         raise ToolFailed(f"{rule.words[0]} is not installed on this host (looked in {SAFE_PATH})")
-    return [exe, *rule.words[1:], *args]
+    return [exe, *rule.words[1:], *args], rule

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import asyncio
-import re
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,20 +14,21 @@ from bot.tools.logfiles import (
     Limits,
     LogToolSettings,
     clean_line,
-    compile_pattern,
     forward_lines,
     line_filter,
     line_time,
     open_log,
     parse_since,
     render,
+    scan_in_thread,
 )
+from bot.tools.patterns import UserPattern, compile_pattern
 from bot.tools.sandbox import resolve_allowed
 
 
 @dataclass(frozen=True, slots=True)
 class GrepQuery:
-    pattern: re.Pattern[str]
+    pattern: UserPattern
     since: datetime | None
     max_matches: int
     tz: ZoneInfo
@@ -55,7 +54,7 @@ def grep_file(real: Path, roots: tuple[str, ...], q: GrepQuery, limits: Limits) 
 
     with fh:
         for raw, cut in forward_lines(fh, limits, start, filt.block_test(), skipped):
-            text = clean_line(raw, limits.max_line_bytes, cut)
+            text = clean_line(raw, limits.max_line_bytes, cut, limits.redact)
             if q.since is not None:
                 stamp = line_time(text, q.tz, q.now) or stamp
                 if stamp is None or stamp < q.since:
@@ -100,7 +99,9 @@ async def grep_log(
         tz,
         now,
     )
-    part, total = await asyncio.to_thread(grep_file, real, settings.roots, q, settings.limits())
+    part, total = await scan_in_thread(
+        lambda limits: grep_file(real, settings.roots, q, limits), settings.limits(ctx.redact)
+    )
     when = f" since {q.since:%Y-%m-%d %H:%M:%S %Z}" if q.since else ""
     if total == 0:
         return render([part], settings.max_output_chars, f"No line of {real} matches {pattern!r}{when}.")

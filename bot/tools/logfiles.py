@@ -5,26 +5,29 @@ Everything here blocks: tools call it through `asyncio.to_thread`."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import os
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
+import bot.redact as redaction
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.tooling import ToolSettings
-from bot.tools.sandbox import in_roots, open_allowed
+from bot.tools.patterns import UserPattern
+from bot.tools.sandbox import in_roots, open_allowed, printable
 
 BLOCK = 64 * 1024
-# C0 controls and DEL (escape sequences, NULs, bells) would garble the chat or the model's view of the line.
-_CONTROL = {c: "\ufffd" for c in [*range(0, 9), *range(10, 32), 127]}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +49,9 @@ BlockTestStr = Callable[[str], bool]
 EVERYTHING = LineFilter(lambda _line: True)
 
 
-def line_filter(contains: str | None, pattern: re.Pattern[str] | None = None) -> LineFilter:
+def line_filter(contains: str | None, pattern: UserPattern | None = None) -> LineFilter:
     if pattern is not None:
-        block = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
-        # \A and \Z mean line start/end for a line, but block start/end for a block: no block test then
-        anchored = "\\A" in pattern.pattern or "\\Z" in pattern.pattern
-        return LineFilter(
-            lambda t: pattern.search(t) is not None,
-            None if anchored else (lambda t: block.search(t) is not None),
-        )
+        return LineFilter(pattern.search_line, pattern.search_block if pattern.has_block_test else None)
     if contains:
         return LineFilter(lambda t: contains in t, lambda t: contains in t)
     return EVERYTHING
@@ -64,6 +61,26 @@ def line_filter(contains: str | None, pattern: re.Pattern[str] | None = None) ->
 class Limits:
     max_line_bytes: int = 4096
     max_scan_bytes: int = 256 * 1024 * 1024
+    stop: threading.Event | None = None  # set when the caller gave up: the scan ends at its next block
+    redact: Callable[[str], str] = str  # applied to a long line before it is cut
+
+    @property
+    def keep_bytes(self) -> int:
+        """How much of a long line the iterators keep: the shown part and a LOOKAHEAD to redact with."""
+        return self.max_line_bytes + redaction.LOOKAHEAD
+
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+
+async def scan_in_thread(fn: Callable[[Limits], T], limits: Limits) -> T:
+    """Run a blocking scan in a worker thread. When the awaiting task is cancelled (the tool timed out, the
+    turn was stopped) the scan stops at its next block: no thread keeps reading after the call is over."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(fn, replace(limits, stop=stop))
+    finally:
+        stop.set()
 
 
 @dataclass
@@ -73,10 +90,14 @@ class FileLines:
     note: str = ""
 
 
-def clean_line(raw: bytes, limit: int, cut: bool = False) -> str:
-    text = raw.rstrip(b"\r").decode("utf-8", errors="replace").translate(_CONTROL)
+def clean_line(raw: bytes, limit: int, cut: bool = False, redact: Callable[[str], str] = str) -> str:
+    """A line as text, control characters shown as U+FFFD. A line over `limit` bytes is cut there, but
+    redacted first, with the LOOKAHEAD the iterators keep beyond the limit (see `Limits.keep_bytes`)."""
+    raw = raw.rstrip(b"\r")
+    text = printable(raw.decode("utf-8", errors="replace"), one_line=True)
     if cut or len(raw) > limit:
-        text = text[:limit] + " [line cut]"
+        shown = len(raw[:limit].decode("utf-8", errors="replace"))
+        text = redaction.cut(text, shown, redact)[0] + " [line cut]"
     return text
 
 
@@ -91,7 +112,7 @@ def reverse_lines(
     `may_match(block)` False means no complete line in that block can match: it is not split at all."""
     pos, scanned, pending, cut = size, 0, b"", False
     first = True
-    while pos > 0 and scanned < limits.max_scan_bytes:
+    while pos > 0 and scanned < limits.max_scan_bytes and not limits.stopped():
         step = min(BLOCK, pos)
         pos -= step
         scanned += step
@@ -107,10 +128,10 @@ def reverse_lines(
             pieces = data.split(b"\n")
             pending = pieces[0]
             for line in reversed(pieces[1:]):
-                yield line[: limits.max_line_bytes], cut or len(line) > limits.max_line_bytes
+                yield line[: limits.keep_bytes], cut or len(line) > limits.keep_bytes
                 cut = False
-        if len(pending) > limits.max_line_bytes:
-            pending, cut = pending[: limits.max_line_bytes], True
+        if len(pending) > limits.keep_bytes:
+            pending, cut = pending[: limits.keep_bytes], True
     if pos == 0 and (pending or not first):
         yield pending, cut
 
@@ -126,7 +147,7 @@ def forward_lines(
     longer than `max_line_bytes` is cut. Blocks whose lines cannot match go to `skipped` unsplit."""
     fh.seek(start)
     pending, cut, read, skip_partial = b"", False, 0, start > 0
-    while read < limits.max_scan_bytes:
+    while read < limits.max_scan_bytes and not limits.stopped():
         chunk = fh.read(BLOCK)
         if not chunk:
             break
@@ -134,14 +155,14 @@ def forward_lines(
         data = pending + chunk
         last = data.rfind(b"\n")
         if last < 0:
-            pending, cut = data[: limits.max_line_bytes], cut or len(data) > limits.max_line_bytes
+            pending, cut = data[: limits.keep_bytes], cut or len(data) > limits.keep_bytes
             continue
         complete, pending = data[:last], data[last + 1 :]
         if skip_partial:
             skip_partial, cut = False, False
             nl = complete.find(b"\n")
             if nl < 0:
-                pending = pending[: limits.max_line_bytes]
+                pending = pending[: limits.keep_bytes]
                 continue
             complete = complete[nl + 1 :]
         if may_match is not None and not may_match(complete):
@@ -149,11 +170,11 @@ def forward_lines(
                 skipped(complete)
         else:
             for line in complete.split(b"\n"):
-                yield line[: limits.max_line_bytes], cut or len(line) > limits.max_line_bytes
+                yield line[: limits.keep_bytes], cut or len(line) > limits.keep_bytes
                 cut = False
         cut = False
-        if len(pending) > limits.max_line_bytes:
-            pending, cut = pending[: limits.max_line_bytes], True
+        if len(pending) > limits.keep_bytes:
+            pending, cut = pending[: limits.keep_bytes], True
     else:
         return
     if pending and not skip_partial:
@@ -208,7 +229,7 @@ def tail_file(real: Path, roots: Sequence[str], want: int, match: LineFilter, li
         if gz:
             return _tail_gz(fh, out, want, match, limits)
         for raw, cut in reverse_lines(fh, size, limits, match.block_test()):
-            text = clean_line(raw, limits.max_line_bytes, cut)
+            text = clean_line(raw, limits.max_line_bytes, cut, limits.redact)
             if match.line(text):
                 out.lines.append(text)
                 if len(out.lines) >= want:
@@ -224,7 +245,7 @@ def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: LineFilter, limits:
     kept: deque[str] = deque(maxlen=want)
     try:
         for raw, cut in forward_lines(fh, limits, 0, match.block_test()):
-            text = clean_line(raw, limits.max_line_bytes, cut)
+            text = clean_line(raw, limits.max_line_bytes, cut, limits.redact)
             if match.line(text):
                 kept.append(text)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -250,27 +271,6 @@ def tail_logs(
             break
     parts.reverse()
     return parts
-
-
-# --- regular expressions the model writes -----------------------------------------------------------------
-MAX_PATTERN_CHARS = 300
-# A quantified group holding a quantifier, like (a+)+ or (\w*)*: catastrophic backtracking.
-_NESTED = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]")
-
-
-def compile_pattern(pattern: str, ignore_case: bool = False) -> re.Pattern[str]:
-    if not pattern:
-        raise ToolFailed("the pattern is empty")
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise ToolFailed(f"the pattern is longer than {MAX_PATTERN_CHARS} characters")
-    if _NESTED.search(pattern):
-        raise ToolFailed(
-            "nested quantifiers like (a+)+ are not accepted (they can take forever); simplify the pattern"
-        )
-    try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise ToolFailed(f"the pattern is not a valid regular expression: {exc}") from None
 
 
 # --- timestamps -------------------------------------------------------------------------------------------
@@ -348,8 +348,8 @@ class LogToolSettings(ToolSettings):
     max_scan_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     max_output_chars: int = Field(default=12_000, ge=200, le=1_000_000)
 
-    def limits(self) -> Limits:
-        return Limits(self.max_line_bytes, self.max_scan_bytes)
+    def limits(self, redact: Callable[[str], str] = str) -> Limits:
+        return Limits(self.max_line_bytes, self.max_scan_bytes, redact=redact)
 
 
 def render(parts: Sequence[FileLines], budget: int, empty: str) -> str:

@@ -7,8 +7,8 @@ which the loader merges into NotifySettings (this tool owns that section), with 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,10 +18,6 @@ from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.tooling import Tool, ToolContext, ToolSettings, tool
 
 MAX_MESSAGE_CHARS = 3000
-# Broadcast pings wake up a whole channel; an agent does not get to do that.
-_BROADCAST = re.compile(
-    r"<!(channel|here|everyone|subteam\^[^>|]*)(\|[^>]*)?>|@(channel|here|everyone)\b", re.IGNORECASE
-)
 
 
 class NotifySpec(ToolSettings):
@@ -34,6 +30,48 @@ class NotifySpec(ToolSettings):
 
 class NotifySettings(NotifySpec):
     max_chars: int = Field(default=MAX_MESSAGE_CHARS, ge=1, le=40_000)
+    # side effects are bounded: alerts per model reply, per turn, and per channel per minute (this process)
+    max_per_reply: int = Field(default=2, ge=1, le=100)
+    max_per_turn: int = Field(default=5, ge=1, le=1000)
+    max_per_channel_per_minute: int = Field(default=6, ge=1, le=1000)
+
+
+@dataclass
+class AlertBudget:
+    """How many alerts went out per reply, per turn and per target in the last minute. Owned by the tool
+    instance, like RecentAlerts. Turns not seen for an hour are forgotten."""
+
+    clock: Callable[[], float] = time.monotonic
+    per_reply: dict[tuple[str, int], int] = field(default_factory=lambda: {})
+    per_turn: dict[str, tuple[int, float]] = field(default_factory=lambda: {})
+    per_target: dict[str, deque[float]] = field(default_factory=lambda: {})
+
+    def refuse(self, settings: NotifySettings, turn: str, reply: int, target: str) -> str | None:
+        """Why another alert may not go out now, or None (and then it is counted)."""
+        now = self.clock()
+        self._forget(now)
+        recent = self.per_target.setdefault(target, deque())
+        while recent and now - recent[0] >= 60:
+            recent.popleft()
+        turn_count = self.per_turn.get(turn, (0, now))[0]
+        reply_count = self.per_reply.get((turn, reply), 0)
+        if reply_count >= settings.max_per_reply:
+            return f"{reply_count} alerts were already posted from this reply (max_per_reply {settings.max_per_reply})"
+        if turn_count >= settings.max_per_turn:
+            return f"{turn_count} alerts were already posted in this turn (max_per_turn {settings.max_per_turn})"
+        if len(recent) >= settings.max_per_channel_per_minute:
+            return (f"{len(recent)} alerts went to {target} in the last minute "
+                    f"(max_per_channel_per_minute {settings.max_per_channel_per_minute})")
+        self.per_reply[(turn, reply)] = reply_count + 1
+        self.per_turn[turn] = (turn_count + 1, now)
+        recent.append(now)
+        return None
+
+    def _forget(self, now: float) -> None:
+        for turn in [t for t, (_, seen) in self.per_turn.items() if now - seen > 3600]:
+            del self.per_turn[turn]
+            for key in [k for k in self.per_reply if k[0] == turn]:
+                del self.per_reply[key]
 
 
 @dataclass
@@ -89,11 +127,12 @@ def clean_message(message: str, limit: int) -> str:
         raise ToolFailed("the message is empty")
     if len(text) > limit:
         raise ToolFailed(f"the message is {len(text)} characters long; keep alerts under {limit}")
-    return _BROADCAST.sub(lambda m: m.group(0).replace("@", "@\u2060").replace("<!", "<\u2060!"), text)
+    return text  # broadcast pings are defused by the adapters, in the final platform text
 
 
-def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:
+def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | None = None) -> Tool:
     alerts = recent or RecentAlerts()
+    limits = budget or AlertBudget()
     lock = asyncio.Lock()
 
     @tool(
@@ -101,7 +140,8 @@ def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:
         "Post a short alert to the team channel (the agent's default, or another allowed `channel` like "
         "'slack:#ops-alerts'). Use it ONLY when something is actually wrong and people should act: say what, "
         "since when, and the evidence in one or two lines. Do not use it to answer the person asking; your "
-        "answer goes to them anyway. An identical alert posted recently is not repeated.",
+        "answer goes to them anyway. An identical alert posted recently is not repeated; the number of alerts "
+        "per reply, per turn and per channel per minute is limited, so put everything into one.",
         settings=NotifySettings,
         profile_section="notify",
     )
@@ -118,13 +158,20 @@ def make_notify_tool(recent: RecentAlerts | None = None) -> Tool:
         key = (ctx.agent, target, " ".join(text.split()))
         async with lock:
             hit = alerts.seen(key, window) if window > 0 else None
-            if hit is None and window > 0:
+            refused = limits.refuse(settings, ctx.turn_id, ctx.reply, target) if hit is None else None
+            if hit is None and refused is None and window > 0:
                 alerts.record(key, "(being posted)")
         if hit is not None:
             ago, ref = hit
             return (
                 f"Not posted again: the same alert went to {target} {ago:.0f} s ago (ref {ref}); identical "
                 f"alerts within {window:g} s are suppressed."
+            )
+        if refused is not None:
+            raise ToolDenied(
+                f"notify limit reached: {refused}; nothing was posted",
+                f"at most {settings.max_per_reply} alerts per reply, {settings.max_per_turn} per turn and "
+                f"{settings.max_per_channel_per_minute} per channel per minute: put everything into one alert",
             )
         try:
             ref = await ctx.notifier.notify(target, text)

@@ -8,9 +8,8 @@ from pathlib import Path
 from pydantic import Field
 
 from bot.engine.tooling import ToolContext, ToolSettings, tool
-from bot.tools.sandbox import open_allowed, resolve_allowed
-
-_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+from bot.redact import LOOKAHEAD, cut
+from bot.tools.sandbox import open_allowed, printable, resolve_allowed
 
 
 class ReadFileSettings(ToolSettings):
@@ -19,10 +18,11 @@ class ReadFileSettings(ToolSettings):
 
 
 def _read(path: Path, roots: Sequence[str], limit: int) -> tuple[bytes, int]:
+    """The first `limit` bytes and a LOOKAHEAD more, so a secret at the cut is redacted whole before it."""
     fd = open_allowed(path, roots)
     with os.fdopen(fd, "rb") as fh:
         size = os.fstat(fd).st_size
-        return fh.read(limit), size
+        return fh.read(limit + LOOKAHEAD), size
 
 
 def looks_binary(data: bytes) -> bool:
@@ -42,9 +42,11 @@ async def read_file(
     real = resolve_allowed(path, settings.roots)
     limit = min(max_bytes or settings.max_bytes, settings.max_bytes)
     data, size = await asyncio.to_thread(_read, real, settings.roots, limit)
-    text = data.decode("utf-8", errors="replace").translate(_CONTROL)
+    text = printable(data.decode("utf-8", errors="replace"))
+    shown = len(printable(data[:limit].decode("utf-8", errors="replace")))
+    text, was_cut = cut(text, shown, ctx.redact) if len(data) > limit else (text, False)
     if looks_binary(data):
         text = f"[{real} looks like a binary file; undecodable bytes are shown as \ufffd]\n{text}"
-    if size > limit:
-        text += f"\n[cut: showed the first {limit} of {size} bytes]"
+    if was_cut or size > len(data):
+        text += f"\n[cut: showed about the first {limit} of {size} bytes]"
     return text

@@ -20,6 +20,18 @@ MAX_NAME_CHARS = 255
 SPECIAL_TREES = ("/proc", "/sys", "/dev")
 
 
+# What may not reach a terminal or a chat from a file or a program: C0 controls (tab, line feed and carriage
+# return kept), DEL, and the 8-bit C1 controls 0x80-0x9f (CSI \x9b and OSC \x9d start escape sequences on
+# many terminals just as ESC [ does).
+_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), *range(0x7F, 0xA0)]}
+_CONTROL_LINE = {**_CONTROL, 10: "\ufffd", 13: "\ufffd"}
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """`text` with every control character shown as U+FFFD (one for one: the length does not change)."""
+    return text.translate(_CONTROL_LINE if one_line else _CONTROL)
+
+
 def describe_roots(roots: Sequence[str]) -> str:
     if not roots:
         return "no paths (this agent's profile allows none for this tool)"
@@ -69,11 +81,17 @@ def resolve_allowed(path: str, roots: Sequence[str]) -> Path:
         raise ToolDenied("this tool has no allowed paths", allowed)
     _check_text(path, allowed)
     real_roots = [os.path.realpath(r) for r in roots]
-    special = any(_under(path, t) for t in SPECIAL_TREES)
-    real = os.path.realpath(path)
-    if special or any(_under(real, t) for t in SPECIAL_TREES):
-        if not any(_under(real, r) and any(_under(r, t) for t in SPECIAL_TREES) for r in real_roots):
-            raise ToolDenied(f"{path} is a kernel or device path (/proc, /sys, /dev)", allowed)
+    special_roots = [r for r in real_roots if any(_under(r, t) for t in SPECIAL_TREES)]
+    kernel = ToolDenied(f"{path} is a kernel or device path (/proc, /sys, /dev)", allowed)
+    if not special_roots and any(_under(path, t) for t in SPECIAL_TREES):
+        raise kernel  # decided on the text: realpath of /proc/1/root/... may itself fail (EACCES)
+    try:
+        real = os.path.realpath(path, strict=False)
+    except OSError as exc:  # a link it may not read, a loop: nothing under a root is like that
+        raise ToolDenied(f"{path} cannot be resolved ({exc.strerror or exc})", allowed) from None
+    if any(_under(path, t) or _under(real, t) for t in SPECIAL_TREES):
+        if not any(_under(real, r) for r in special_roots):
+            raise kernel
     for root in real_roots:
         if _under(real, root):
             return Path(real)

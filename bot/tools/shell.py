@@ -4,12 +4,17 @@ import asyncio
 import os
 import shlex
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import Field
 
+from bot.engine.errors import ToolDenied
 from bot.engine.tooling import ToolContext, ToolSettings, tool
-from bot.tools.commands import SAFE_PATH, CommandRule, check_command
+from bot.redact import LOOKAHEAD, cut
+from bot.tools.commands import SAFE_PATH, CommandRule, check_command_rule
+from bot.tools.isolation import Isolation, bwrap_path, probe, sandboxed
+from bot.tools.sandbox import printable
 
 # A clean environment: nothing of ours (tokens, keys) leaks into a child, and no pager or colour waits on us.
 CLEAN_ENV = {
@@ -23,12 +28,14 @@ CLEAN_ENV = {
     "NO_COLOR": "1",
     "HOME": "/nonexistent",
 }
-_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
 
 
 class ShellSettings(ToolSettings):
     roots: tuple[str, ...] = ()
     commands: tuple[CommandRule, ...] = ()
+    # required: no OS sandbox (bubblewrap), no shell; preferred: without one, run with the path checks only
+    isolation: Isolation = "required"
+    binds: tuple[str, ...] = ()  # more read-only paths the programs see (not paths the model may name)
     command_timeout: float = Field(default=20.0, gt=0, le=600)
     max_output_bytes: int = Field(default=32_768, ge=256, le=10_000_000)
 
@@ -73,6 +80,10 @@ async def run_command(argv: list[str], limit_seconds: float, max_bytes: int, cwd
                 if len(chunk) > room:
                     out.cut = True
                     kill_group(proc.pid)
+                    # drain what the dying group still writes: a full pipe pauses reading, and then the
+                    # end of the pipe, which wait() waits for, would never be seen
+                    while await proc.stdout.read(65536):
+                        pass
                     break
             await proc.wait()
     except TimeoutError:
@@ -85,8 +96,16 @@ async def run_command(argv: list[str], limit_seconds: float, max_bytes: int, cwd
     return out
 
 
-def describe(argv: list[str], out: Outcome, timeout: float, max_bytes: int) -> str:
-    text = out.output.decode("utf-8", errors="replace").translate(_CONTROL).rstrip("\n")
+def describe(
+    argv: list[str], out: Outcome, timeout: float, max_bytes: int, redact: Callable[[str], str] = str
+) -> str:
+    """The output as the model reads it. Output over `max_bytes` (run_command keeps a LOOKAHEAD more) is
+    redacted before it is cut, so a secret at the cut is not shown in half."""
+    text = printable(out.output.decode("utf-8", errors="replace"))
+    if len(out.output) > max_bytes:
+        out.cut = True
+        text = cut(text, len(out.output[:max_bytes].decode("utf-8", errors="replace")), redact)[0]
+    text = text.rstrip("\n")
     lines = [f"$ {shlex.join([os.path.basename(argv[0]), *argv[1:]])}"]
     if out.timed_out:
         lines.append(f"[timed out after {timeout:g} s: the command and its child processes were killed]")
@@ -118,8 +137,23 @@ def workdir(roots: tuple[str, ...]) -> str:
 )
 async def shell(ctx: ToolContext[ShellSettings], command: str) -> str:
     settings = ctx.settings
-    argv = check_command(command, settings.commands, settings.roots)
-    out = await run_command(
-        argv, settings.command_timeout, settings.max_output_bytes, workdir(settings.roots)
-    )
-    return describe(argv, out, settings.command_timeout, settings.max_output_bytes)
+    argv, rule = await asyncio.to_thread(check_command_rule, command, settings.commands, settings.roots)
+    cwd = workdir(settings.roots)
+    run_argv = argv if rule.host else await isolate(argv, settings, cwd)
+    out = await run_command(run_argv, settings.command_timeout, settings.max_output_bytes + LOOKAHEAD, cwd)
+    return describe(argv, out, settings.command_timeout, settings.max_output_bytes, ctx.redact)
+
+
+async def isolate(argv: list[str], settings: ShellSettings, cwd: str) -> list[str]:
+    """argv wrapped in bubblewrap; or, where it is not available, argv itself if the profile allows that."""
+    found = await asyncio.to_thread(probe)
+    bwrap = bwrap_path() if found.available else None
+    if bwrap is not None:
+        return sandboxed(bwrap, argv, settings.roots, cwd, CLEAN_ENV, settings.binds)
+    if settings.isolation == "required":
+        raise ToolDenied(
+            f"shell commands must run in an OS sandbox and none is available on this host ({found.detail})",
+            "no commands until bubblewrap works here, or the agent's profile sets `isolation: preferred` on "
+            "shell to run them with the path checks only",
+        )
+    return argv

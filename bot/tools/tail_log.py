@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-import asyncio
-
 from pydantic import Field
 
 from bot.engine.tooling import ToolContext, require, tool
-from bot.tools.logfiles import LogToolSettings, compile_pattern, line_filter, render, tail_logs
+from bot.tools.logfiles import LogToolSettings, line_filter, render, scan_in_thread, tail_logs
+from bot.tools.patterns import compile_pattern
 from bot.tools.sandbox import resolve_allowed
 
 
@@ -29,8 +28,9 @@ async def tail_log(
     real = resolve_allowed(path, settings.roots)
     require(lines <= settings.max_lines, f"lines may be at most {settings.max_lines} for this agent")
     match = line_filter(contains, compile_pattern(contains) if contains and regex else None)
-    parts = await asyncio.to_thread(
-        tail_logs, real, settings.roots, lines, match, settings.limits(), settings.rotated
+    parts = await scan_in_thread(
+        lambda limits: tail_logs(real, settings.roots, lines, match, limits, settings.rotated),
+        settings.limits(ctx.redact),
     )
     what = f"lines containing {contains!r}" if contains else "lines"
     return render(parts, settings.max_output_chars, f"No {what} in {real}.")

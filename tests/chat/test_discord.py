@@ -276,8 +276,8 @@ async def test_model_output_cannot_ping_everyone(
     mid = fake_discord.mention("is the site up?")
     await eventually(lambda: answered(fake_discord, mid))
     [posted] = fake_discord.posted_in(mid)
-    assert posted.content.startswith("@everyone the site is down!")  # the text is kept as written…
-    assert posted.body["allowed_mentions"] == {"parse": []}  # …but Discord is told to ping nobody
+    assert posted.content.startswith("@\u2060everyone the site is down!")  # the text no longer pings…
+    assert posted.body["allowed_mentions"] == {"parse": []}  # …and Discord is told to ping nobody
 
 
 async def test_channels_route_to_their_agent_and_reply_inline_option(
@@ -315,7 +315,7 @@ async def test_notify_posts_by_channel_id_or_name_and_explains_what_it_cannot(
     ref = await app.notifier.notify(f"discord:{OPS_ALERTS}", "disk 91% on web-1 @here")
     by_name = await app.notifier.notify("discord:#ops-alerts", "second alert")
     posted = fake_discord.posted_in(OPS_ALERTS)
-    assert [p.content for p in posted] == ["disk 91% on web-1 @here", "second alert"]
+    assert [p.content for p in posted] == ["disk 91% on web-1 @\u2060here", "second alert"]
     assert ref == f"discord:{OPS_ALERTS}/{posted[0].id}" and by_name == f"discord:{OPS_ALERTS}/{posted[1].id}"
     assert all(p.body["allowed_mentions"] == {"parse": []} for p in posted)
     with pytest.raises(ToolFailed, match="no text channel with that name"):

@@ -173,3 +173,21 @@ async def test_when_slack_refuses_every_edit_the_answer_is_posted_anew_once(
     assert len(posts) == 3  # the status, the partial answer (deleted again), the answer
     partial = str(fake_slack.posts(OPS, thread_ts="1700.000800")[1].result["ts"])
     assert partial in [c["ts"] for c in fake_slack.calls_to("chat.delete")]
+
+
+async def test_a_broadcast_split_across_streamed_fragments_never_reaches_slack(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, slack_agents: Path
+):
+    answer = "Hey! @everyone <!channel> the upstream is down."  # "@everyone" spans two 8-character fragments
+    bot = await live_bot(fake_slack, fake_llm, sqlite_url, slack_agents)
+    try:
+        fake_llm.reply(answer, chunk_delay=0.1)
+        await bot.deliver(mention("how is nginx?", ts="1700.000900"))
+        await answered(fake_slack, "1700.000900")
+    finally:
+        await bot.stop()
+    sent = [str(v) for c in fake_slack.calls if c.method.startswith("chat.")
+            for k, v in c.params.items() if k in ("text", "markdown_text")]
+    assert any("upstream is down" in s for s in sent)
+    assert not any("@everyone" in s or "<!channel>" in s for s in sent)
+    assert not any("".join(sent[i:i + 2]).count("@everyone") for i in range(len(sent)))

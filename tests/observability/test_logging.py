@@ -11,7 +11,9 @@ import pytest
 
 from bot.app import App
 from bot.engine.service import TurnRequest
-from bot.observability.logs import REDACTED, Redactor, configure, setup_logging
+from bot.observability.logs import configure, setup_logging
+from bot.redact import MARK as REDACTED
+from bot.redact import SecretRedactor as Redactor
 from tests.fakes.openai_server import FakeOpenAI, call
 
 
@@ -86,7 +88,7 @@ def test_secrets_and_token_shapes_are_redacted(bot: App, captured):
     assert "abc.def.ghijklmn" not in out
     records = lines(stream)
     assert records[0]["message"] == f"calling with key {REDACTED}"
-    assert "RuntimeError: bad key [redacted]" in records[2]["exception"]
+    assert f"RuntimeError: bad key {REDACTED}" in records[2]["exception"]
 
 
 def test_redactor_leaves_ordinary_text_alone():

@@ -19,8 +19,8 @@ from bot.engine.executor import ToolExecutor
 from bot.engine.messages import ToolCall, ToolResult
 from bot.engine.profiles import AgentProfile, ProfileLoader
 from bot.engine.testing import RecordingHooks
+from bot.redact import SecretRedactor
 from bot.tools import builtin_tools
-from bot.tools.redact import SecretRedactor
 from tests.helpers import write_agent
 
 CANARY = "CANARY-7f3a-do-not-leak"
@@ -40,6 +40,7 @@ tools:
     roots: *r
   shell:
     roots: *r
+    isolation: preferred  # in the OS sandbox where bubblewrap works (tests/tools/test_isolation.py)
     command_timeout: 5
     max_output_bytes: 4096
     commands:
@@ -48,6 +49,8 @@ tools:
         args: ["path..."]
       - command: grep
         flags: {{"-i": null, "-c": null, "-n": null, "-E": null, "-m": int}}
+        args: [text, "path..."]
+      - command: grep -r
         args: [text, "path..."]
       - command: ls
         flags: {{"-l": null, "-a": null}}
@@ -60,7 +63,7 @@ tools:
       - command: echo
         args: ["text*"]
 {extra_commands}
-  notify: {{}}
+  notify: {{max_per_reply: 50, max_per_turn: 50}}  # one turn, one reply here: tests/tools/test_notify_limits.py
   remember: {{}}
   forget: {{}}
 notify:

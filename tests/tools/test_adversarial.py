@@ -51,6 +51,11 @@ ATTEMPTS: list[tuple[str, str, dict[str, Any]]] = [
     ("grep-symlink-dir", "grep_log", {"path": f"{R}/evil_dir/canary.txt", "pattern": "."}),
     ("grep-proc", "grep_log", {"path": "/proc/1/environ", "pattern": "."}),
     ("grep-nul", "grep_log", {"path": f"{R}/error.log\x00", "pattern": "."}),
+    # --- issue 12: another process's root (realpath fails with EACCES for non-owners: still 'denied') -----
+    ("proc-1-root", "read_file", {"path": "/proc/1/root/etc/shadow"}),
+    ("proc-1-cwd", "read_file", {"path": "/proc/1/cwd/canary.txt"}),
+    ("tail-proc-1-root", "tail_log", {"path": f"/proc/1/root{O}/canary.txt"}),
+    ("grep-proc-1-root", "grep_log", {"path": f"/proc/1/root{R}/error.log", "pattern": "."}),
     # --- shell: shell syntax is refused, not interpreted --------------------------------------------------
     ("semicolon-rm", "shell", {"command": f"tail -n 5 {R}/error.log; rm {O}/canary.txt"}),
     ("and-and", "shell", {"command": f"tail {R}/error.log && rm {O}/canary.txt"}),
@@ -125,6 +130,10 @@ ATTEMPTS: list[tuple[str, str, dict[str, Any]]] = [
     ("long-input", "shell", {"command": "tail " + "A" * 5000}),
     ("too-many-args", "shell", {"command": "tail " + " ".join([f"{R}/error.log"] * 40)}),
     ("long-text-arg", "shell", {"command": "echo " + "x" * 300}),
+    # --- issue 12: a hard link reached through a folder; /proc/1/root through shell -----------------------
+    ("grep-r-hard-link-in-root", "shell", {"command": f"grep -r CANARY {R}"}),
+    ("grep-r-outside", "shell", {"command": f"grep -r CANARY {O}"}),
+    ("tail-proc-1-root", "shell", {"command": f"tail /proc/1/root{O}/canary.txt"}),
     # --- notify: only the profile's channels -------------------------------------------------------------
     ("notify-other-channel", "notify", {"message": "hi", "channel": "slack:#general"}),
     ("notify-other-platform", "notify", {"message": "hi", "channel": "discord:123"}),
@@ -163,3 +172,53 @@ async def test_escape_attempt_is_denied_and_leaves_no_trace(
     assert snapshot(sandbox.tmp) == before
     assert sandbox.canary.read_text().startswith(CANARY)
     assert sandbox.chat.posts == []
+
+
+# --- attempts that are not refused but must be contained (issue 12) --------------------------------------
+# The call may succeed, but within seconds, without the canary, without half of a secret, without control
+# characters (C0, DEL, C1), and without posting anything.
+SECRET = "8f14e45fceea167a5a36dedd4bea2543"
+FILES = {
+    "aaa.log": "a" * 4000 + "\n",
+    "secret.ini": "[app]\nname = web\nvalue " + SECRET + " tail\n",
+    "c1.log": "2024/05/01 10:00:00 [error] \u009b31mRED\u009d0;pwned\u0007 \u0085 \x1b[2J end\n",
+}
+CONTAINED: list[tuple[str, str, dict[str, Any]]] = [
+    ("regex-exponential", "grep_log", {"path": f"{R}/aaa.log", "pattern": "(a|a)*b"}),
+    ("regex-nested", "tail_log", {"path": f"{R}/aaa.log", "contains": "(a+)+c$", "regex": True}),
+    ("regex-backreference", "grep_log", {"path": f"{R}/aaa.log", "pattern": "(a)\\1*b"}),
+    ("regex-huge-repeat", "grep_log", {"path": f"{R}/aaa.log", "pattern": "a{1000}{1000}"}),
+    ("cut-secret-in-half", "read_file", {"path": f"{R}/secret.ini", "max_bytes": 40}),
+    ("cut-secret-shell", "shell", {"command": f"tail -n 1 {R}/secret.ini"}),
+    ("c1-read-file", "read_file", {"path": f"{R}/c1.log"}),
+    ("c1-tail", "tail_log", {"path": f"{R}/c1.log"}),
+    ("c1-grep", "grep_log", {"path": f"{R}/c1.log", "pattern": "end"}),
+    ("c1-shell", "shell", {"command": f"tail -n 1 {R}/c1.log"}),
+]
+
+
+def _controls(text: str) -> list[str]:
+    return [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F]
+
+
+@pytest.mark.parametrize(("name", "tool", "args"), CONTAINED, ids=[f"{t}:{n}" for n, t, _ in CONTAINED])
+async def test_contained_attempt_shows_nothing_it_must_not(
+    sandbox: Sandbox, name: str, tool: str, args: dict[str, Any]
+):
+    import asyncio
+    import time
+
+    from bot.engine.executor import ToolExecutor
+    from bot.redact import SecretRedactor
+
+    for fname, text in FILES.items():
+        (sandbox.root / fname).write_text(text)
+    before = snapshot(sandbox.tmp)
+    ex = ToolExecutor(sandbox.registry, redact=SecretRedactor([SECRET]))
+    started = time.perf_counter()
+    result = await asyncio.wait_for(sandbox.call(tool, {k: _fill(v, sandbox) for k, v in args.items()}, ex), 20)
+    assert time.perf_counter() - started < 5, f"{name} took too long"
+    assert result.status in ("ok", "error"), result.content
+    assert CANARY not in result.content and not _controls(result.content)
+    assert not any(SECRET[:n] in result.content for n in range(8, len(SECRET) + 1))
+    assert snapshot(sandbox.tmp) == before and sandbox.chat.posts == []

@@ -159,12 +159,11 @@ async def test_grep_log_counts_and_filters_by_time(sandbox: Sandbox):
     assert none.status == "ok" and none.content.startswith("No line of")
 
 
-async def test_grep_log_rejects_bad_and_catastrophic_patterns(sandbox: Sandbox):
+async def test_grep_log_rejects_bad_patterns_and_times(sandbox: Sandbox):
     log = str(sandbox.root / "error.log")
     bad = await sandbox.call("grep_log", {"path": log, "pattern": "(unclosed"})
     assert bad.status == "error" and "not a valid regular expression" in bad.content
-    evil = await sandbox.call("grep_log", {"path": log, "pattern": "(a+)+$"})
-    assert evil.status == "error" and "nested quantifiers" in evil.content
+    # catastrophic patterns are harmless under RE2: tests/tools/test_patterns.py
     since = await sandbox.call("grep_log", {"path": log, "pattern": "x", "since": "yesterday-ish"})
     assert since.status == "error" and "'15m'" in since.content
 
@@ -189,9 +188,9 @@ async def test_missing_file_is_an_error_not_a_denial(sandbox: Sandbox):
 async def test_read_file_is_bounded(sandbox: Sandbox):
     (sandbox.root / "conf").write_text("a" * 10_000)
     result = await sandbox.call("read_file", {"path": str(sandbox.root / "conf"), "max_bytes": 100})
-    assert result.content == "a" * 100 + "\n[cut: showed the first 100 of 10000 bytes]"
+    assert result.content == "a" * 100 + "\n[cut: showed about the first 100 of 10000 bytes]"
     result = await sandbox.call("read_file", {"path": str(sandbox.root / "conf"), "max_bytes": 10**6})
-    assert result.content.endswith("[cut: showed the first 4096 of 10000 bytes]")  # the profile's cap wins
+    assert result.content.endswith("[cut: showed about the first 4096 of 10000 bytes]")  # the profile's cap wins
 
 
 async def test_grep_over_a_200_mb_log_is_fast_and_bounded(sandbox: Sandbox):

@@ -66,10 +66,8 @@ async def test_without_a_platform_notify_fails_with_a_clear_message(sandbox: San
     assert ok.content.startswith("Posted") and sandbox.chat.posts == [("#ops-alerts", "x")]
 
 
-async def test_broadcast_pings_are_defused_and_long_alerts_refused(sandbox: Sandbox):
-    await sandbox.call("notify", {"message": "@channel <!here> @everyone look"})
-    ((_, text),) = sandbox.chat.posts
-    assert "@channel" not in text and "<!here>" not in text and "@everyone" not in text and "look" in text
+async def test_long_alerts_are_refused(sandbox: Sandbox):
+    # (broadcast pings are defused in the final platform text: tests/chat/test_broadcasts.py)
     long = await sandbox.call("notify", {"message": "x" * 5000})
     assert long.status == "error" and "keep alerts under 3000" in long.content
 

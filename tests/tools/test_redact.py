@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.tools.redact import MARK, SecretRedactor
+from bot.redact import MARK, SecretRedactor
 
 
 @pytest.mark.parametrize(

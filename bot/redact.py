@@ -1,0 +1,115 @@
+"""The one redactor: secrets out of everything yokebot shows or stores (tool output before the model and the
+audit table see it, log lines, error texts), and `cut`, the one way text is shortened, which redacts first.
+
+Replaced: the configured secret values, Authorization headers, and the shapes of common keys and tokens."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import re2
+
+MARK = "[REDACTED]"
+Repl = str | Callable[[Any], str]
+
+
+def _re(pattern: str) -> Any:
+    """RE2, not `re`: the redactor runs over whatever a log holds, so its time must be linear in the text
+    (with `re`, a URL-password pattern took minutes over 100 KB of `a.a.a.`, on the event loop)."""
+    opts = re2.Options()
+    opts.log_errors = False
+    return re2.compile(pattern, opts)
+
+
+def _assignment(m: Any) -> str:
+    value: str = m.group(3)
+    if _SMALL_NUMBER.match(value):  # port: 8080, tokens: 12 are not secrets
+        return str(m.group(0))
+    return f"{m.group(1)}{m.group(2)}{MARK}"
+
+
+_SMALL_NUMBER = re.compile(r"\d{1,9}(?!\w)")
+_WORDS = "password|passwd|secret|api_?key|access_?key|token|private_?key"
+
+_PATTERNS: tuple[tuple[Any, Repl], ...] = (
+    # header values: keep the name, drop the credentials
+    (
+        _re(
+            r"(?i)\b(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|bot)\s+)?"
+            r"[^\s,;'\"]+"
+        ),
+        r"\1\2\3 " + MARK,
+    ),
+    (_re(r"(?i)\b(x-api-key|api-key|x-auth-token|cookie|set-cookie)(\s*:\s*)[^\r\n]+"), r"\1\2" + MARK),
+    (_re(r"(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\z)"), MARK),
+    (_re(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MARK),  # a bearer token anywhere
+    (_re(r"\bxox[abposre]-[A-Za-z0-9-]{8,}"), MARK),  # Slack bot/user/refresh tokens
+    (_re(r"\bxapp-[A-Za-z0-9-]{8,}"), MARK),  # Slack app tokens
+    (_re(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"), MARK),  # OpenAI / Anthropic keys
+    (_re(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}"), MARK),
+    (_re(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MARK),  # AWS access key ids
+    (_re(r"\bAIza[0-9A-Za-z_-]{35}\b"), MARK),  # Google API keys
+    (_re(r"\b[A-Za-z\d_-]{23,}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,}"), MARK),  # Discord bot tokens
+    (_re(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MARK),  # JWTs
+    # URL passwords, up to the last @ before the host (a password may contain @): the greedy run does that
+    (_re(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^\s/]*@"), r"\1" + MARK + "@"),
+    # key = value, key: value, "key": "value" (JSON), key="value"
+    (
+        _re(
+            rf"(?i)\b([A-Za-z0-9_.-]*(?:{_WORDS})[A-Za-z0-9_.-]*[\"']?)(\s*[:=]\s*)"
+            r"(\"[^\"]*\"|'[^']*'|[^\s,;&}]+)"
+        ),
+        _assignment,
+    ),
+    # --password VALUE, --token VALUE on a command line
+    (_re(r"(?i)(--(?:password|passwd|secret|token|api-key)\s+)\S+"), r"\1" + MARK),
+    # <password>value</password>
+    (_re(r"(?i)(<(?:password|secret|token|api_?key)>)[^<]*(</(?:password|secret|token|api_?key)>)"),
+     r"\1" + MARK + r"\2"),
+)
+
+
+class SecretRedactor:
+    """Callable `text -> text`. Configured values are replaced first (longest first), then the patterns."""
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self.values = sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for value in self.values:
+            if value in text:
+                text = text.replace(value, MARK)
+        for pattern, repl in _PATTERNS:
+            text = pattern.sub(repl, text)
+        return text
+
+
+PATTERNS_ONLY = SecretRedactor()
+# A secret at a cut is recognised only whole: callers keep this much past the limit for `cut` to redact.
+LOOKAHEAD = 2048
+# A word cut in half is dropped whole up to this length; a longer run of non-space characters is a blob
+# (base64, a minified line), shown up to the cut: a secret in it was redacted by the lookahead already.
+MAX_DROPPED_WORD = 512
+
+
+def cut(text: str, limit: int, redact: Callable[[str], str] = PATTERNS_ONLY) -> tuple[str, bool]:
+    """Shorten `text` to at most `limit` characters, safely: redact ALL of `text` first (give it some
+    LOOKAHEAD beyond the limit), then cut; the word the cut falls into (its run of non-space characters) is
+    dropped whole (a word up to MAX_DROPPED_WORD characters long), so the first half of a secret, which no
+    pattern recognises, is never shown. Returns (text, whether it was cut)."""
+    text = redact(text)
+    if len(text) <= limit:
+        return text, False
+    if text[limit].isspace():
+        return text[:limit], True
+    start = limit
+    while start > 0 and not text[start - 1].isspace() and limit - start <= MAX_DROPPED_WORD:
+        start -= 1
+    stop = limit
+    while stop < len(text) and not text[stop].isspace() and stop - start <= MAX_DROPPED_WORD:
+        stop += 1
+    if stop - start > MAX_DROPPED_WORD:
+        start = limit  # a blob, not a word: shown up to the cut
+    return text[:start], True

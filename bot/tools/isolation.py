@@ -1,0 +1,110 @@
+"""Where `shell` commands run: inside bubblewrap (`bwrap`), an OS sandbox, when it works on this host.
+
+The checks in commands.py look at words and resolve paths; the program then opens those paths itself, so a
+directory swapped for a symlink between the check and the open could lead outside (a race). Inside the
+sandbox nothing outside can be reached at all: the filesystem holds only the allowed roots (read-only),
+what programs need to run (/usr and the loader's files, read-only), a private /tmp and /proc, and nothing
+else; no network, a new PID namespace, no capabilities, a clean environment, and it dies with us.
+
+Whether bwrap works is probed once per process (user namespaces may be disabled, or a container's seccomp
+profile may refuse them). Where it does not, the profile's `isolation` decides: `required` refuses shell,
+`preferred` runs with the path checks alone. `yokebot run` and `yokebot agents show` say which holds."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Isolation = Literal["required", "preferred"]
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What a dynamically linked program needs to start, read-only. /etc/passwd and /etc/group hold no secrets
+# (the hashes are in /etc/shadow, which is never there) and let `ls -l` show names instead of numbers.
+SYSTEM_DIRS = ("/usr",)
+TOP_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/passwd",
+                "/etc/group", "/etc/nsswitch.conf")
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    available: bool
+    detail: str  # "bubblewrap 0.8.0" or why not
+
+    def describe(self, mode: Isolation) -> str:
+        if self.available:
+            return f"shell commands run isolated ({self.detail}: read-only roots, no network, own /tmp and PIDs)"
+        if mode == "required":
+            return f"shell is REFUSED: isolation is required but not available ({self.detail})"
+        return f"shell runs WITHOUT isolation, with path checks only ({self.detail})"
+
+
+def _system_args() -> list[str]:
+    args: list[str] = []
+    for d in SYSTEM_DIRS:
+        args += ["--ro-bind", d, d]
+    for top in TOP_LINKS:
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for f in SYSTEM_FILES:
+        args += ["--ro-bind-try", f, f]
+    return args
+
+
+def sandboxed(
+    bwrap: str, argv: Sequence[str], roots: Sequence[str], cwd: str, env: Mapping[str, str],
+    binds: Sequence[str] = (),
+) -> list[str]:
+    """The bwrap command line that runs `argv` with only `roots` (and `binds`) visible, read-only."""
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL", "--clearenv"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    args += _system_args()
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 (a fresh, private /tmp)
+    exe = argv[0]
+    if not exe.startswith(("/usr/", "/bin/", "/sbin/")):
+        args += ["--ro-bind-try", exe, exe]  # a rule's own `executable:`
+    for path in [*roots, *binds]:
+        real = os.path.realpath(path)
+        if os.path.exists(real):
+            args += ["--ro-bind", real, real]  # after /tmp: a root under /tmp is still seen
+    args += ["--chdir", cwd, "--", *argv]
+    return args
+
+
+@functools.cache
+def probe() -> Availability:
+    """Can bwrap make a sandbox here? Runs `true` in exactly the sandbox commands get (once per process)."""
+    bwrap = shutil.which("bwrap", path=SAFE_PATH)
+    true = shutil.which("true", path=SAFE_PATH)
+    if bwrap is None or true is None:
+        return Availability(False, "bubblewrap is not installed (apt-get install bubblewrap)")
+    try:
+        run = subprocess.run(sandboxed(bwrap, [true], [], "/", {"PATH": SAFE_PATH}), capture_output=True,
+                             text=True, timeout=10, stdin=subprocess.DEVNULL)
+        version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Availability(False, f"bwrap could not be run: {exc}")
+    if run.returncode != 0:
+        why = (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]
+        return Availability(False, f"bwrap cannot create a sandbox on this host: {why}")
+    return Availability(True, version.strip() or "bubblewrap")
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap", path=SAFE_PATH) if probe().available else None
+
+
+def shell_isolation(tool_settings: Mapping[str, object]) -> str | None:
+    """One line for `agents show` / `yokebot run`: how this agent's `shell` runs here (None: no shell)."""
+    shell = tool_settings.get("shell")
+    if shell is None:
+        return None
+    mode: Isolation = getattr(shell, "isolation", "required")
+    return probe().describe(mode)

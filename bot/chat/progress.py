@@ -96,7 +96,6 @@ class Progress(TurnHooks):
         self._idle = asyncio.Event()  # no platform call in flight
         self._idle.set()
         self._closed = False
-        self.calls = 0  # platform calls made, for the benchmark
 
     # --- the turn's events ---------------------------------------------------------------------------
     async def turn_started(self, run: RunContext, text: str) -> None:
@@ -172,11 +171,9 @@ class Progress(TurnHooks):
             status = self.status_text()
             if status != self._shown_status:
                 self._shown_status = status
-                self.calls += 1
                 await self.surface.status(status)
             if self.partial and self.partial != self._shown_partial:
                 self._shown_partial = self.partial
-                self.calls += 1
                 await self.surface.stream(self.partial)
         except asyncio.CancelledError:
             raise
@@ -194,7 +191,6 @@ class Progress(TurnHooks):
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await pump
-
 
 
 @dataclass(frozen=True, slots=True)

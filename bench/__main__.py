@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench import concurrency, context, memory_startup, model_overhead, overhead, prompt_scale, slack_ack, startup_cli
+from bench import (
+    concurrency,
+    context,
+    memory_startup,
+    model_overhead,
+    overhead,
+    progress,
+    prompt_scale,
+    slack_ack,
+    startup_cli,
+)
 
 
 def main() -> None:
@@ -23,6 +33,7 @@ def main() -> None:
     context.main(["--quick"] if args.quick else [])
     model_overhead.main(flags)
     startup_cli.main(flags)
+    progress.main(flags)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
 
 

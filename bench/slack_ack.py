@@ -105,7 +105,9 @@ async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str,
     tokens: dict[str, Any] = {"slack_bot_token": "xoxb-bench-token", "slack_api_url": slack_url}
     tokens["slack_app_token" if mode == "socket" else "slack_signing_secret"] = \
         "xapp-bench-token" if mode == "socket" else SECRET
-    settings = bench_settings(db_url, llm_url, write_bench_agent(wd), **tokens, **overrides)
+    # one message per answer (no live status message), so that "answered once" can be counted in posts
+    settings = bench_settings(db_url, llm_url, write_bench_agent(wd), **tokens,
+                              **{"progress_live": False, **overrides})
     app = await build_app(settings, registry=registry())
     stack.push_async_callback(app.close)
     client = getattr(app.model, "client", None)

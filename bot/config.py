@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     model_retry_max_wait_seconds: float = 20.0
     model_timeout_seconds: float = 60.0
     model_stream: bool = False
+    progress_live: bool = True  # a status message and the answer as it is written (Slack, Discord)
+    progress_steps: Literal["none", "compact", "full"] = "compact"  # tool steps shown in chat while working
+    progress_interval_seconds: float = 1.0  # the least time between two progress edits of one reply
 
     tool_max_attempts: int = 3
     tool_backoff_seconds: float = 0.2
@@ -75,6 +78,8 @@ class Settings(BaseSettings):
     slack_allowed_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
     slack_allow_dms: bool = True
     slack_thread_followups: bool = True
+    # assistant threads (slack/manifest.yaml `assistant_view`): prompts offered when one opens, `;`-separated
+    slack_suggested_prompts: str = "Check the recent nginx error logs; What can you check for me?"
     slack_ignore_bots: bool = True
     slack_max_concurrent_turns: int = Field(default=8, ge=1)
     slack_message_chars: int = Field(default=3900, ge=100, le=39_000)

@@ -120,6 +120,7 @@ def make_settings(db: str, llm: FakeOpenAI, agents: Path, **overrides: Any) -> S
         database_url=db, agents_dir=agents, default_agent="tester", openai_base_url=llm.base_url,
         openai_api_key="sk-test-key-123", model="test-model", model_retry_base_seconds=0.01,
         model_retry_max_wait_seconds=0.2, tool_backoff_seconds=0.01, model_timeout_seconds=5,
+        progress_live=False,  # tests of live progress turn it on (tests/chat/test_progress_*.py)
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]

@@ -195,3 +195,42 @@ def test_chat_log_file_default_is_outside_the_working_directory(tmp_path: Path):
             else:
                 os.environ[k] = v
     assert settings.chat_log_file == tmp_path / "state" / "yokebot" / "chat.log"
+
+
+def test_chat_streams_the_answer_as_it_is_written(tmp_path: Path, fake_llm: FakeOpenAI):
+    """With a streaming model the answer's first words are on screen seconds before its last ones, once."""
+    ops_with_notify(tmp_path)
+    answer = "The upstream 10.0.0.7 timed out at 08:00:01; nothing else since."  # 9 chunks of 8 characters
+    fake_llm.reply(answer, chunk_delay=0.3)
+    proc = _chat({**base_env(tmp_path, fake_llm), "YOKEBOT_MODEL_STREAM": "true"})
+    seen: list[tuple[float, str]] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        while ch := proc.stdout.read(1):
+            seen.append((time.monotonic(), ch))
+
+    threading.Thread(target=pump, daemon=True).start()
+
+    def at(fragment: str) -> float | None:
+        text, when = "", None
+        for t, ch in list(seen):
+            text += ch
+            if fragment in text:
+                when = t
+                break
+        return when
+
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write("what happened?\n")
+        proc.stdin.flush()
+        _wait(lambda: at(answer) is not None)
+        proc.stdin.close()
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    first, whole = at(answer[:8]), at(answer)
+    assert first is not None and whole is not None and whole - first > 1.5  # written as it came
+    assert "".join(ch for _, ch in seen).count(answer) == 1  # not printed again at the end

@@ -21,10 +21,10 @@ class ReplySurface(Protocol):
     The pipeline calls, in this order: `working()` (once a turn will run), `deliver()` (the answer, an error
     sentence or the shutdown notice), `done(ok)`. A refusal or a hint is `deliver()` alone, without `working()`.
 
-    Room to grow: a surface may offer `observe` (the engine's progress callback, passed to
-    `AgentService.handle`; the console shows tool calls with it). Live status, streamed answers (chat.update /
-    stream, Discord edits) and approval buttons are meant to be further optional methods here, used by the
-    pipeline when present, so they are written once for every platform."""
+    A surface may carry `hooks` (a TurnHooks the pipeline passes to `AgentService.handle`): Slack and Discord
+    carry `Progress` (bot/chat/progress.py: a live status and the answer as it is written; `deliver()` then
+    finishes the answer in place), the console its LiveView. Approval buttons are meant to be further
+    optional methods here, used by the pipeline when present, so they are written once for every platform."""
 
     async def working(self) -> str:
         """Show that the bot is on it (:eyes:, typing…). Returns the conversation key the turn belongs to (the

@@ -15,13 +15,14 @@ import threading
 
 from rich.console import Console
 from rich.status import Status
+from rich.text import Text
 
 from bot.chat import console_view as view
 from bot.chat.access import Origin
 from bot.chat.base import Inbound
 from bot.chat.wiring import console_pipeline
 from bot.engine.context import RunContext
-from bot.engine.hooks import TurnHooks
+from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import ToolCall, ToolResult, TurnResult
 from bot.engine.service import AgentService
 
@@ -56,10 +57,25 @@ class TerminalAlerts:
 
 
 class LiveView(TurnHooks):
-    """The console's live view of a turn: each tool call as it starts and ends, under the spinner."""
+    """The console's live view of a turn: each tool call as it starts and ends, under the spinner, and the
+    answer as the model writes it (with `YOKEBOT_MODEL_STREAM=true`)."""
 
     def __init__(self, console: Console, status: Status) -> None:
         self.console, self.status = console, status
+        self.streamed = ""  # the text on screen from the model call in progress
+
+    async def text_delta(self, run: RunContext, text: str) -> None:
+        if not self.streamed:
+            self.status.stop()
+        self.streamed += text
+        self.console.print(Text(text), end="", highlight=False, emoji=False, soft_wrap=True)
+
+    async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
+        calls_tools = attempt.response is not None and bool(attempt.response.message.tool_calls)
+        if self.streamed and (attempt.error is not None or calls_tools):
+            self.console.print()  # that text was not the answer (a retry follows, or tool calls)
+            self.streamed = ""
+            self.status.start()
 
     async def tool_started(self, run: RunContext, call: ToolCall) -> None:
         self.status.update(f"running {call.name}…")
@@ -72,7 +88,7 @@ class LiveView(TurnHooks):
 
 class ConsoleReply:
     """The reply surface of the terminal (the pipeline drives it): a spinner while working, tool calls as they
-    run, the answer line for line."""
+    run, the answer line for line (as it is written, when the model streams)."""
 
     stopped_text = ""  # Ctrl-C: the adapter itself says the turn was stopped
 
@@ -87,6 +103,11 @@ class ConsoleReply:
 
     async def deliver(self, text: str) -> None:
         self.status.stop()
+        streamed, self.hooks.streamed = self.hooks.streamed, ""
+        if streamed:
+            self.console.print()  # end the streamed line
+            if streamed.strip() == text.strip():
+                return  # it is on screen already, as it was written
         view.print_text(self.console, view.answer(text))
 
     async def done(self, ok: bool) -> None:

@@ -24,6 +24,7 @@ from discord.abc import Messageable
 from bot.chat.access import Origin
 from bot.chat.base import EventClaims, EventCounter, Inbound, Trigger
 from bot.chat.discord_output import NO_PINGS, DiscordReply, post_to
+from bot.chat.progress import live_options
 from bot.chat.wiring import discord_pipeline
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
@@ -257,7 +258,8 @@ class DiscordAdapter:
                  text: str, thread: str) -> Inbound:
         reply = DiscordReply(message, channel, thread, text, opens_thread=trigger == "mention",
                              inline=self.settings.discord_reply_inline,
-                             attach_over=self.settings.discord_attach_over_chars)
+                             attach_over=self.settings.discord_attach_over_chars,
+                             progress=live_options(self.settings))
         return Inbound(origin, thread, text, trigger, reply, message_id=str(message.id),
                        claim_key=str(message.id), groups_known=not origin.dm)
 

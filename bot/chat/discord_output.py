@@ -12,7 +12,9 @@ from typing import Any
 import discord
 from discord.abc import Messageable
 
+from bot.chat.discord_live import DiscordLive
 from bot.chat.formatting import defuse_broadcasts, split_message
+from bot.chat.progress import LiveOptions, Progress
 from bot.engine.errors import ToolFailed
 
 log = logging.getLogger(__name__)
@@ -100,10 +102,14 @@ class DiscordReply:
     open a thread), a reply in the channel."""
 
     def __init__(self, message: discord.Message, channel: Messageable, thread: str, title: str, *,
-                 opens_thread: bool, inline: bool, attach_over: int) -> None:
+                 opens_thread: bool, inline: bool, attach_over: int, progress: LiveOptions | None = None) -> None:
         self.message, self.dest, self.reference, self.title = message, channel, message, title
         self.thread, self.opens_thread, self.inline, self.attach_over = thread, opens_thread, inline, attach_over
         self.typing = Typing(channel)
+        self.live = DiscordLive(lambda: (self.dest, self.reference), self._deliver_whole, attach_over) \
+            if progress is not None else None  # a status message and the answer as it is written
+        self.hooks = Progress(self.live, progress.mode, progress.interval) \
+            if self.live is not None and progress is not None else None
 
     async def working(self) -> str:
         if not self.opens_thread:
@@ -127,6 +133,13 @@ class DiscordReply:
 
     async def deliver(self, text: str) -> None:
         await self.typing.stop()
+        if self.hooks is not None and self.live is not None:
+            await self.hooks.close()
+            await self.live.final(text, self.hooks.summary())
+        else:
+            await self._deliver_whole(text)
+
+    async def _deliver_whole(self, text: str) -> None:
         await deliver(self.dest, text, attach_over=self.attach_over, reference=self.reference)
 
     async def done(self, ok: bool) -> None:

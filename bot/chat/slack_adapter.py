@@ -24,6 +24,8 @@ from bot.chat.access import Origin
 from bot.chat.base import EventClaims, EventCounter, Inbound
 from bot.chat.claiming import ClaimStep
 from bot.chat.pipeline import Receipt
+from bot.chat.progress import live_options
+from bot.chat.slack_assistant import build_assistant, prompts_from
 from bot.chat.slack_directory import ThreadMemory, UserGroups
 from bot.chat.slack_events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
 from bot.chat.slack_output import SlackReply
@@ -71,6 +73,7 @@ class SlackAdapter:
         self.bolt = AsyncApp(client=web_client(settings, None), authorize=authorize, signing_secret=secret,
                              process_before_response=True, request_verification_enabled=self.mode == "http",
                              logger=logging.getLogger("slack_bolt.yokebot"))
+        self.bolt.assistant(build_assistant(prompts_from(settings.slack_suggested_prompts)))
         self.bolt.event(re.compile(".*"))(on_event)
         self.rules = EventRules(settings.slack_ignore_bots, settings.slack_thread_followups)
         self.identity: BotIdentity | None = None
@@ -165,7 +168,8 @@ class SlackAdapter:
             return await self.threads.bot_in(m.channel, m.thread, me.user_id, me.bot_id)
 
         return Inbound(Origin(PLATFORM, m.channel, m.user, m.dm), m.thread, m.text, m.trigger,
-                       SlackReply(self.poster, m.channel, m.ts, m.thread, m.reply_thread, self.threads),
+                       SlackReply(self.poster, m.channel, m.ts, m.thread, m.reply_thread, self.threads,
+                                  live_options(self.settings)),
                        message_id=m.ts, claim_key=f"{m.channel}:{m.ts}",
                        addressed=addressed if m.trigger == "thread" else None,
                        target={"ts": m.ts, "reply_thread": m.reply_thread, "event_id": m.event_id})

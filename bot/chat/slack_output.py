@@ -13,7 +13,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.formatting import defuse_broadcasts, split_message
 from bot.chat.mrkdwn import to_mrkdwn
+from bot.chat.progress import LiveOptions, Progress
 from bot.chat.slack_directory import ThreadMemory
+from bot.chat.slack_live import SlackLive
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,7 @@ class OutputLimits:
 class SlackPoster:
     def __init__(self, client: AsyncWebClient, limits: OutputLimits) -> None:
         self.client, self.limits = client, limits
+        self.can_stream: bool | None = None  # the workspace has chat.startStream (None: not tried yet)
 
     async def post(self, channel: str, markdown: str, thread_ts: str | None = None) -> list[str]:
         """Post Markdown as mrkdwn; returns the ts of every message posted (the first is the reference)."""
@@ -74,19 +77,27 @@ class SlackPoster:
 
 class SlackReply:
     """The reply surface for one Slack message: :eyes: while working, the answer in its thread (or inline in
-    a DM), then :white_check_mark: or :x:. Remembers the thread, so follow-ups there need no mention."""
+    a DM), then :white_check_mark: or :x:. Remembers the thread, so follow-ups there need no mention.
+    With `progress`, a status message and the answer as it is written (bot/chat/slack_live.py)."""
 
     def __init__(self, poster: SlackPoster, channel: str, ts: str, thread: str, reply_thread: str | None,
-                 threads: ThreadMemory) -> None:
+                 threads: ThreadMemory, progress: LiveOptions | None = None) -> None:
         self.poster, self.channel, self.ts, self.thread = poster, channel, ts, thread
         self.reply_thread, self.threads = reply_thread, threads
+        self.live = SlackLive(poster, channel, reply_thread) if progress is not None else None
+        self.hooks = Progress(self.live, progress.mode, progress.interval) \
+            if self.live is not None and progress is not None else None
 
     async def working(self) -> str:
         await self.poster.react(self.channel, self.ts, WORKING)
         return self.thread
 
     async def deliver(self, text: str) -> None:
-        await self.poster.post(self.channel, text, self.reply_thread)
+        if self.hooks is not None and self.live is not None:
+            await self.hooks.close()
+            await self.live.final(text, self.hooks.summary())
+        else:
+            await self.poster.post(self.channel, text, self.reply_thread)
         self.threads.remember(self.channel, self.thread)
 
     async def done(self, ok: bool) -> None:

@@ -51,6 +51,11 @@ class TurnHooks:
     async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
         return None
 
+    async def text_delta(self, run: RunContext, text: str) -> None:
+        """A fragment of the model's reply as it streams (only from a streaming model). A failed attempt that
+        is retried, or a reply that turns out to call tools, is told by `model_attempt` afterwards."""
+        return None
+
     async def tool_started(self, run: RunContext, call: ToolCall) -> None:
         return None
 
@@ -100,6 +105,9 @@ class CompositeHooks(TurnHooks):
 
     async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
         await self._each(lambda h: h.model_attempt(run, attempt))
+
+    async def text_delta(self, run: RunContext, text: str) -> None:
+        await self._each(lambda h: h.text_delta(run, text))
 
     async def tool_started(self, run: RunContext, call: ToolCall) -> None:
         await self._each(lambda h: h.tool_started(run, call))

@@ -29,7 +29,7 @@ from bot.engine.prompt import PromptBuilder
 from bot.engine.retrying import OnAttempt, RetryingModel
 from bot.engine.tokens import Calibration, TokenCounter, default_window
 from bot.engine.window import Fitted, SummaryStore, Thread, TurnContext
-from bot.engine.wire import ModelRequest
+from bot.engine.wire import ModelRequest, OnDelta
 
 OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
 
@@ -47,6 +47,7 @@ class _Turn:
     model: str
     guard: LoopGuard
     budget: TurnBudget
+    delta: OnDelta | None = None  # the reply's text as it streams (hooks.text_delta)
     messages: list[Message] = field(default_factory=lambda: list[Message]())
     results: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
     usage: Usage = field(default_factory=Usage)
@@ -88,10 +89,13 @@ class ReActLoop:
         async def report(attempt: ModelAttempt) -> None:
             await hooks.model_attempt(run, attempt)
 
+        async def delta(fragment: str) -> None:
+            await hooks.text_delta(run, fragment)
+
         schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
         system = await self.prompts.system_message(profile, run.scope)
         t = _Turn(run, hooks, report, self._context(run, thread, model, report), system, schemas, model,
-                  LoopGuard(profile.loop_repeats), TurnBudget(profile.budget, self.price))
+                  LoopGuard(profile.loop_repeats), TurnBudget(profile.budget, self.price), delta)
         await self._add(t, Message.user(text))
         return await self._steps(t)
 
@@ -127,7 +131,7 @@ class ReActLoop:
         for attempt in range(OVERFLOW_RETRIES + 1):
             try:
                 request = ModelRequest(t.model, fitted.messages, schemas, temperature, purpose)
-                response = await self.model.complete(request, t.report)
+                response = await self.model.complete(request, t.report, t.delta)
             except ContextOverflow as err:
                 if attempt == OVERFLOW_RETRIES:
                     raise

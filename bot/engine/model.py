@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
 from bot.engine.overflow import detect
-from bot.engine.wire import ModelRequest
+from bot.engine.wire import ModelRequest, OnDelta
 
 if TYPE_CHECKING:
     import openai
@@ -253,8 +253,10 @@ def _merge_call(calls: dict[int, _Partial], tc: Any, position: int) -> None:
         part.arguments += _arguments(tc.function.arguments)
 
 
-async def _collect(stream: AsyncStream[ChatCompletionChunk], fallback_model: str) -> ModelResponse:
-    """Assemble a streamed reply: content fragments, tool-call deltas by index, and the usage chunk."""
+async def _collect(stream: AsyncStream[ChatCompletionChunk], fallback_model: str,
+                   on_delta: OnDelta | None = None) -> ModelResponse:
+    """Assemble a streamed reply: content fragments (each told to `on_delta`), tool-call deltas by index, and
+    the usage chunk."""
     content: list[str] = []
     calls: dict[int, _Partial] = {}
     usage, finish, model = Usage(), None, fallback_model
@@ -267,6 +269,8 @@ async def _collect(stream: AsyncStream[ChatCompletionChunk], fallback_model: str
             finish = choice.finish_reason or finish
             if delta.content:
                 content.append(delta.content)
+                if on_delta is not None:
+                    await on_delta(delta.content)
             for position, tc in enumerate(delta.tool_calls or ()):
                 _merge_call(calls, tc, position)
     tool_calls = tuple(ToolCall(p.id or f"call_{i}", p.name, p.arguments)
@@ -294,11 +298,17 @@ class OpenAIChatModel:
         return self._client
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self._complete(request, None)
+
+    async def complete_streaming(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse:
+        return await self._complete(request, on_delta)
+
+    async def _complete(self, request: ModelRequest, on_delta: OnDelta | None) -> ModelResponse:
         if self._client is None:
             await asyncio.wrap_future(preload())  # the import runs in a thread, not on the event loop
         try:
             if self.stream:
-                return await self._streamed(request)
+                return await self._streamed(request, on_delta)
             return await self._plain(request)
         except ModelError:
             raise
@@ -315,11 +325,11 @@ class OpenAIChatModel:
         resp = await self.client.post(_PATH, cast_to=ChatCompletion, content=request.body(), options=_SECURITY)
         return _parse(resp, request.model)
 
-    async def _streamed(self, request: ModelRequest) -> ModelResponse:
+    async def _streamed(self, request: ModelRequest, on_delta: OnDelta | None = None) -> ModelResponse:
         from openai import AsyncStream
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
         stream = await self.client.post(_PATH, cast_to=ChatCompletion, content=request.body(**_STREAM_OPTIONS),
                                         options=_SECURITY, stream=True, stream_cls=AsyncStream[ChatCompletionChunk])
         async with stream:
-            return await _collect(stream, request.model)
+            return await _collect(stream, request.model, on_delta)

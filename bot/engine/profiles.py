@@ -143,6 +143,7 @@ class ProfileSpec(_Strict):
     mode: Literal["react", "plan"] = "react"
     plan: PlanSpec = PlanSpec()
     timezone: str = "UTC"
+    progress: Literal["none", "compact", "full"] | None = None  # tool steps in chat; None: YOKEBOT_PROGRESS_STEPS
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
     skills: list[str] = Field(default_factory=lambda: cast(list[str], []))
@@ -195,6 +196,7 @@ class AgentProfile:
     mode: Literal["react", "plan"] = "react"  # plan: plan-and-execute (bot/engine/plan.py)
     plan: PlanSpec = field(default_factory=PlanSpec)
     timezone: str = "UTC"
+    progress: Literal["none", "compact", "full"] | None = None
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
     skills: tuple[Skill, ...] = ()
@@ -348,6 +350,7 @@ class ProfileLoader:
             mode=spec.mode,
             plan=spec.plan,
             timezone=spec.timezone,
+            progress=spec.progress,
             tools=tools,
             bootstrap=bootstrap,
             skills=skills,

@@ -16,7 +16,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from bot.engine.errors import ModelError
 from bot.engine.hooks import ModelAttempt
 from bot.engine.messages import ModelResponse
-from bot.engine.wire import ChatModel, ModelRequest
+from bot.engine.wire import ChatModel, ModelRequest, OnDelta, StreamingChatModel
 
 OnAttempt = Callable[[ModelAttempt], Awaitable[None]]
 
@@ -52,7 +52,10 @@ class RetryingModel:
             return min(hinted, self.policy.max_wait_seconds)
         return self._backoff(state)
 
-    async def complete(self, request: ModelRequest, on_attempt: OnAttempt = _ignore) -> ModelResponse:
+    async def complete(self, request: ModelRequest, on_attempt: OnAttempt = _ignore,
+                       on_delta: OnDelta | None = None) -> ModelResponse:
+        """`on_delta` hears the reply's text as it streams, when the inner model can (a retried attempt
+        streams again from the start: `on_attempt` tells of the failed one first)."""
         attempts = AsyncRetrying(stop=stop_after_attempt(self.policy.max_attempts), wait=self._wait,
                                  retry=retry_if_exception(_retryable), reraise=True, sleep=self.sleep)
         number = 0
@@ -60,7 +63,7 @@ class RetryingModel:
             async for attempt in attempts:
                 with attempt:
                     number += 1
-                    return await self._attempt(request, number, on_attempt)
+                    return await self._attempt(request, number, on_attempt, on_delta)
         except ModelError as err:
             if err.retryable:
                 raise ModelError(f"{err} (gave up after {number} attempts)", code=err.code,
@@ -68,10 +71,14 @@ class RetryingModel:
             raise
         raise ModelError("the model call was not attempted", code="unexpected")  # pragma: no cover
 
-    async def _attempt(self, request: ModelRequest, number: int, on_attempt: OnAttempt) -> ModelResponse:
+    async def _attempt(self, request: ModelRequest, number: int, on_attempt: OnAttempt,
+                       on_delta: OnDelta | None) -> ModelResponse:
         started = time.perf_counter()
         try:
-            response = await self.inner.complete(request)
+            if on_delta is not None and isinstance(self.inner, StreamingChatModel):
+                response = await self.inner.complete_streaming(request, on_delta)
+            else:
+                response = await self.inner.complete(request)
         except ModelError as err:
             await on_attempt(ModelAttempt(request, number, (time.perf_counter() - started) * 1000, error=err))
             raise

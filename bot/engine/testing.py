@@ -95,6 +95,9 @@ class RecordingHooks(TurnHooks):
     async def turn_started(self, run: RunContext, text: str) -> None:
         self.events.append(("turn_started", text))
 
+    async def text_delta(self, run: RunContext, text: str) -> None:
+        self.events.append(("text_delta", text))
+
     async def message_appended(self, run: RunContext, message: Message) -> None:
         self.events.append(("message", message))
 

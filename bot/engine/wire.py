@@ -4,9 +4,10 @@ and the OpenAI chat wire format (what is sent, and what the audit records as sen
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bot.engine.messages import Message, ModelResponse
 
@@ -42,6 +43,17 @@ class ChatModel(Protocol):
     """Sends one request; returns the response or raises ModelError carrying retry advice. No retries."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+OnDelta = Callable[[str], Awaitable[None]]
+
+
+@runtime_checkable
+class StreamingChatModel(Protocol):
+    """Optional for a ChatModel: `complete`, telling each fragment of the reply's text to `on_delta` as it
+    arrives (a model that is not set to stream answers whole and tells nothing)."""
+
+    async def complete_streaming(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse: ...
 
 
 def to_wire(message: Message) -> dict[str, Any]:

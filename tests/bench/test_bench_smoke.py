@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from bench import context, overhead, slack_ack
+from bench import context, overhead, progress, slack_ack
 
 
 def test_overhead_benchmark_runs_in_quick_mode(capsys):
@@ -41,3 +41,11 @@ def test_model_overhead_benchmark_runs_in_quick_mode(capsys):
     model_overhead.main(["--quick"])
     out = capsys.readouterr().out
     assert "b/a wall" in out and "80 vs 2 messages" in out and "(b) growth" in out
+
+
+def test_progress_benchmark_runs_in_quick_mode(capsys):
+    result = progress.main(["--quick"])  # raises if a turn does not get its answer
+    out = capsys.readouterr().out
+    assert set(result) == {"a", "b", "c"}
+    assert result["b"]["first_s"] < result["a"]["first_s"] and result["c"]["first_s"] < result["a"]["first_s"]
+    assert "first visible text < 1 s with progress" in out

@@ -105,6 +105,8 @@ def test_the_manifest_asks_for_the_events_and_scopes_the_adapter_uses():
         "message.im",
         "message.channels",
         "message.groups",
+        "assistant_thread_started",
+        "assistant_thread_context_changed",
     }
     assert set(manifest["oauth_config"]["scopes"]["bot"]) == {
         "app_mentions:read",
@@ -117,5 +119,7 @@ def test_the_manifest_asks_for_the_events_and_scopes_the_adapter_uses():
         "channels:read",
         "groups:read",
         "usergroups:read",
+        "assistant:write",
     }
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
+    assert manifest["features"]["assistant_view"]["assistant_description"]

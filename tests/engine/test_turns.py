@@ -266,3 +266,27 @@ async def test_a_turn_cancelled_at_shutdown_is_recorded_as_stopped(sqlite_url, f
     await engine.dispose()
     assert row.status == "error" and row.error == "yokebot stopped during this turn"
     assert row.stopped_by == "interrupted"
+
+
+async def test_a_streaming_model_tells_its_text_to_the_hooks_as_it_arrives(sqlite_url, fake_llm: FakeOpenAI, agents_dir):
+    """text_delta: each fragment in order; a stream that breaks and is retried is told by model_attempt
+    (with the error) before the fragments of the next attempt; the answer is the last attempt's whole text."""
+    from bot.app import build_app
+    from bot.engine.testing import RecordingHooks
+    from tests.conftest import make_settings
+    from tests.helpers import registry
+
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir, model_stream=True), registry=registry())
+    try:
+        fake_llm.reply("The first try breaks off here", cut_after=2)
+        fake_llm.reply("The upstream is fine again.")
+        hooks = RecordingHooks()
+        result = await app.service.handle(req("stream it"), hooks)
+    finally:
+        await app.close()
+    assert result.answer == "The upstream is fine again."
+    kinds = [k for k in hooks.kinds if k in ("text_delta", "model_attempt")]
+    assert kinds == ["text_delta"] * 2 + ["model_attempt"] + ["text_delta"] * 4 + ["model_attempt"]
+    assert "".join(hooks.of("text_delta")[:2]) == "The first try br"
+    assert hooks.attempts[0].error is not None and hooks.attempts[1].response is not None
+    assert "".join(hooks.of("text_delta")[2:]) == "The upstream is fine again."

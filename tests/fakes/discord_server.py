@@ -129,6 +129,8 @@ class FakeDiscord:
         self.posted: list[Posted] = []
         self.reactions: list[tuple[int, int, str]] = []  # (channel, message, emoji)
         self.typing: list[int] = []
+        self.edits: list[tuple[int, int, str]] = []  # (channel, message, new content), in order
+        self.deleted: list[tuple[int, int]] = []  # (channel, message)
         self.threads: dict[int, dict[str, Any]] = {}
         self.ops: list[int] = []  # gateway opcodes the bot sent, in order (1 heartbeat, 2 identify, 6 resume)
         self.resumes: list[dict[str, Any]] = []
@@ -275,6 +277,11 @@ class FakeDiscord:
     def forbid(self, method: str, suffix: str) -> None:
         """Answer the next `method` request whose path ends with `suffix` with a 403 (missing permission)."""
         self.faults.append((method, suffix, 403, 0.0))
+
+    def shown(self, mid: int) -> list[str]:
+        """What the bot's message `mid` showed, in order: as sent, then after each edit."""
+        first = [p.content for p in self.posted if p.id == mid]
+        return first + [content for _, m, content in self.edits if m == mid]
 
     def posted_in(self, channel: int) -> list[Posted]:
         return [p for p in self.posted if p.channel == channel]
@@ -460,7 +467,11 @@ class FakeDiscord:
                 if not self._known(int(cid)):
                     return respond({"message": "Unknown Channel", "code": 10003}, 404)
                 return respond(self._create_message(int(cid), body or {}, files))
+            case ("DELETE", ["channels", cid, "messages", mid]):
+                self.deleted.append((int(cid), int(mid)))
+                return web.Response(status=204)
             case ("PATCH", ["channels", cid, "messages", mid]):
+                self.edits.append((int(cid), int(mid), (body or {}).get("content", "")))
                 return respond(self._message(int(cid), int(mid), (body or {}).get("content", "")))
             case ("PUT", ["channels", cid, "messages", mid, "reactions", emoji, "@me"]):
                 self.reactions.append((int(cid), int(mid), emoji))

@@ -79,6 +79,8 @@ class Step:
     delay: float = 0.0
     usage: tuple[int, int] = (10, 5)
     body: Any = None  # raw: the JSON body, or the list of SSE `data:` events of a stream
+    chunk_delay: float = 0.0  # streaming: seconds between content chunks (a model that writes slowly)
+    cut_after: int | None = None  # streaming: drop the connection after this many content chunks
 
 
 def call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
@@ -210,8 +212,14 @@ class FakeOpenAI:
         async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
             await resp.write(f"data: {json.dumps({**base, 'choices': choices, **extra})}\n\n".encode())
 
-        for i in range(0, len(step.content), 8):
+        for n, i in enumerate(range(0, len(step.content), 8)):
+            if step.cut_after is not None and n >= step.cut_after:
+                if request.transport is not None:
+                    request.transport.close()  # the model's connection breaks mid-answer
+                return resp
             await send([{"index": 0, "delta": {"content": step.content[i:i + 8]}, "finish_reason": None}])
+            if step.chunk_delay:
+                await asyncio.sleep(step.chunk_delay)
         for n, c in enumerate(step.calls):
             head = {"index": n, "id": c["id"], "type": "function", "function": {"name": c["function"]["name"],
                                                                                 "arguments": ""}}

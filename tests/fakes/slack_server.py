@@ -112,6 +112,8 @@ class FakeSlack:
         self.acks: list[str] = []
         self.ack_times: dict[str, float] = {}  # envelope_id -> time.perf_counter() when its ack arrived
         self.connections = 0
+        self.streaming = True  # False: a workspace without chat.startStream / appendStream / stopStream
+        self.streams: dict[str, str] = {}  # ts -> the Markdown a chat stream holds
         self._ts = itertools.count(1)
         self._lock = threading.Lock()
         self._sockets: list[web.WebSocketResponse] = []
@@ -310,6 +312,8 @@ class FakeSlack:
                 )
             return web.json_response({"ok": False, "error": failure.error})
         handler = getattr(self, "_" + method.replace(".", "_"), None)
+        if method.endswith("Stream") and not self.streaming:
+            handler = None
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
         call.result = handler(params)
@@ -348,6 +352,44 @@ class FakeSlack:
 
     def _chat_postEphemeral(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"message_ts": self.next_ts()}
+
+    def _chat_delete(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"channel": p["channel"], "ts": p["ts"]}
+
+    def _chat_startStream(self, p: dict[str, Any]) -> dict[str, Any]:
+        ts = self.next_ts()
+        with self._lock:
+            self.streams[ts] = p.get("markdown_text", "")
+        return {"channel": p["channel"], "ts": ts}
+
+    def _chat_appendStream(self, p: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.streams[p["ts"]] = self.streams.get(p["ts"], "") + p.get("markdown_text", "")
+        return {"channel": p["channel"], "ts": p["ts"]}
+
+    def _chat_stopStream(self, p: dict[str, Any]) -> dict[str, Any]:
+        return self._chat_appendStream(p)
+
+    def _assistant_threads_setStatus(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _assistant_threads_setTitle(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _assistant_threads_setSuggestedPrompts(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def texts(self, ts: str) -> list[str]:
+        """What the message `ts` showed, in order: its post or stream start, then each update or append."""
+        shown: list[str] = []
+        for c in list(self.calls):
+            if c.method in ("chat.postMessage", "chat.startStream") and c.result.get("ts") == ts:
+                shown.append(c.params.get("text") or c.params.get("markdown_text") or "")
+            elif c.method == "chat.update" and c.params.get("ts") == ts and c.result:
+                shown.append(c.params.get("text", ""))
+            elif c.method in ("chat.appendStream", "chat.stopStream") and c.params.get("ts") == ts and c.result:
+                shown.append(shown[-1] + c.params.get("markdown_text", "") if shown else "")
+        return shown
 
     def _reactions_add(self, p: dict[str, Any]) -> dict[str, Any]:
         return {}

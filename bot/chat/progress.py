@@ -1,0 +1,214 @@
+"""The progress of a turn in chat, written once for every platform: a status line that follows the turn's
+steps, and the answer as the model writes it, both throttled to about one platform call a second.
+
+`Progress` is a TurnHooks (the pipeline passes a surface's `hooks` to AgentService.handle). It keeps the
+latest state and a background pump shows it through the surface's `status(text)` and `stream(partial)`; the
+turn never waits for Slack or Discord (a 429 delays the next edit, never the model). The surface's
+`deliver()` calls `close()` and then writes the complete answer itself (its split and file rules).
+
+Tool steps (`YOKEBOT_PROGRESS_STEPS`, or `progress:` in a profile): `none` shows only "working…";
+`compact` one line per step, "`tail_log /var/log/nginx/error.log` ✓ 0.2 s"; `full` adds the first line of
+each result (already redacted by the executor). An argument preview that the secret redactor would change
+is left out entirely: never "token=[REDACTED]", only the tool's name."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from bot.engine.context import RunContext
+from bot.engine.hooks import ModelAttempt, TurnHooks
+from bot.engine.messages import ToolCall, ToolResult
+from bot.redact import PATTERNS_ONLY
+
+log = logging.getLogger(__name__)
+
+ProgressMode = Literal["none", "compact", "full"]
+MODES: tuple[ProgressMode, ...] = ("none", "compact", "full")
+THINKING, WORKING, WRITING = "thinking…", "working…", "writing the answer…"
+MARKS = {"ok": "✓", "error": "✗", "denied": "✗ denied"}
+PREVIEW_CHARS = 60
+CLOSE_GRACE_SECONDS = 3.0  # an edit in flight when the answer is ready may finish, then it is cancelled
+
+
+class LiveSurface(Protocol):
+    """What a platform offers `Progress`: replace the status text; show the answer written so far. A surface
+    may also have `begin(question)`, called once before the first status (Slack names an assistant thread)."""
+
+    async def status(self, text: str) -> None: ...
+    async def stream(self, partial: str) -> None: ...
+
+
+_patterns = PATTERNS_ONLY
+
+
+def argument_preview(call: ToolCall, redact: Callable[[str], str] = _patterns) -> str:
+    """The first string argument on one line, short, for "tail_log /var/log/nginx/error.log". Empty when
+    there is none, or when the redactor would hide anything in it."""
+    try:
+        args = json.loads(call.arguments) if call.arguments else {}
+    except ValueError:
+        return ""
+    values = list(args.values()) if isinstance(args, dict) else []
+    first = next((v for v in values if isinstance(v, str) and v.strip()), "")
+    text = " ".join(str(first).split()).replace("`", "")
+    if not text or redact(call.arguments) != call.arguments or redact(text) != text:
+        return ""  # anything a secret could hide in: no preview at all, not even a shortened one
+    return text if len(text) <= PREVIEW_CHARS else "…" + text[1 - PREVIEW_CHARS:]  # a path's end says most
+
+
+@dataclass
+class Step:
+    label: str
+    started: float
+    mark: str = ""
+    seconds: float | None = None
+    note: str = ""
+
+    def line(self, mode: ProgressMode) -> str:
+        if self.seconds is None:
+            return f"`{self.label}`…"
+        done = f"`{self.label}` {self.mark} {self.seconds:.1f} s"
+        return f"{done} — {self.note}" if mode == "full" and self.note else done
+
+
+class Progress(TurnHooks):
+    """Follows one turn; `close()` before the final answer is written."""
+
+    def __init__(self, surface: LiveSurface, mode: ProgressMode = "compact", interval: float = 1.0,
+                 redact: Callable[[str], str] = _patterns, clock: Callable[[], float] = time.monotonic) -> None:
+        self.surface, self.interval, self.redact, self.clock = surface, interval, redact, clock
+        self.mode: ProgressMode = mode
+        self.steps: list[Step] = []
+        self.partial = ""
+        self.question = ""
+        self.current = THINKING
+        self._shown_status = ""
+        self._shown_partial = ""
+        self._dirty = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()  # no platform call in flight
+        self._idle.set()
+        self._closed = False
+
+    # --- the turn's events ---------------------------------------------------------------------------
+    async def turn_started(self, run: RunContext, text: str) -> None:
+        self.mode = run.profile.progress or self.mode
+        self.question = text
+        self._kick()
+
+    async def text_delta(self, run: RunContext, text: str) -> None:
+        self.partial += text
+        self.current = WRITING
+        self._kick()
+
+    async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
+        calls_tools = attempt.response is not None and bool(attempt.response.message.tool_calls)
+        if attempt.error is not None or calls_tools:
+            self.partial = ""  # a retry writes again from the start; text next to tool calls is not the answer
+            self.current = THINKING
+            self._kick()
+
+    async def tool_started(self, run: RunContext, call: ToolCall) -> None:
+        label = f"{call.name} {argument_preview(call, self.redact)}".strip()
+        self.steps.append(Step(label, self.clock()))
+        self._kick()
+
+    async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
+        step = next((s for s in reversed(self.steps) if s.seconds is None), None)
+        if step is not None:
+            step.seconds = max(result.duration_ms / 1000, 0.0) or self.clock() - step.started
+            step.mark = MARKS.get(result.status, result.status)
+            first = next((ln.strip() for ln in result.content.splitlines() if ln.strip()), "")
+            step.note = (first[:79] + "…") if len(first) > 80 else first
+        self.current = THINKING
+        self._kick()
+
+    # --- what is shown ---------------------------------------------------------------------------------
+    def status_text(self) -> str:
+        if self.mode == "none":
+            return WORKING
+        lines = [s.line(self.mode) for s in self.steps]
+        if not self.steps or self.steps[-1].seconds is not None:
+            lines.append(f"_{self.current}_")
+        return "\n".join(lines)
+
+    def summary(self) -> str | None:
+        """The steps once the turn is over (what a status message becomes), or None: nothing to keep."""
+        if self.mode == "none" or not self.steps:
+            return None
+        return "\n".join(s.line(self.mode) for s in self.steps)
+
+    def _kick(self) -> None:
+        if self._closed:
+            return
+        self._dirty.set()
+        if self._pump is None:
+            self._pump = asyncio.create_task(self._run_pump(), name="progress-pump")
+
+    async def _run_pump(self) -> None:
+        while not self._closed:
+            await self._dirty.wait()
+            self._dirty.clear()
+            self._idle.clear()
+            try:
+                await self._show()
+            finally:
+                self._idle.set()
+            await asyncio.sleep(self.interval)
+
+    async def _show(self) -> None:
+        try:
+            begin = getattr(self.surface, "begin", None)
+            if begin is not None and not self._shown_status:
+                await begin(self.question)
+            status = self.status_text()
+            if status != self._shown_status:
+                self._shown_status = status
+                await self.surface.status(status)
+            if self.partial and self.partial != self._shown_partial:
+                self._shown_partial = self.partial
+                await self.surface.stream(self.partial)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # progress is a courtesy: it never fails the turn
+            log.warning("could not show the progress of a turn", exc_info=True)
+
+    async def close(self) -> None:
+        """Stop showing progress: an edit in flight may finish (briefly), nothing new is sent."""
+        self._closed = True
+        pump, self._pump = self._pump, None
+        if pump is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout=CLOSE_GRACE_SECONDS)
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pump
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOptions:
+    """What a platform's reply surface needs to show progress (from Settings)."""
+
+    mode: ProgressMode = "compact"
+    interval: float = 1.0
+
+
+class _LiveSettings(Protocol):
+    progress_live: bool
+    progress_steps: ProgressMode
+    progress_interval_seconds: float
+
+
+def live_options(settings: _LiveSettings) -> LiveOptions | None:
+    """None: `YOKEBOT_PROGRESS_LIVE=false`, the answer arrives whole (reactions still show the turn)."""
+    if not settings.progress_live:
+        return None
+    return LiveOptions(settings.progress_steps, settings.progress_interval_seconds)

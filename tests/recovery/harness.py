@@ -43,6 +43,8 @@ def run_env(tmp: Path, db_url: str, slack: FakeSlack, llm: FakeOpenAI, **extra: 
             "SLACK_BOT_TOKEN": "xoxb-recovery-test", "SLACK_APP_TOKEN": "xapp-recovery-test",
             "SLACK_API_URL": slack.api_url, "YOKEBOT_HTTP_PORT": str(free_port()), "YOKEBOT_HTTP_HOST": "127.0.0.1",
             "YOKEBOT_SCHEDULER_ENABLED": "false", "YOKEBOT_INBOX_LEASE_SECONDS": "2", "YOKEBOT_LOG_LEVEL": "INFO",
+            # replies are counted as posted thread messages: no live status message (tests/chat/test_progress_*)
+            "YOKEBOT_PROGRESS_LIVE": "false",
             **extra}
 
 

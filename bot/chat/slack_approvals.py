@@ -12,6 +12,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.approvals import ACTION_APPROVE, ACTION_DENY, ApprovalDesk, approver_names, status_line, timeout_words
+from bot.chat.formatting import defuse_broadcasts
 from bot.chat.slack_directory import UserGroups
 from bot.store.approvals import Approval
 
@@ -26,7 +27,9 @@ def mention(who: str) -> str:
 
 
 def _code(text: str) -> str:
-    text = text.replace("```", "'''")
+    """Model-chosen arguments shown as code: a broadcast in them must not ping (Slack still parses `<!channel>`
+    inside a code block)."""
+    text = defuse_broadcasts(text, "slack").replace("```", "'''")
     if len(text) > MAX_CODE_CHARS:
         text = text[:MAX_CODE_CHARS] + " …(cut)"
     return f"```{text}```"
@@ -58,7 +61,7 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
 
 def fallback(a: Approval) -> str:
     if a.status == "pending":
-        return f"Approval needed to run {a.tool} {a.arguments}"
+        return defuse_broadcasts(f"Approval needed to run {a.tool} {a.arguments}", "slack")
     return f"{a.tool}: {status_line(a).replace('{by}', a.decided_by or '?')}"
 
 

@@ -1,5 +1,5 @@
 """ToolExecutor: look up, parse and validate arguments, sandbox check, run with a timeout, retry what is
-retryable (tenacity), wrap as a ToolResult with its output redacted and capped. Every failure becomes a
+retryable (with exponential backoff), wrap as a ToolResult with its output redacted and capped. Every failure becomes a
 tool message the model can read. Recording the call is the hooks' job (the loop reports each result)."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from bot.engine.approval import ApprovalDecision, ApprovalRequest, ApprovalSpec, observation
 from bot.engine.context import RunContext, ToolContext
@@ -152,25 +151,25 @@ class ToolExecutor:
         self, tool: Tool[Any], ctx: ToolContext[Any], args: BaseModel, call: ToolCall, raw: Any,
         max_attempts: int | None = None,
     ) -> ToolResult:
-        """ToolRetry is retried with exponential backoff; everything else ends the call at once."""
+        """ToolRetry is retried with exponential backoff (base, 2 x base, ...); everything else ends the call
+        at once."""
         timeout: float = ctx.settings.timeout or tool.timeout
+        limit = max_attempts or ctx.settings.max_attempts or self.policy.max_attempts
         attempts = 0
 
         def result(text: str, status: ToolStatus = "error") -> ToolResult:
             return ToolResult(call.id, call.name, raw, text, status, attempts=attempts)
 
-        async def once() -> str:
-            nonlocal attempts
-            attempts += 1
-            return await asyncio.wait_for(tool.run(ctx, args), timeout)
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(max_attempts or ctx.settings.max_attempts or self.policy.max_attempts),
-            wait=wait_exponential(multiplier=self.policy.backoff_seconds),
-            retry=retry_if_exception_type(ToolRetry), reraise=True,
-        )
         try:
-            return result(await retrying(once), "ok")
+            while True:
+                attempts += 1
+                try:
+                    async with asyncio.timeout(timeout):
+                        return result(await tool.run(ctx, args), "ok")
+                except ToolRetry:
+                    if attempts >= limit:
+                        raise
+                await asyncio.sleep(self.policy.backoff_seconds * 2 ** (attempts - 1))
         except ToolDenied as exc:
             return self._denied(call, raw, exc, attempts)
         except ToolFailed as exc:

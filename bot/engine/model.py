@@ -3,10 +3,13 @@ returns the response, or raises ModelError with retry advice (retryable, HTTP st
 neither retries (the SDK's retries are off; `retrying.py` retries) nor records anything (hooks do).
 
 The body is the wire-format payload the request already holds (`ModelRequest.payload`), sent through the
-SDK's documented low-level call `client.post("/chat/completions", cast_to=ChatCompletion, body=...)`:
-the same client, auth, base URL, error classes, headers and typed `ChatCompletion` / `AsyncStream` as
+SDK's documented low-level call `client.post("/chat/completions", cast_to=object, content=...)`: the same
+client, auth, base URL, error classes, headers and `AsyncStream` (its SSE parsing and in-stream errors) as
 `chat.completions.create`, without `create`'s per-call TypedDict transform of every message and tool
-schema (9 ms for 20 messages and 8 tools, growing with the history; `bench/model_overhead.py`).
+schema (9 ms for 20 messages and 8 tools, growing with the history; `bench/model_overhead.py`). The
+answer's JSON is read straight into our own frozen `ModelResponse` (`cast_to=object` hands over the
+decoded JSON): building the SDK's `ChatCompletion` first (pydantic `construct` of every nested object,
+default values deep-copied) cost more per call than everything else on our side of the request.
 
 Servers differ (vLLM, llama.cpp, Ollama, LiteLLM and other proxies): `usage` may be missing, `content`
 null next to tool calls, tool-call ids or `type` absent, arguments an object instead of a JSON string,
@@ -38,7 +41,6 @@ from bot.engine.wire import ModelRequest, OnDelta
 if TYPE_CHECKING:
     import openai
     from openai import AsyncStream
-    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 _PATH = "/chat/completions"
 _SECURITY: Any = {"security": {"bearer_auth": True}}  # the request options `create` sends: the API key only
@@ -66,7 +68,7 @@ def preload() -> Future[None]:
 
             def load() -> None:
                 try:
-                    for name in ("openai", "openai.types.chat"):
+                    for name in ("openai",):
                         importlib.import_module(name)
                     done.set_result(None)
                 except BaseException as exc:  # surfaces at the first model call
@@ -195,27 +197,42 @@ def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return cast(list[Any], value) if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _tool_calls(raw_calls: list[Any]) -> tuple[ToolCall, ...]:
     calls: list[ToolCall] = []
     for n, tc in enumerate(raw_calls):
-        function = getattr(tc, "function", None)
-        if function is None or not getattr(function, "name", None):
+        function = _dict(_dict(tc).get("function"))
+        name = _str(function.get("name"))
+        if name is None:
             continue
-        call_id = getattr(tc, "id", None) or f"call_{n}"  # llama.cpp and Ollama may leave the id out
-        calls.append(ToolCall(id=str(call_id), name=str(function.name), arguments=_arguments(function.arguments)))
+        call_id = _str(_dict(tc).get("id")) or f"call_{n}"  # llama.cpp and Ollama may leave the id out
+        calls.append(ToolCall(id=call_id, name=name, arguments=_arguments(function.get("arguments"))))
     return tuple(calls)
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _usage(raw: Any) -> Usage:
-    if raw is None:  # vLLM, llama.cpp and Ollama may leave `usage` out
-        return Usage()
-    return Usage(int(getattr(raw, "prompt_tokens", 0) or 0), int(getattr(raw, "completion_tokens", 0) or 0))
+    usage = _dict(raw)  # vLLM, llama.cpp and Ollama may leave `usage` out
+    return Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
 
 
-def _error_in_body(resp: Any) -> ModelError:
+def _error_in_body(body: dict[str, Any]) -> ModelError:
     """HTTP 200 without choices: some proxies put the error in the body instead of the status."""
-    extra: dict[str, Any] = resp.model_extra or {}
-    error: Any = extra.get("error")
+    error: Any = body.get("error")
     if isinstance(error, dict):
         error = cast(dict[str, Any], error)
         text = str(error.get("message") or error)[:300]
@@ -224,16 +241,23 @@ def _error_in_body(resp: Any) -> ModelError:
     return ModelError("the model returned no choices", code="empty")
 
 
-def _parse(resp: ChatCompletion, fallback_model: str) -> ModelResponse:
-    if not resp.choices:
-        raise _error_in_body(resp)
-    choice = resp.choices[0]
-    msg = choice.message
+def _parse(body: Any, fallback_model: str) -> ModelResponse:
+    """The JSON of a chat completion, read as OpenAI documents it and as other servers bend it."""
+    if not isinstance(body, dict):
+        raise ModelError("the model endpoint answered with something that is not a chat completion",
+                         code="not_json", detail=str(body)[:4000])
+    body = cast(dict[str, Any], body)
+    choices = _list(body.get("choices"))
+    if not choices:
+        raise _error_in_body(body)
+    choice = _dict(choices[0])
+    msg = _dict(choice.get("message"))
+    content = msg.get("content")
     return ModelResponse(
-        message=Message.assistant(msg.content or "", _tool_calls(list(msg.tool_calls or []))),
-        usage=_usage(resp.usage),
-        finish_reason=choice.finish_reason,
-        model=resp.model or fallback_model,
+        message=Message.assistant(content if isinstance(content, str) else "", _tool_calls(_list(msg.get("tool_calls")))),
+        usage=_usage(body.get("usage")),
+        finish_reason=_str(choice.get("finish_reason")),
+        model=_str(body.get("model")) or fallback_model,
     )
 
 
@@ -244,35 +268,40 @@ class _Partial:
     arguments: str = ""
 
 
-def _merge_call(calls: dict[int, _Partial], tc: Any, position: int) -> None:
-    index = tc.index if isinstance(getattr(tc, "index", None), int) else position
-    part = calls.setdefault(index, _Partial())
-    part.id = tc.id or part.id
-    if tc.function is not None:
-        part.name = tc.function.name or part.name
-        part.arguments += _arguments(tc.function.arguments)
+def _merge_call(calls: dict[int, _Partial], tc: dict[str, Any], position: int) -> None:
+    index = tc.get("index")
+    part = calls.setdefault(index if isinstance(index, int) else position, _Partial())
+    part.id = _str(tc.get("id")) or part.id
+    function = tc.get("function")
+    if isinstance(function, dict):
+        function = cast(dict[str, Any], function)
+        part.name = _str(function.get("name")) or part.name
+        part.arguments += _arguments(function.get("arguments"))
 
 
-async def _collect(stream: AsyncStream[ChatCompletionChunk], fallback_model: str,
+async def _collect(stream: AsyncStream[object], fallback_model: str,
                    on_delta: OnDelta | None = None) -> ModelResponse:
-    """Assemble a streamed reply: content fragments (each told to `on_delta`), tool-call deltas by index, and
-    the usage chunk."""
+    """Assemble a streamed reply from its chunks (JSON objects): content fragments (each told to `on_delta`),
+    tool-call deltas by index, and the usage chunk."""
     content: list[str] = []
     calls: dict[int, _Partial] = {}
     usage, finish, model = Usage(), None, fallback_model
-    async for chunk in stream:
-        model = chunk.model or model
-        if chunk.usage:
-            usage = _usage(chunk.usage)
-        for choice in chunk.choices or ():
-            delta = choice.delta
-            finish = choice.finish_reason or finish
-            if delta.content:
-                content.append(delta.content)
+    async for raw in stream:
+        chunk = _dict(raw)
+        model = _str(chunk.get("model")) or model
+        if chunk.get("usage"):
+            usage = _usage(chunk["usage"])
+        for choice in _list(chunk.get("choices")):
+            choice = _dict(choice)
+            delta = _dict(choice.get("delta"))
+            finish = _str(choice.get("finish_reason")) or finish
+            text = delta.get("content")
+            if isinstance(text, str) and text:
+                content.append(text)
                 if on_delta is not None:
-                    await on_delta(delta.content)
-            for position, tc in enumerate(delta.tool_calls or ()):
-                _merge_call(calls, tc, position)
+                    await on_delta(text)
+            for position, tc in enumerate(_list(delta.get("tool_calls"))):
+                _merge_call(calls, _dict(tc), position)
     tool_calls = tuple(ToolCall(p.id or f"call_{i}", p.name, p.arguments)
                        for i, p in sorted(calls.items()) if p.name)
     return ModelResponse(Message.assistant("".join(content), tool_calls), usage, finish, model)
@@ -320,16 +349,13 @@ class OpenAIChatModel:
             await self._client.close()
 
     async def _plain(self, request: ModelRequest) -> ModelResponse:
-        from openai.types.chat import ChatCompletion
-
-        resp = await self.client.post(_PATH, cast_to=ChatCompletion, content=request.body(), options=_SECURITY)
-        return _parse(resp, request.model)
+        body = await self.client.post(_PATH, cast_to=object, content=request.body(), options=_SECURITY)
+        return _parse(body, request.model)
 
     async def _streamed(self, request: ModelRequest, on_delta: OnDelta | None = None) -> ModelResponse:
         from openai import AsyncStream
-        from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-        stream = await self.client.post(_PATH, cast_to=ChatCompletion, content=request.body(**_STREAM_OPTIONS),
-                                        options=_SECURITY, stream=True, stream_cls=AsyncStream[ChatCompletionChunk])
+        stream = await self.client.post(_PATH, cast_to=object, content=request.body(**_STREAM_OPTIONS),
+                                        options=_SECURITY, stream=True, stream_cls=AsyncStream[object])
         async with stream:
             return await _collect(stream, request.model, on_delta)

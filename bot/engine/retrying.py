@@ -1,17 +1,18 @@
 """RetryingModel: retries a ChatModel in exactly one layer and reports every attempt.
 
-tenacity waits with exponential backoff and jitter, or as long as the server's Retry-After says (capped);
-it retries what the model advises is retryable (429, 5xx, timeouts, connection errors) and never a 400 or
-`insufficient_quota`. Each attempt, failed or not, goes to `on_attempt` (the turn's hooks)."""
+It waits with exponential backoff and full jitter (uniform in [0, min(max, base * 2^(n-1))], tenacity's
+`wait_random_exponential`), or as long as the server's Retry-After says (capped); it retries what the model
+advises is retryable (429, 5xx, timeouts, connection errors) and never a 400 or `insufficient_quota`. Each
+attempt, failed or not, goes to `on_attempt` (the turn's hooks). A plain loop rather than tenacity: this
+runs on every model call, and building tenacity's retry state cost more than the rest of this module."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from bot.engine.errors import ModelError
 from bot.engine.hooks import ModelAttempt
@@ -32,44 +33,36 @@ async def _ignore(_: ModelAttempt) -> None:
     return None
 
 
-def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, ModelError) and exc.retryable
-
-
 class RetryingModel:
     def __init__(self, inner: ChatModel, policy: RetryPolicy | None = None,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.inner = inner
         self.policy = policy or RetryPolicy()
         self.sleep = sleep  # tests own the clock
-        self._backoff = wait_random_exponential(multiplier=self.policy.base_seconds,
-                                                max=self.policy.max_wait_seconds)
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        hinted = exc.retry_after if isinstance(exc, ModelError) else None
-        if hinted is not None:
-            return min(hinted, self.policy.max_wait_seconds)
-        return self._backoff(state)
+    def _wait(self, number: int, err: ModelError) -> float:
+        """Before attempt `number + 1`: the server's hint if it gave one, else a jittered exponential wait."""
+        cap = self.policy.max_wait_seconds
+        if err.retry_after is not None:
+            return min(err.retry_after, cap)
+        return random.uniform(0, min(cap, self.policy.base_seconds * 2 ** (number - 1)))
 
     async def complete(self, request: ModelRequest, on_attempt: OnAttempt = _ignore,
                        on_delta: OnDelta | None = None) -> ModelResponse:
         """`on_delta` hears the reply's text as it streams, when the inner model can (a retried attempt
         streams again from the start: `on_attempt` tells of the failed one first)."""
-        attempts = AsyncRetrying(stop=stop_after_attempt(self.policy.max_attempts), wait=self._wait,
-                                 retry=retry_if_exception(_retryable), reraise=True, sleep=self.sleep)
         number = 0
-        try:
-            async for attempt in attempts:
-                with attempt:
-                    number += 1
-                    return await self._attempt(request, number, on_attempt, on_delta)
-        except ModelError as err:
-            if err.retryable:
-                raise ModelError(f"{err} (gave up after {number} attempts)", code=err.code,
-                                 status=err.status) from err
-            raise
-        raise ModelError("the model call was not attempted", code="unexpected")  # pragma: no cover
+        while True:
+            number += 1
+            try:
+                return await self._attempt(request, number, on_attempt, on_delta)
+            except ModelError as err:
+                if not err.retryable:
+                    raise
+                if number >= self.policy.max_attempts:
+                    raise ModelError(f"{err} (gave up after {number} attempts)", code=err.code,
+                                     status=err.status) from err
+                await self.sleep(self._wait(number, err))
 
     async def _attempt(self, request: ModelRequest, number: int, on_attempt: OnAttempt,
                        on_delta: OnDelta | None) -> ModelResponse:

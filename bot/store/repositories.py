@@ -172,7 +172,9 @@ class SqlStore:
 
     def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0) -> None:
         self.engine = engine
-        self.writes = WriteBehind(engine, outage_seconds=outage_seconds)
+        # plain INSERTs of audit rows: a batch groups each table's rows into one executemany
+        self.writes = WriteBehind(engine, outage_seconds=outage_seconds,
+                                  reorderable=(_INSERT_TURN, _INSERT_MESSAGE, _INSERT_LLM_CALL, _INSERT_TOOL_CALL))
         self._recent = RecentSessions()
         self._claims: GroupedClaims[bool] = GroupedClaims(self._insert_new_events)
 

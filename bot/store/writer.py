@@ -4,14 +4,20 @@ committed in order, in batches, by one background task; a turn waits for its row
 Why: a turn writes ~15 rows. Committing each on the turn's critical path cost more than the model calls
 themselves against a fast endpoint (bench/README.md, benchmark 1), and 200 concurrent turns each
 committing alone serialised on the database. Batching keeps every row and their order; what a crash can
-lose shrinks to the rows of the last few milliseconds, and a finished turn's rows are always committed."""
+lose shrinks to the rows of the last `linger` seconds (25 ms), and a finished turn's rows are always committed.
+
+Per batch, not per row: the writer lingers a moment after the first queued row (a flush, or a batch grown
+to `batch_rows`, cuts that short), so a fast turn's rows go in one transaction; and within a batch, rows of
+the statements the store declares `reorderable` (plain INSERTs of audit rows) are gathered into one
+executemany per statement between the other statements, which keep their place."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from contextlib import suppress
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import groupby
 from typing import Any, TypeVar
@@ -61,8 +67,12 @@ class WriteBehind:
     rows are refused with WriteFailed, so the turns that already ran keep theirs)."""
 
     def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, backoff: float = 0.1,
-                 max_backoff: float = 2.0, max_rows: int = 100_000) -> None:
+                 max_backoff: float = 2.0, max_rows: int = 100_000, linger: float = 0.025,
+                 batch_rows: int = 500, reorderable: Sequence[Executable] = ()) -> None:
         self.engine = engine
+        self.linger, self.batch_rows = linger, batch_rows
+        # statement -> rank: within a run of these, rows go out grouped by rank (each keeps its own order)
+        self._rank: dict[Executable, int] = {stmt: n for n, stmt in enumerate(reorderable)}
         self._sync = _sqlite_writer(engine)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
         self.outage_seconds = outage_seconds
@@ -75,13 +85,14 @@ class WriteBehind:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # (target sequence number, future)
         self._failed: dict[str, str] = {}  # owner -> why some of its rows were refused
         self._wake = asyncio.Event()
+        self._urgent = asyncio.Event()  # someone waits (a flush) or the batch is full: stop lingering
         self._task: asyncio.Task[None] | None = None
 
     def _ensure_writer(self) -> None:
         """Start the writer task on the running loop (again, if it ended or a new loop took over)."""
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._wake = asyncio.Event()
+            self._wake, self._urgent = asyncio.Event(), asyncio.Event()
             self._task = loop.create_task(self._run(), name="yokebot-write-behind")
         self._wake.set()
 
@@ -92,6 +103,8 @@ class WriteBehind:
         self._pending.append((statement, params, owner))
         self._queued += 1
         self._ensure_writer()
+        if len(self._pending) >= self.batch_rows:
+            self._urgent.set()
 
     async def flush(self, owner: str | None = None) -> None:
         """Return once every write queued before this call is committed (or given up on); with an owner,
@@ -101,6 +114,7 @@ class WriteBehind:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append((target, future))
             self._ensure_writer()
+            self._urgent.set()
             await future
         if owner is not None and owner in self._failed:
             raise WriteFailed(f"the database refused part of this turn's records ({self._failed.pop(owner)})")
@@ -120,7 +134,11 @@ class WriteBehind:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
+            if not self._urgent.is_set() and self.linger > 0:  # let the rows of the next moments join
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._urgent.wait(), self.linger)
             self._wake.clear()
+            self._urgent.clear()
             while self._pending:
                 batch, self._pending = self._pending, []
                 if not await self._commit_retrying(batch):
@@ -133,8 +151,8 @@ class WriteBehind:
             await asyncio.get_running_loop().run_in_executor(self._thread, self._commit_sync, batch)
             return
         async with self.engine.begin() as conn:
-            for statement, group in _runs(batch):
-                await conn.execute(statement, group)  # executemany, in queue order
+            for statement, group in _runs(batch, self._rank):
+                await conn.execute(statement, group)  # executemany
 
     async def _commit_retrying(self, batch: list[Write]) -> bool:
         """Commit the batch in one transaction. A database that is away (restarting, network gone, SQLite file
@@ -147,9 +165,15 @@ class WriteBehind:
             before_sleep=lambda state: self._outage(state, len(batch)),
         )
         try:
-            async for attempt in retrying:
-                with attempt:
-                    await self._commit(batch)
+            try:
+                await self._commit(batch)  # the common case, without building the retry machinery
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                self._outage_from(exc, len(batch))
+                async for attempt in retrying:
+                    with attempt:
+                        await self._commit(batch)
         except Exception as exc:
             log.warning("a batch of %d rows failed (%s); committing them one by one", len(batch), _first_line(exc))
             self._recovered(len(batch), written=False)
@@ -158,10 +182,12 @@ class WriteBehind:
         return True
 
     def _outage(self, state: RetryCallState, rows: int) -> None:
+        self._outage_from(state.outcome.exception() if state.outcome else None, rows)
+
+    def _outage_from(self, exc: BaseException | None, rows: int) -> None:
         if self.outage_since is not None:
             return
         self.outage_since = time.monotonic()
-        exc = state.outcome.exception() if state.outcome else None
         turns = len({w[2] for w in self._pending} | {None}) - 1
         log.warning("the database is unavailable (%s): holding %d rows (and %d queued behind them, of %d turns) "
                     "in memory, retrying for up to %.0f s (YOKEBOT_DB_OUTAGE_SECONDS)",
@@ -208,7 +234,7 @@ class WriteBehind:
     def _commit_sync(self, batch: list[Write]) -> None:
         assert self._sync is not None
         with self._sync.begin() as conn:
-            for statement, group in _runs(batch):
+            for statement, group in _runs(batch, self._rank):
                 conn.execute(statement, group)
 
     def _release(self) -> None:
@@ -228,7 +254,21 @@ def _first_line(exc: BaseException) -> str:
     return cut(first, 300)[0]  # redacted before it is cut: this text is stored and logged
 
 
-def _runs(batch: list[Write]) -> Iterable[tuple[Executable, list[dict[str, Any]]]]:
-    """Consecutive writes of the same statement with the same columns go out as one executemany."""
-    for (statement, _keys), items in groupby(batch, key=lambda w: (w[0], tuple(w[1]))):
+def _runs(batch: list[Write], rank: dict[Executable, int]) -> Iterable[tuple[Executable, list[dict[str, Any]]]]:
+    """The batch as executemany groups. A run of reorderable writes (between two others) is sorted by
+    statement rank, stably: each table's rows keep their order (and so their ids' order), and no other
+    statement moves past them. Then consecutive writes of the same statement and columns are one group."""
+    ordered: list[Write] = []
+    run: list[Write] = []
+    for write in batch:
+        if write[0] in rank:
+            run.append(write)
+            continue
+        if run:
+            ordered += sorted(run, key=lambda w: rank[w[0]])
+            run = []
+        ordered.append(write)
+    if run:
+        ordered += sorted(run, key=lambda w: rank[w[0]])
+    for (statement, _keys), items in groupby(ordered, key=lambda w: (w[0], tuple(w[1]))):
         yield statement, [params for _, params, _ in items]

@@ -59,8 +59,8 @@ class Notifier(Protocol):
 
 
 class SessionLock(Protocol):
-    """One turn per session at a time across processes sharing the database (PostgreSQL: an advisory lock
-    per session, held for the turn). The service holds its in-process lock first, so only one task of a
-    process waits here."""
+    """One turn per conversation thread at a time across processes sharing the database (PostgreSQL: an
+    advisory lock per thread, held for the turn; the service's `thread_key`). The service holds its
+    in-process lock first, so only one task of a process waits here."""
 
-    def hold(self, session_id: str) -> AbstractAsyncContextManager[None]: ...
+    def hold(self, thread: str) -> AbstractAsyncContextManager[None]: ...

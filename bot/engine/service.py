@@ -28,6 +28,11 @@ RESET_ANSWER = ("Done: I have forgotten this thread's conversation (long-term me
                 "What should we start with?")
 
 
+def thread_key(platform: str, channel: str, thread: str) -> str:
+    """What the turn locks hold: a conversation thread (its session is opened under them)."""
+    return f"{platform}\x1f{channel}\x1f{thread}"
+
+
 def is_reset(text: str) -> bool:
     """`reset` or `/reset` alone (any case; a leading @-mention already stripped by the adapter)."""
     return text.strip().lower().rstrip(".!") in RESET_WORDS
@@ -143,42 +148,51 @@ class AgentService:
             return session
         return await self.store.session_for(req.platform, req.channel, req.thread, req.agent)
 
-    def _across(self, session_id: str) -> AbstractAsyncContextManager[None]:
-        return self.session_lock.hold(session_id) if self.session_lock is not None else nullcontext()
+    def _across(self, key: str) -> AbstractAsyncContextManager[None]:
+        return self.session_lock.hold(key) if self.session_lock is not None else nullcontext()
 
     async def handle(self, req: TurnRequest, hooks: TurnHooks | None = None) -> TurnResult:
-        session = await self.open_session(req)
-        profile = self.profiles(session.agent)
-        scope = Scope(session.platform, session.channel, session.thread, req.user)
-        turn_id = req.turn_id or uuid.uuid4().hex
-        run = RunContext(session.id, turn_id, profile, scope, req.trigger, self.notifier, self.memory,
-                         self.approvals)
-        turn_hooks = self.hooks.plus(hooks)
-        async with self.locks.hold(session.id) as earlier, self._across(session.id), turn_scope(run):
-            await turn_hooks.turn_started(run, req.text)
-            if is_reset(req.text):  # no model call: every platform gets it, and it works when the model is down
-                await self.store.reset_thread(session.id, run.turn_id)
-                outcome = TurnOutcome(RESET_ANSWER)
-                await turn_hooks.turn_finished(run, outcome)
-                return TurnResult(session.id, run.turn_id, outcome)
-            # a session this call created, that no other turn has used meanwhile, has no history to read
-            # (another process may have used it: then the history is always read)
-            fresh = session.created and earlier == 0 and self.session_lock is None
-            history = Thread() if fresh else await self.store.load_thread(session.id, profile.max_history_turns)
-            try:
-                if profile.mode == "plan" and self.planner is not None:  # plan-and-execute reads the plain turns
-                    plain = [m for t in history.turns for m in t.messages]
-                    outcome = await self.planner.run(run, plain, req.text, turn_hooks)
-                else:
-                    outcome = await self.loop.run(run, history, req.text, turn_hooks)
-            except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever
-                stopped = TurnOutcome("", error=replies.TURN_STOPPED, stopped_by="interrupted")
-                self._finish_in_background(run, turn_hooks, stopped)
-                raise
-            except Exception as exc:
-                log.exception("turn %s in session %s failed", run.turn_id, session.id)
-                failed = TurnOutcome("", error=f"{type(exc).__name__}: {exc}", stopped_by="error")
-                await turn_hooks.turn_finished(run, failed)
-                raise
+        # Both locks (this process's, and across processes) are the thread's and are taken before its session
+        # is opened: a session this call creates has then been seen by nobody else, so it has no history to
+        # read (the common case, a fresh mention, makes no read at all).
+        known = await self.open_session(req) if req.session_id else None
+        where = known or req
+        key = thread_key(where.platform, where.channel, where.thread)
+        async with self.locks.hold(key), self._across(key):
+            session = known or await self.open_session(req)
+            profile = self.profiles(session.agent)
+            scope = Scope(session.platform, session.channel, session.thread, req.user)
+            run = RunContext(session.id, req.turn_id or uuid.uuid4().hex, profile, scope, req.trigger,
+                             self.notifier, self.memory, self.approvals)
+            turn_hooks = self.hooks.plus(hooks)
+            async with turn_scope(run):
+                return await self._turn(req, session, run, turn_hooks)
+
+    async def _turn(self, req: TurnRequest, session: SessionRecord, run: RunContext,
+                    turn_hooks: TurnHooks) -> TurnResult:
+        profile = run.profile
+        await turn_hooks.turn_started(run, req.text)
+        if is_reset(req.text):  # no model call: every platform gets it, and it works when the model is down
+            await self.store.reset_thread(session.id, run.turn_id)
+            outcome = TurnOutcome(RESET_ANSWER)
             await turn_hooks.turn_finished(run, outcome)
+            return TurnResult(session.id, run.turn_id, outcome)
+        history = Thread() if session.created else await self.store.load_thread(session.id,
+                                                                                profile.max_history_turns)
+        try:
+            if profile.mode == "plan" and self.planner is not None:  # plan-and-execute reads the plain turns
+                plain = [m for t in history.turns for m in t.messages]
+                outcome = await self.planner.run(run, plain, req.text, turn_hooks)
+            else:
+                outcome = await self.loop.run(run, history, req.text, turn_hooks)
+        except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever
+            stopped = TurnOutcome("", error=replies.TURN_STOPPED, stopped_by="interrupted")
+            self._finish_in_background(run, turn_hooks, stopped)
+            raise
+        except Exception as exc:
+            log.exception("turn %s in session %s failed", run.turn_id, session.id)
+            failed = TurnOutcome("", error=f"{type(exc).__name__}: {exc}", stopped_by="error")
+            await turn_hooks.turn_finished(run, failed)
+            raise
+        await turn_hooks.turn_finished(run, outcome)
         return TurnResult(session.id, run.turn_id, outcome)

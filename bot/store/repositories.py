@@ -37,7 +37,7 @@ from bot.store.models import (
     TurnRow,
     utcnow,
 )
-from bot.store.writer import WriteBehind
+from bot.store.writer import Fold, WriteBehind
 
 Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
 
@@ -130,6 +130,27 @@ class RecentSessions:
             self._items.popitem(last=False)
 
 
+class Touches:
+    """When each recent session's `updated_at` was last written: a busy thread writes it at most once per
+    `every` seconds rather than on each turn (it orders `yokebot sessions` and tells prune what is idle)."""
+
+    def __init__(self, every: float = 60.0, size: int = 4096) -> None:
+        self.every, self.size = every, size
+        self._last: OrderedDict[str, float] = OrderedDict()
+
+    def due(self, session_id: str) -> bool:
+        """True if the session's `updated_at` should be written now (and note that it is)."""
+        now = time.monotonic()
+        last = self._last.get(session_id)
+        if last is not None and now - last < self.every:
+            return False
+        self._last[session_id] = now
+        self._last.move_to_end(session_id)
+        while len(self._last) > self.size:
+            self._last.popitem(last=False)
+        return True
+
+
 @cache
 def _claim_insert(dialect: str) -> Executable:
     """INSERT ... ON CONFLICT DO NOTHING RETURNING the keys that were new (SQLite >= 3.35 and PostgreSQL)."""
@@ -172,16 +193,26 @@ class SqlStore:
 
     def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0) -> None:
         self.engine = engine
-        # plain INSERTs of audit rows: a batch groups each table's rows into one executemany
+        # plain INSERTs of audit rows: a batch groups each table's rows into one executemany; a turn that ends
+        # in the batch that starts it is one INSERT (nothing in a batch reads a turn row)
         self.writes = WriteBehind(engine, outage_seconds=outage_seconds,
-                                  reorderable=(_INSERT_TURN, _INSERT_MESSAGE, _INSERT_LLM_CALL, _INSERT_TOOL_CALL))
+                                  reorderable=(_INSERT_TURN, _INSERT_MESSAGE, _INSERT_LLM_CALL, _INSERT_TOOL_CALL),
+                                  folds=(Fold(_FINISH_TURN, "b_id", _INSERT_TURN, "id"),))
         self._recent = RecentSessions()
+        self._touches = Touches()
+        # PostgreSQL: a statement that stands alone runs in autocommit (one round trip, where BEGIN, the
+        # statement and COMMIT or ROLLBACK were three; a single statement is atomic either way)
+        self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                        if engine.dialect.name == "postgresql" else None)
         self._claims: GroupedClaims[bool] = GroupedClaims(self._insert_new_events)
 
     async def _rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
-        """Run a statement that returns rows (`write`: in a transaction that commits)."""
+        """Run one statement that returns rows (`write`: it changes something, and commits)."""
         if self.writes.threaded:  # SQLite: one hop to the writer's thread instead of several through aiosqlite
             return await self.writes.call(lambda conn: list(conn.execute(statement, params).all()), write=write)
+        if self._single is not None:
+            async with self._single.connect() as conn:
+                return list((await conn.execute(statement, params)).all())
         async with self.engine.begin() if write else self.engine.connect() as conn:
             return list((await conn.execute(statement, params)).all())
 
@@ -189,7 +220,7 @@ class SqlStore:
         if self.writes.threaded:
             await self.writes.call(lambda conn: conn.execute(statement, params), write=True)
             return
-        async with self.engine.begin() as conn:
+        async with self._single.connect() if self._single is not None else self.engine.begin() as conn:
             await conn.execute(statement, params)
 
     async def flush(self, turn_id: str | None = None) -> None:
@@ -216,6 +247,8 @@ class SqlStore:
             key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
             record = _session((await self._rows(_SESSION_BY_KEY, key))[0])
         self._recent.put((platform, channel, thread), replace(record, created=False))
+        if record.created:
+            self._touches.due(record.id)  # made just now: its updated_at is current
         return record
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
@@ -273,7 +306,8 @@ class SqlStore:
         self.writes.put(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
                                        "user": _short(user, 255), "text": _text(text), "started_at": now,
                                        "status": "running"}, turn_id)
-        self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now}, turn_id)
+        if self._touches.due(session_id):  # `sessions.updated_at` (listing, prune) is kept to the minute
+            self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now}, turn_id)
 
     def queue_finish(self, turn_id: str, outcome: TurnOutcome) -> None:
         self.writes.put(_FINISH_TURN, {

@@ -19,6 +19,7 @@ import time
 from contextlib import suppress
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, TypeVar
 
@@ -37,6 +38,19 @@ log = logging.getLogger(__name__)
 
 Write = tuple[Executable, dict[str, Any], str | None]  # statement, parameters, owner (a turn id)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """An UPDATE of one row by its key (`update`, its key parameter `param`) that is folded into the INSERT of
+    the same row (`insert`, its key column `column`) when both are in one batch: a turn that finished within
+    the writer's linger is one INSERT with its final values, not an INSERT and an UPDATE. Only for rows that
+    nothing else in a batch reads."""
+
+    update: Executable
+    param: str
+    insert: Executable
+    column: str
 
 
 class WriteFailed(YokebotError):
@@ -68,11 +82,13 @@ class WriteBehind:
 
     def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, backoff: float = 0.1,
                  max_backoff: float = 2.0, max_rows: int = 100_000, linger: float = 0.025,
-                 batch_rows: int = 500, reorderable: Sequence[Executable] = ()) -> None:
+                 batch_rows: int = 500, reorderable: Sequence[Executable] = (),
+                 folds: Sequence[Fold] = ()) -> None:
         self.engine = engine
         self.linger, self.batch_rows = linger, batch_rows
         # statement -> rank: within a run of these, rows go out grouped by rank (each keeps its own order)
         self._rank: dict[Executable, int] = {stmt: n for n, stmt in enumerate(reorderable)}
+        self._folds: dict[Executable, Fold] = {fold.update: fold for fold in folds}
         self._sync = _sqlite_writer(engine)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
         self.outage_seconds = outage_seconds
@@ -150,9 +166,13 @@ class WriteBehind:
         if self._thread is not None:
             await asyncio.get_running_loop().run_in_executor(self._thread, self._commit_sync, batch)
             return
-        async with self.engine.begin() as conn:
-            for statement, group in _runs(batch, self._rank):
-                await conn.execute(statement, group)  # executemany
+        async with self.engine.connect() as conn:
+            await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet
+
+    def _transaction(self, conn: Connection, batch: list[Write]) -> None:
+        with conn.begin():
+            for statement, group in _runs(_folded(batch, self._folds), self._rank):
+                conn.execute(statement, group)  # executemany
 
     async def _commit_retrying(self, batch: list[Write]) -> bool:
         """Commit the batch in one transaction. A database that is away (restarting, network gone, SQLite file
@@ -233,9 +253,8 @@ class WriteBehind:
 
     def _commit_sync(self, batch: list[Write]) -> None:
         assert self._sync is not None
-        with self._sync.begin() as conn:
-            for statement, group in _runs(batch, self._rank):
-                conn.execute(statement, group)
+        with self._sync.connect() as conn:
+            self._transaction(conn, batch)
 
     def _release(self) -> None:
         still: list[tuple[int, asyncio.Future[None]]] = []
@@ -252,6 +271,27 @@ def _first_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
     return cut(first, 300)[0]  # redacted before it is cut: this text is stored and logged
+
+
+def _folded(batch: list[Write], folds: dict[Executable, Fold]) -> list[Write]:
+    """The batch with each foldable UPDATE merged into its row's INSERT earlier in the batch (if there is one)."""
+    if not folds:
+        return batch
+    inserts = {fold.insert: fold.column for fold in folds.values()}
+    out: list[Write] = []
+    rows: dict[tuple[Executable, Any], int] = {}  # (insert statement, key) -> position in `out`
+    for write in batch:
+        statement, params, owner = write
+        fold = folds.get(statement)
+        if fold is not None and (at := rows.get((fold.insert, params.get(fold.param)))) is not None:
+            insert, values, first_owner = out[at]
+            out[at] = (insert, values | {k: v for k, v in params.items() if k != fold.param}, first_owner)
+            continue
+        column = inserts.get(statement)
+        if column is not None:
+            rows[(statement, params.get(column))] = len(out)
+        out.append(write)
+    return out
 
 
 def _runs(batch: list[Write], rank: dict[Executable, int]) -> Iterable[tuple[Executable, list[dict[str, Any]]]]:

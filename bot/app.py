@@ -161,8 +161,8 @@ async def build_app(
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
     hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(metrics))  # every turn is recorded and counted
-    # PostgreSQL may be shared by several instances: one turn per session across them
-    session_lock = (PgSessionLock.for_url(settings.database_url, settings.slack_max_concurrent_turns)
+    # PostgreSQL may be shared by several instances: one turn per thread across them
+    session_lock = (PgSessionLock.for_url(settings.database_url)
                     if engine.dialect.name == "postgresql" else None)
     approvals = ApprovalDesk(ApprovalStore(engine))
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,

@@ -1,27 +1,36 @@
-"""One turn per conversation thread at a time across instances on PostgreSQL: `pg_advisory_lock` on the
-thread's key, held on a connection of a small pool of its own for the length of the turn. The key is the
-thread's, not its session's, so that the lock is taken before the session is opened: a session made under
-it has had no other turn (and no history to read).
+"""One turn per conversation thread at a time across instances on PostgreSQL: an advisory lock on the
+thread's key for the length of the turn. The key is the thread's, not its session's, so that the lock is
+taken before the session is opened: a session made under it has had no other turn (and no history to read).
 
-Why a connection per held lock: an advisory lock belongs to a database session, and a pooled connection
-that goes back with the lock still held would lock out everyone. Why its own pool: the turn's writes must
-not queue behind connections that only hold locks. SQLite needs none of this: `yokebot run` owns the file
-(bot/store/filelock.py), and in one process the service's own lock does it."""
+All of a process's thread locks live on one connection of their own (advisory locks belong to a database
+session; the turn's writes never queue behind it). In one process the service's own lock already lets only
+one turn per thread through, so here a lock is taken with `pg_try_advisory_lock`, which answers at once;
+a thread busy on another instance is asked again with backoff (50 ms, doubling to 1 s) until it is free.
+Why not `pg_advisory_lock` on a connection per held lock: a connection per running turn capped the turns in
+flight at the pool's size (200 turns at once waited for 16 connections, in waves; beyond the pool's
+timeout they failed).
+
+Each statement is one round trip straight through asyncpg, in autocommit, one at a time on the connection,
+and shielded: a turn cancelled mid-statement never breaks the connection the other turns' locks are on
+(a lock granted to a turn that was cancelled meanwhile is released). If the connection dies, the server
+drops its locks with it; the next lock opens a new one. SQLite needs none of this: `yokebot run` owns the
+file (bot/store/filelock.py), and in one process the service's own lock does it."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.store.db import create_engine
 
 log = logging.getLogger(__name__)
-_LOCK = "SELECT pg_advisory_lock($1)"
+_TRY = "SELECT pg_try_advisory_lock($1)"
 _UNLOCK = "SELECT pg_advisory_unlock($1)"
 
 
@@ -32,33 +41,69 @@ def lock_key(thread: str) -> int:
 
 
 class PgSessionLock:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, poll: float = 0.05, max_poll: float = 1.0) -> None:
         self.engine = engine
+        self.poll, self.max_poll = poll, max_poll
+        self._conn: AsyncConnection | None = None
+        self._driver: Any = None  # the asyncpg connection under `_conn`
+        self._io = asyncio.Lock()  # one statement at a time on the connection
+        self._pending: set[asyncio.Task[Any]] = set()
 
     @classmethod
-    def for_url(cls, url: str, size: int) -> PgSessionLock:
-        return cls(create_engine(url, pool_size=size, max_overflow=size, isolation_level="AUTOCOMMIT"))
+    def for_url(cls, url: str) -> PgSessionLock:
+        return cls(create_engine(url, pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT"))
+
+    async def _run(self, sql: str, key: int) -> Any:
+        async with self._io:
+            if self._conn is None:
+                self._conn = await self.engine.connect()
+                self._driver = (await self._conn.get_raw_connection()).driver_connection
+            try:
+                return await self._driver.fetchval(sql, key)
+            except BaseException:
+                conn, self._conn = self._conn, None
+                await conn.invalidate()  # the server drops the locks held on it
+                raise
+
+    async def _statement(self, sql: str, key: int) -> Any:
+        """Run it to the end even if the caller is cancelled meanwhile (see the module's note)."""
+        task = asyncio.get_running_loop().create_task(self._run(sql, key))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if sql is _TRY:
+                task.add_done_callback(lambda t: self._release_if_granted(t, key))
+            raise
+
+    def _release_if_granted(self, task: asyncio.Task[Any], key: int) -> None:
+        if not task.cancelled() and task.exception() is None and task.result():
+            release = asyncio.get_running_loop().create_task(self._unlock(key))
+            self._pending.add(release)
+            release.add_done_callback(self._pending.discard)
+
+    async def _unlock(self, key: int) -> None:
+        try:
+            await self._statement(_UNLOCK, key)
+        except Exception as exc:  # the connection died (an outage): the server dropped the lock with it
+            log.warning("could not release the lock of a thread (%s)", type(exc).__name__)
 
     @asynccontextmanager
     async def hold(self, thread: str) -> AsyncIterator[None]:
-        key = lock_key(thread)
-        # autocommit (no transaction stays open for the turn) and straight through asyncpg: taking or
-        # releasing the lock is one round trip, without SQLAlchemy's statement machinery around it
-        async with self.engine.connect() as conn:
-            driver: Any = (await conn.get_raw_connection()).driver_connection
-            try:
-                await driver.fetchval(_LOCK, key)
-            except BaseException:  # also cancelled while waiting: the lock may be granted anyway, so the
-                await conn.invalidate()  # connection is closed (which releases it), never pooled with it
-                raise
-            try:
-                yield
-            finally:
-                try:
-                    await driver.fetchval(_UNLOCK, key)
-                except Exception as exc:  # the connection died (an outage): the server dropped the lock with it
-                    log.warning("could not release the lock of a thread (%s)", type(exc).__name__)
-                    await conn.invalidate()
+        key, wait = lock_key(thread), self.poll
+        while not await self._statement(_TRY, key):  # another instance runs a turn in this thread
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, self.max_poll)
+        try:
+            yield
+        finally:
+            await self._unlock(key)
 
     async def close(self) -> None:
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
         await self.engine.dispose()

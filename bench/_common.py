@@ -21,7 +21,9 @@ if str(ROOT) not in sys.path:
 
 from bot.app import App, build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
+from bot.engine.model import preload  # noqa: E402
 from bot.engine.tooling import Tool, ToolContext, tool  # noqa: E402
+from bot.settle import settle  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("YOKEBOT_BENCH_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
 SYSTEM_PROMPT = "You are a benchmark agent. Call the tools you are asked to call, then answer in one line."
@@ -107,6 +109,7 @@ def bench_settings(db_url: str, base_url: str, agents: Path, **overrides: Any) -
 @asynccontextmanager
 async def bench_app(db_url: str, base_url: str, workdir: Path) -> AsyncIterator[App]:
     app = await build_app(bench_settings(db_url, base_url, write_bench_agent(workdir)), registry=registry())
+    await ready(app)
     try:
         yield app
     finally:
@@ -114,6 +117,13 @@ async def bench_app(db_url: str, base_url: str, workdir: Path) -> AsyncIterator[
         if client is not None:  # App.close() leaves the SDK client to the garbage collector
             await client.close()
         await app.close()
+
+
+async def ready(app: App) -> None:
+    """What `yokebot run` does once it is up: the model SDK loaded, then the start-up objects frozen out of
+    the garbage collector's way (bot/settle.py)."""
+    await asyncio.wrap_future(preload())
+    settle()
 
 
 def sqlite_url(workdir: Path, name: str = "bench.db") -> str:

@@ -32,6 +32,7 @@ from bench._common import (
     percentile,
     pg_available,
     pg_database,
+    ready,
     registry,
     sqlite_url,
     verdict,
@@ -128,6 +129,7 @@ async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str,
         bot.events_url = f"http://127.0.0.1:{port}{EVENTS_PATH}"
     await adapter.start()
     stack.push_async_callback(adapter.stop)
+    await ready(app)
     return bot
 
 

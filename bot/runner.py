@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Mapping
@@ -16,6 +17,7 @@ from bot.chat.inbox_turns import Recovery, Resumable
 from bot.config import Settings
 from bot.engine.model import preload
 from bot.observability.http import add_observability_routes
+from bot.settle import settle
 from bot.store.filelock import lock_sqlite_for_run
 
 if TYPE_CHECKING:
@@ -107,6 +109,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         log.info("yokebot is running: http on %s:%s, agents %s", settings.http_host, settings.http_port,
                  ", ".join(bot.profiles))
         log_isolation(bot.profiles)
+        with contextlib.suppress(Exception):  # a broken SDK install says so at the first model call
+            await asyncio.wait_for(asyncio.wrap_future(preload()), timeout=30)
+        settle()  # everything is loaded: full GC collections no longer walk the libraries (bot/settle.py)
         await stop.wait()
         log.info("stopping")
 

@@ -30,6 +30,7 @@ STOPPED = "Sorry, I was restarted before I could finish this; please ask again."
 REFUSED = "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
 EMPTY = "Hi! Mention me with a question, for example: @yokebot check the nginx error log."
 ACK_FIRST_SECONDS = 1.0  # the longest a turn waits for the acks of a burst (Slack retries after 3 s)
+ACK_QUIET_SECONDS = 0.02  # a burst is over when no message has arrived for this long
 LAST_WORD_SECONDS = 5.0
 
 
@@ -55,8 +56,10 @@ class Pipeline:
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._receiving = 0  # calls inside receive(): their acks are not out yet
-        self._acked = asyncio.Event()
-        self._acked.set()
+        self._changed = asyncio.Event()  # a message arrived or its receive() ended
+        self._quiet = asyncio.Event()  # set once no message is in receive() and none arrived for a moment
+        self._quiet.set()
+        self._watch: asyncio.Task[None] | None = None
         if access is not None:
             for entry in access.name_entries(platform):
                 log.warning("%s access entry %s is a name; access lists match IDs only, so it matches nobody",
@@ -82,13 +85,25 @@ class Pipeline:
     # --- before the ack ----------------------------------------------------------------------------------
     async def receive(self, inbound: Inbound) -> Receipt:
         self._receiving += 1
-        self._acked.clear()
+        self._quiet.clear()
+        self._changed.set()
         try:
             return await self._take(inbound)
         finally:
             self._receiving -= 1
-            if self._receiving == 0:
-                self._acked.set()
+            self._changed.set()
+            if self._watch is None or self._watch.done():
+                self._watch = asyncio.get_running_loop().create_task(self._until_quiet(), name="yokebot-acks")
+
+    async def _until_quiet(self) -> None:
+        while True:
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), ACK_QUIET_SECONDS)
+            except TimeoutError:
+                if not self._receiving:
+                    break
+        self._quiet.set()
 
     async def _take(self, inbound: Inbound) -> Receipt:
         if self._closing:
@@ -111,9 +126,11 @@ class Pipeline:
 
     # --- the turn, in the background ---------------------------------------------------------------------
     async def _after_acks(self) -> None:
-        """Let the acks of a burst go out first: a turn's database writes and API calls would slow them."""
+        """Let the acks of a burst go out first: a turn's database writes and API calls (the working mark)
+        would slow them. A burst is over when nothing arrived for ACK_QUIET_SECONDS: its messages come over
+        many loop iterations, and in between none may be in receive()."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._acked.wait(), timeout=ACK_FIRST_SECONDS)
+            await asyncio.wait_for(self._quiet.wait(), timeout=ACK_FIRST_SECONDS)
 
     async def _run(self, inbound: Inbound) -> None:
         ok = False
@@ -228,7 +245,7 @@ class Pipeline:
         deadline = loop.time() + self.limits.drain_seconds
         # events already past the closing check are claimed (and acked): wait for them to spawn their turn
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._acked.wait(), timeout=min(5.0, self.limits.drain_seconds))
+            await asyncio.wait_for(self._quiet.wait(), timeout=min(5.0, self.limits.drain_seconds))
         if self._tasks:
             log.info("%s: waiting for %d turn(s) in flight", self.platform, len(self._tasks))
         while self._tasks:

@@ -82,6 +82,7 @@ class SlackAdapter:
 
     # --- lifecycle ----------------------------------------------------------------------------------------
     async def start(self) -> None:
+        await self.outbox.share_session(self.bolt.client)
         await self._whoami()
         if self.mode == "socket":
             assert self.settings.slack_app_token is not None
@@ -117,6 +118,7 @@ class SlackAdapter:
         if self.socket is not None:
             await self.socket.close_async()
         await self.pipeline.drain()
+        await self.outbox.stop()
 
     @property
     def busy(self) -> int:

@@ -253,8 +253,9 @@ def _parse(body: Any, fallback_model: str) -> ModelResponse:
     choice = _dict(choices[0])
     msg = _dict(choice.get("message"))
     content = msg.get("content")
+    calls = _tool_calls(_list(msg.get("tool_calls")))
     return ModelResponse(
-        message=Message.assistant(content if isinstance(content, str) else "", _tool_calls(_list(msg.get("tool_calls")))),
+        message=Message.assistant(content if isinstance(content, str) else "", calls),
         usage=_usage(body.get("usage")),
         finish_reason=_str(choice.get("finish_reason")),
         model=_str(body.get("model")) or fallback_model,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from contextlib import suppress
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, TypeVar
@@ -281,7 +281,7 @@ def _folded(batch: list[Write], folds: dict[Executable, Fold]) -> list[Write]:
     out: list[Write] = []
     rows: dict[tuple[Executable, Any], int] = {}  # (insert statement, key) -> position in `out`
     for write in batch:
-        statement, params, owner = write
+        statement, params, _owner = write
         fold = folds.get(statement)
         if fold is not None and (at := rows.get((fold.insert, params.get(fold.param)))) is not None:
             insert, values, first_owner = out[at]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -31,7 +31,6 @@ from bot.engine.service import AgentService
 from bot.engine.tooling import Tool
 from bot.engine.wire import ChatModel
 from bot.observability.hooks import MetricsHooks
-from bot.observability.metrics import Metrics
 from bot.observability.usage import price_for
 from bot.redact import SecretRedactor
 from bot.store.approvals import ApprovalStore
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from bot.chat.discord_adapter import DiscordAdapter
     from bot.chat.slack_adapter import SlackAdapter
     from bot.mcp.manager import McpManager
+    from bot.observability.metrics import Metrics
 
 
 @dataclass
@@ -57,7 +57,8 @@ class App:
     profiles: dict[str, AgentProfile]
     notifier: AdapterNotifier
     service: AgentService
-    metrics: Metrics = field(default_factory=Metrics)  # this app's Prometheus registry (/metrics)
+    # this app's Prometheus registry (/metrics); None for the terminal commands, which export nothing
+    metrics: Metrics | None = None
     model: ChatModel | None = None
     inbox: SqlInbox | None = None
     inbox_claims: InboxClaims | None = None  # the pipeline's claim step on the inbox (bot/chat/inbox_turns.py)
@@ -139,13 +140,15 @@ async def build_app(
     model: ChatModel | None = None,
     registry: dict[str, Tool[Any]] | None = None,
     clock: Callable[[], datetime] | None = None,
+    metrics: bool = True,
 ) -> App:
+    """`metrics=False` (`chat`, `ask`): no Prometheus registry, and prometheus-client is not imported."""
     registry = registry if registry is not None else builtin_tools()
     profiles = load_profiles(settings, registry)
     if model is None:
         settings.require_model_endpoint()
-    metrics = Metrics()
-    mcp = mcp_manager(settings, profiles, registry, metrics)  # checks the environment its servers need
+    prometheus = _metrics() if metrics else None
+    mcp = mcp_manager(settings, profiles, registry, prometheus)  # checks the environment its servers need
     engine, store = await open_store(settings)
     if model is None:
         model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,
@@ -160,7 +163,7 @@ async def build_app(
     notifier = AdapterNotifier()
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
-    hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(metrics))  # every turn is recorded and counted
+    hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus))  # every turn is recorded and counted
     # PostgreSQL may be shared by several instances: one turn per thread across them
     session_lock = (PgSessionLock.for_url(settings.database_url)
                     if engine.dialect.name == "postgresql" else None)
@@ -169,7 +172,7 @@ async def build_app(
                            notifier=notifier, memory=store, session_lock=session_lock,
                            planner=PlanExecutor(loop), approvals=approvals)
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds)
-    app = App(settings, engine, store, registry, profiles, notifier, service, metrics, model,
+    app = App(settings, engine, store, registry, profiles, notifier, service, prometheus, model,
               inbox=inbox, inbox_claims=InboxClaims(inbox, partial(side_effecting, registry)),
               session_lock=session_lock, mcp=mcp, approvals=approvals)
     if mcp is not None:
@@ -181,8 +184,14 @@ async def build_app(
     return app
 
 
+def _metrics() -> Metrics:
+    from bot.observability.metrics import Metrics
+
+    return Metrics()
+
+
 def mcp_manager(
-    settings: Settings, profiles: dict[str, AgentProfile], registry: dict[str, Tool], metrics: Metrics
+    settings: Settings, profiles: dict[str, AgentProfile], registry: dict[str, Tool], metrics: Metrics | None
 ) -> McpManager | None:
     """The MCP servers of the profiles (not yet started), or None when no agent declares one."""
     if not any(p.mcp for p in profiles.values()):
@@ -192,7 +201,7 @@ def mcp_manager(
 
     timing = Timing(settings.mcp_startup_seconds, settings.mcp_backoff_base_seconds, settings.mcp_backoff_max_seconds,
                     settings.mcp_health_seconds, settings.mcp_health_timeout_seconds)
-    return McpManager.from_profiles(profiles, registry, timing, metrics.registry)
+    return McpManager.from_profiles(profiles, registry, timing, metrics.registry if metrics else None)
 
 
 def build_slack(app: App) -> SlackAdapter | None:

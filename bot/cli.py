@@ -52,7 +52,7 @@ def chat(
     log_stream = chat_log(settings)
 
     async def main() -> None:
-        bot = await build_app(settings)
+        bot = await build_app(settings, metrics=False)
         try:
             name = agent or settings.default_agent
             bot.profile(name)
@@ -93,7 +93,7 @@ def ask(
     setup_logging(settings, quiet=True)
 
     async def main() -> Any:
-        bot = await build_app(settings)
+        bot = await build_app(settings, metrics=False)
         if bot.approvals is not None:
             bot.approvals.register_inline("cli", approver)
         try:

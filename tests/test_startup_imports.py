@@ -27,9 +27,21 @@ def test_the_command_line_imports_no_platform_sdk_database_or_model_sdk():
 def test_the_app_imports_neither_serving_libraries_nor_the_model_sdk():
     # `ask` and `chat` build the app; the openai SDK loads in a thread when the first call (or chat's prompt)
     # asks for it, Alembic only when the database is behind
-    # (prometheus_client still loads: the app's metrics registry is made with it)
-    names = tuple(n for n in SERVING if n != "prometheus_client")
-    assert loaded_after("import bot.app", (*names, "openai", "alembic")) == []
+    assert loaded_after("import bot.app", (*SERVING, "openai", "alembic")) == []
+
+
+def test_the_terminal_commands_build_an_app_without_prometheus(tmp_path: Path):
+    # `chat` and `ask` export no metrics: building their app (database included) loads no serving library
+    db = tmp_path / "y.db"
+    statement = (
+        "import asyncio, os\n"
+        "os.environ.update(OPENAI_API_KEY='sk-test', OPENAI_BASE_URL='http://127.0.0.1:9/v1')\n"
+        "from bot.app import build_app\nfrom bot.config import Settings\n"
+        f"s = Settings(_env_file=None, database_url='sqlite+aiosqlite:///{db}')\n"
+        "async def main():\n    app = await build_app(s, metrics=False)\n    await app.close()\n"
+        "asyncio.run(main())"
+    )
+    assert loaded_after(statement, SERVING) == []
 
 
 def test_the_quick_schema_check_agrees_with_alembic_about_the_head():

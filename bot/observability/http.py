@@ -37,7 +37,7 @@ class Observed(Protocol):
     @property
     def notifier(self) -> _Adapters: ...
     @property
-    def metrics(self) -> Metrics: ...
+    def metrics(self) -> Metrics | None: ...
 
 log = logging.getLogger(__name__)
 DB_TIMEOUT_SECONDS = 3.0
@@ -96,6 +96,8 @@ def add_observability_routes(http: web.Application, bot: Observed) -> None:
         return web.json_response(body, status=200 if ok else 503)
 
     async def metrics(_: web.Request) -> web.Response:
+        if bot.metrics is None:
+            return web.Response(status=404, text="this process exports no metrics\n")
         return web.Response(body=bot.metrics.render(), headers={"Content-Type": bot.metrics.content_type})
 
     http.router.add_get("/readyz", readyz)

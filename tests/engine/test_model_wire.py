@@ -199,3 +199,20 @@ def test_the_encoded_body_is_the_payload_whatever_was_encoded_before():
                           first.tools, None)
     assert json.loads(first.body()) == first.payload
     assert json.loads(longer.body(stream=True)) == {**longer.payload, "stream": True}  # reuses the 20 encoded
+
+
+@pytest.mark.parametrize("body", [b"<html><body>Welcome to the proxy</body></html>", "just text",
+                                  ["not", "an", "object"]], ids=["html", "json-string", "json-list"])
+async def test_a_200_that_is_not_a_chat_completion_is_one_clear_error(plain: OpenAIChatModel, fake_llm: FakeOpenAI,
+                                                                       body: Any):
+    # a base URL that points at a web page or a proxy's portal answers 200 with something else entirely
+    fake_llm.raw(body)
+    err = await error_of(plain)
+    assert str(err) == "the model endpoint answered with something that is not a chat completion"
+    assert err.code == "not_json" and not err.retryable
+
+
+async def test_choices_of_the_wrong_shape_are_read_as_no_choices(plain: OpenAIChatModel, fake_llm: FakeOpenAI):
+    fake_llm.raw({"id": "x", "object": "chat.completion", "model": "m", "choices": "none today"})
+    err = await error_of(plain)
+    assert err.code == "empty"

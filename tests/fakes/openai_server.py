@@ -126,7 +126,7 @@ class FakeOpenAI:
         return self
 
     def raw(self, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> FakeOpenAI:
-        """Answer with `body` as it is (a list: stream these events, then `[DONE]`)."""
+        """Answer with `body` as it is (a list: stream these events, then `[DONE]`; bytes: an HTML page)."""
         self.script.append(Step("raw", status=status, headers=headers or {}, body=body))
         return self
 
@@ -237,6 +237,8 @@ class FakeOpenAI:
         return resp
 
     async def _raw(self, request: web.Request, step: Step) -> web.StreamResponse:
+        if isinstance(step.body, bytes):  # not JSON at all (a proxy's or a portal's HTML page)
+            return web.Response(body=step.body, status=step.status, content_type="text/html", headers=step.headers)
         if not isinstance(step.body, list):
             return web.json_response(step.body, status=step.status, headers=step.headers)
         resp = web.StreamResponse(status=step.status, headers={"Content-Type": "text/event-stream", **step.headers})

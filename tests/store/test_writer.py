@@ -91,3 +91,56 @@ async def test_close_commits_what_is_queued(db_url: str):
     fresh = SqlStore(engine)
     assert await _contents(fresh, s.id) == ["0", "1", "2", "3", "4"]
     await engine.dispose()
+
+
+async def test_a_reset_between_two_turns_in_one_batch_keeps_its_place(store: SqlStore):
+    # the writer groups a batch's audit INSERTs per table; a reset (which covers "every message so far")
+    # queued between two turns' messages must still fall between them
+    s = await store.session_for("t", "c", "reset-in-batch", "a")
+    await store.start_turn(s.id, "t1", "test", "u", "before")
+    await store.append(s.id, "t1", Message.user("before"))
+    await store.reset_thread(s.id, "t2")
+    await store.start_turn(s.id, "t3", "test", "u", "after")
+    await store.append(s.id, "t3", Message.user("after"))
+    await store.flush()
+    thread = await store.load_thread(s.id, 10)
+    assert [m.content for t in thread.turns for m in t.messages] == ["after"]
+
+
+async def test_a_turn_that_starts_and_ends_in_one_batch_is_recorded_whole(store: SqlStore):
+    from bot.engine.messages import TurnOutcome
+
+    s = await store.session_for("t", "c", "fold", "a")
+    await store.start_turn(s.id, "fast", "test", "u", "hi")
+    await store.append(s.id, "fast", Message.user("hi"))
+    await store.record_plan("fast", {"steps": ["look"]})
+    await store.finish_turn("fast", TurnOutcome("done", iterations=1, stopped_by="answer"))
+    # and one whose end comes in a later batch than its start
+    await store.start_turn(s.id, "slow", "test", "u", "hi again")
+    await store.flush()
+    await store.finish_turn("slow", TurnOutcome("later", iterations=2, stopped_by="answer"))
+    async with store.engine.connect() as conn:
+        rows = {r.id: r for r in await conn.execute(text(
+            "SELECT id, status, answer, iterations, stopped_by, plan, finished_at FROM turns"))}
+    fast, slow = rows["fast"], rows["slow"]
+    assert (fast.status, fast.answer, fast.iterations, fast.stopped_by) == ("ok", "done", 1, "answer")
+    assert fast.finished_at is not None and fast.plan is not None
+    assert (slow.status, slow.answer, slow.iterations) == ("ok", "later", 2)
+
+
+async def test_a_fast_turn_is_one_transaction(store: SqlStore):
+    from sqlalchemy import event
+
+    from bot.engine.messages import TurnOutcome
+
+    s = await store.session_for("t", "c", "one-tx", "a")
+    commits: list[int] = []
+    engines = [store.engine.sync_engine] + ([store.writes._sync] if store.writes._sync is not None else [])
+    for engine in engines:
+        event.listen(engine, "commit", lambda _conn: commits.append(1))
+    await store.start_turn(s.id, "t1", "test", "u", "hi")
+    for n in range(6):
+        await store.append(s.id, "t1", Message.user(f"m{n}"))
+    await store.finish_turn("t1", TurnOutcome("ok", iterations=1, stopped_by="answer"))
+    assert len(commits) == 1
+    assert await _contents(store, s.id) == [f"m{n}" for n in range(6)]

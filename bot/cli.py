@@ -165,8 +165,11 @@ def no_agents(settings: Settings) -> str:
 
 @app.command()
 def doctor() -> None:
-    """Check the model endpoint (and that it serves the model), the database, the Slack/Discord tokens and the
-    agents; say what to fix. Exits 1 when something would stop yokebot from answering."""
+    """Check the model endpoint, the database, the Slack/Discord tokens and the agents; say what to fix.
+
+    The model check also asks the endpoint whether it serves the model.
+
+    Exits 1 when something would stop yokebot from answering."""
     from bot.doctor import run_checks
 
     settings = settings_or_exit()

@@ -55,8 +55,9 @@ def eval_command(
         "--compare", help="Compare two reports: --compare A.json --compare B.json, or --compare A.json B.json."
     )] = None,
 ) -> None:
-    """Score an agent on ops scenarios (files in a temp root, the real tools, sandbox and audit); exit 1 if
-    any scenario fails."""
+    """Score an agent on ops scenarios; exit 1 if any scenario fails.
+
+    Each scenario runs with its files in a temporary root, through the real tools, sandbox and audit."""
     from bot.commands.support import err, run_async, settings_or_exit, setup_logging
     from bot.eval.report import build_report, dumps, print_table
     from bot.eval.runner import EvalOptions, EvalRunner, now_iso

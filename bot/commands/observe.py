@@ -107,6 +107,7 @@ def sessions(
     as_json: JsonOpt = False,
 ) -> None:
     """List recent sessions: where they run, which agent, how many turns and tokens, last activity.
+
     `yokebot sessions reset ID` makes a session forget its conversation."""
     from bot.observability.queries import list_sessions
 
@@ -127,6 +128,7 @@ def sessions_reset(
     session: Annotated[str, typer.Argument(help="Session id (or a unique prefix), from `yokebot sessions`.")],
 ) -> None:
     """Forget a session's conversation: its next turn starts afresh, like `reset` typed in the chat.
+
     Long-term memories and the audit trail (`yokebot trace`) stay."""
     from bot.observability.queries import reset_session
 

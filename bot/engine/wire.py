@@ -74,10 +74,25 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-@lru_cache(maxsize=1024)
+_messages: dict[int, tuple[Message, bytes]] = {}
+
+
 def encoded(message: Message) -> bytes:
-    """One message's wire JSON; messages are frozen, so equal messages share it (the history of a turn's
-    calls, of a thread's turns)."""
+    """One message's wire JSON. By identity first (a turn's calls send the same Message objects again: a
+    dict lookup, where hashing a frozen dataclass builds and hashes a tuple of its fields), then by equality
+    (messages are frozen: a thread's history read again for the next turn is equal, not identical)."""
+    hit = _messages.get(id(message))
+    if hit is not None and hit[0] is message:
+        return hit[1]
+    if len(_messages) >= 1024:
+        _messages.clear()
+    data = _encoded(message)
+    _messages[id(message)] = (message, data)
+    return data
+
+
+@lru_cache(maxsize=1024)
+def _encoded(message: Message) -> bytes:
     return dumps(to_wire(message))
 
 

@@ -30,7 +30,6 @@ STOPPED = "Sorry, I was restarted before I could finish this; please ask again."
 REFUSED = "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
 EMPTY = "Hi! Mention me with a question, for example: @yokebot check the nginx error log."
 ACK_FIRST_SECONDS = 1.0  # the longest a turn waits for the acks of a burst (Slack retries after 3 s)
-ACK_QUIET_SECONDS = 0.02  # a burst is over when no message has arrived for this long
 LAST_WORD_SECONDS = 5.0
 
 
@@ -44,6 +43,7 @@ class Receipt(Enum):
 class Limits:
     max_concurrent_turns: int = 8
     drain_seconds: float = 30.0
+    ack_quiet_seconds: float = 0.02  # a burst is over when no message has arrived for this long
 
 
 class Pipeline:
@@ -99,7 +99,7 @@ class Pipeline:
         while True:
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), ACK_QUIET_SECONDS)
+                await asyncio.wait_for(self._changed.wait(), self.limits.ack_quiet_seconds)
             except TimeoutError:
                 if not self._receiving:
                     break
@@ -127,7 +127,7 @@ class Pipeline:
     # --- the turn, in the background ---------------------------------------------------------------------
     async def _after_acks(self) -> None:
         """Let the acks of a burst go out first: a turn's database writes and API calls (the working mark)
-        would slow them. A burst is over when nothing arrived for ACK_QUIET_SECONDS: its messages come over
+        would slow them. A burst is over when nothing arrived for `ack_quiet_seconds`: its messages come over
         many loop iterations, and in between none may be in receive()."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._quiet.wait(), timeout=ACK_FIRST_SECONDS)

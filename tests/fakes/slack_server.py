@@ -35,6 +35,7 @@ class Call:
     method: str
     params: dict[str, Any]
     result: dict[str, Any] = field(default_factory=lambda: {})  # what the fake answered (when ok)
+    at: float = field(default_factory=time.perf_counter)  # when it arrived (same clock as `ack_times`)
 
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
@@ -232,15 +233,20 @@ class FakeSlack:
         return ws
 
     # --- bursts, for the acknowledgement benchmark (bench/slack_ack.py) ----------------------------------
-    def push_burst(self, payloads: list[dict[str, Any]], timeout: float = 20.0) -> list[float | None]:
-        """Push one envelope per payload, back to back, over every Socket Mode connection; per envelope, the
-        seconds from its send to its ack (None when no ack came within `timeout`)."""
-        return self.server.call(self._push_burst(payloads, timeout))
+    def push_burst(self, payloads: list[dict[str, Any]], timeout: float = 20.0, pause_after: int = 0,
+                   pause: float = 0.0) -> list[float | None]:
+        """Push one envelope per payload, back to back (with `pause` seconds after the first `pause_after`), over
+        every Socket Mode connection; per envelope, the seconds from its send to its ack (None when no ack came
+        within `timeout`)."""
+        return self.server.call(self._push_burst(payloads, timeout, pause_after, pause))
 
-    async def _push_burst(self, payloads: list[dict[str, Any]], timeout: float) -> list[float | None]:
+    async def _push_burst(self, payloads: list[dict[str, Any]], timeout: float, pause_after: int = 0,
+                          pause: float = 0.0) -> list[float | None]:
         frames = [(eid, json.dumps(burst_envelope(eid, p))) for eid, p in ((uuid.uuid4().hex, p) for p in payloads)]
         sent: dict[str, float] = {}
-        for envelope_id, text in frames:
+        for n, (envelope_id, text) in enumerate(frames):
+            if pause and n == pause_after:
+                await asyncio.sleep(pause)
             sent[envelope_id] = time.perf_counter()
             await self._send_all(text)
         deadline = time.perf_counter() + timeout

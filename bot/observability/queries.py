@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, or_, select
@@ -100,6 +100,11 @@ class ToolStep:
     duration_ms: float
     result: str
     reason: str | None
+    finished_at: datetime | None = None  # the row's `created_at`: it is written when the call ends
+
+    @property
+    def started_at(self) -> datetime | None:
+        return self.finished_at - timedelta(milliseconds=self.duration_ms) if self.finished_at else None
 
 
 @dataclass
@@ -162,7 +167,7 @@ class SessionTrace:
 
 def _tool_step(r: Any) -> ToolStep:
     return ToolStep(r.call_id, r.tool, r.arguments, r.status, r.attempts, float(r.duration_ms),
-                    r.result or "", r.reason)
+                    r.result or "", r.reason, as_utc(r.created_at) if r.created_at else None)
 
 
 def _model_step(r: Any) -> tuple[ModelStep, list[str]]:

@@ -59,10 +59,13 @@ def sessions_json(items: list[SessionSummary]) -> str:
 
 
 # --- trace ---------------------------------------------------------------------------------------------
-def _tool_node(parent: Tree, t: ToolStep) -> None:
+def _tool_node(parent: Tree, t: ToolStep, turn_started: datetime | None = None) -> None:
     style = STATUS_STYLE.get(t.status, "")
+    # when it started, counted from the turn's start: calls of one model reply that ran at once show it
+    at = f" · at +{(t.started_at - turn_started).total_seconds():.2f} s" \
+        if t.started_at is not None and turn_started is not None else ""
     label = Text.assemble(("tool ", "bold"), (t.tool, "cyan"), " ", preview(t.arguments, 100), " · ",
-                          (t.status, style), f" · {t.attempts} attempt(s) · {t.duration_ms:.0f} ms")
+                          (t.status, style), f" · {t.attempts} attempt(s){at} · {t.duration_ms:.0f} ms")
     node = parent.add(label)
     if t.reason:
         prefix = "" if t.reason.startswith(("approved by", "denied by", "approval")) else "denied: "
@@ -81,7 +84,7 @@ def _memory_node(parent: Tree, m: MemoryStep) -> None:
                              (preview(m.content, 300), "dim")))
 
 
-def _model_node(parent: Tree, m: ModelStep) -> None:
+def _model_node(parent: Tree, m: ModelStep, turn_started: datetime | None = None) -> None:
     head = Text.assemble(("model ", "bold"), (PURPOSE_LABEL.get(m.purpose, ""), "yellow"), (m.model, "magenta"),
                          f" · attempt {m.attempt} · {m.prompt_tokens}+{m.completion_tokens} tokens"
                          f" · {m.latency_ms:.0f} ms")
@@ -92,7 +95,7 @@ def _model_node(parent: Tree, m: ModelStep) -> None:
     if m.content and m.tools:
         node.add(Text(f"says: {preview(m.content)}", style="dim"))
     for t in m.tools:
-        _tool_node(node, t)
+        _tool_node(node, t, turn_started)
 
 
 def _plan_node(parent: Tree, plan: dict[str, Any]) -> None:
@@ -120,11 +123,11 @@ def turn_tree(t: TurnTrace) -> Tree:
     if t.plan:
         _plan_node(tree, t.plan)
     for step in t.steps:
-        _model_node(tree, step)
+        _model_node(tree, step, t.started_at)
     for memory in t.memory:
         _memory_node(tree, memory)
     for orphan in t.unmatched_tools:
-        _tool_node(tree, orphan)
+        _tool_node(tree, orphan, t.started_at)
     if t.error and t.stopped_by == "interrupted":  # a stop or restart cut it short: the note says what followed
         tree.add(Text(f"interrupted: {t.error}", style="magenta"))
     elif t.error:

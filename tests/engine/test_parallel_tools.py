@@ -160,3 +160,25 @@ def test_mcp_tools_run_alone_unless_their_server_says_they_only_read():
     writer = McpTool(name="restart", input_schema=schema)
     assert not make_tool(conn, reader, 5).runs_alone
     assert make_tool(conn, writer, 5).runs_alone
+
+
+async def test_the_trace_shows_when_each_call_of_one_reply_started(bot: App, fake_llm: FakeOpenAI):
+    import re
+
+    from rich.console import Console
+
+    from bot.observability.queries import trace
+    from bot.observability.render import turn_tree
+
+    fake_llm.calls(call("nap", {"label": "a"}, "c_a"), call("nap", {"label": "b", "seconds": 0.1}, "c_b"))
+    fake_llm.calls(call("nap", {"label": "c", "seconds": 0.05}, "c_c"))
+    fake_llm.reply("Rested.")
+    result = await bot.service.handle(req("rest"))
+    turn = (await trace(bot.engine, result.session_id)).turns[-1]
+    console = Console(record=True, width=200)
+    console.print(turn_tree(turn))
+    starts = {m.group(1): float(m.group(2))
+              for m in re.finditer(r"nap \{\"label\": \"(\w)\".*? at \+(\d+\.\d+) s", console.export_text())}
+    assert set(starts) == {"a", "b", "c"}
+    assert abs(starts["a"] - starts["b"]) <= 0.02  # one reply's calls started together
+    assert starts["c"] >= starts["a"] + 0.2  # the next reply's call started after the longer of them ended

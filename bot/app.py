@@ -228,7 +228,8 @@ def build_discord(app: App) -> DiscordAdapter | None:
         return None
     from bot.chat.discord_adapter import DiscordAdapter
 
-    adapter = DiscordAdapter(app.service, app.settings, app.profiles, claims=app.store, metrics=app.metrics)
+    adapter = DiscordAdapter(app.service, app.settings, app.profiles, claims=app.store, metrics=app.metrics,
+                             inbox=app.inbox_claims)
     app.notifier.register(adapter)
     if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
         from bot.chat.discord_approvals import mount_approvals

@@ -21,7 +21,6 @@ from bot.settle import settle
 from bot.store.filelock import lock_sqlite_for_run
 
 if TYPE_CHECKING:
-    from bot.chat.discord_adapter import DiscordAdapter
     from bot.engine.profiles import AgentProfile
 
 log = logging.getLogger(__name__)
@@ -29,14 +28,6 @@ log = logging.getLogger(__name__)
 
 async def healthz(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
-
-
-async def start_discord(bot: App) -> DiscordAdapter | None:
-    """Connect to Discord when DISCORD_BOT_TOKEN is set, and let `notify` post through it."""
-    adapter = build_discord(bot)
-    if adapter is not None:
-        await adapter.start()
-    return adapter
 
 
 async def start_scheduling(bot: App) -> Callable[[], Awaitable[None]]:
@@ -96,15 +87,23 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         stack.push_async_callback(runner.cleanup)
         site = web.TCPSite(runner, settings.http_host, settings.http_port)
         await site.start()
+        discord_adapter = build_discord(bot)
+        resumable: dict[str, Resumable] = {}
         if slack is not None:
-            # before events come in: alone on a SQLite file, every `running` turn is a dead one
             await slack.identify()
-            stack.push_async_callback(await start_recovery(bot, {"slack": slack}, alone=run_lock is not None))
+            resumable["slack"] = slack
+        if discord_adapter is not None:
+            stack.push_async_callback(discord_adapter.stop)  # drains turns in flight, disconnects
+            await discord_adapter.identify()  # REST only: enough to answer the events recovery takes over
+            resumable["discord"] = discord_adapter
+        if resumable:
+            # before events come in: alone on a SQLite file, every `running` turn is a dead one
+            stack.push_async_callback(await start_recovery(bot, resumable, alone=run_lock is not None))
+        if slack is not None:
             await slack.start()
             stack.push_async_callback(slack.stop)  # drains turns in flight
-        discord_adapter = await start_discord(bot)
         if discord_adapter is not None:
-            stack.push_async_callback(discord_adapter.stop)
+            await discord_adapter.start()
         stack.push_async_callback(await start_scheduling(bot))  # after the adapters: it posts through them
         log.info("yokebot is running: http on %s:%s, agents %s", settings.http_host, settings.http_port,
                  ", ".join(bot.profiles))

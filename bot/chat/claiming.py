@@ -2,8 +2,8 @@
 
 Today it is a row in `processed_events` (`SqlStore.claim_event`), behind an in-memory set of recent keys (a
 resumed Discord gateway replays events; a Slack retry can reach the same process). The durable inbox replaces
-it with "claim and store the event in one transaction, then lease it" (`bot/chat/inbox_turns.py`, for Slack)
-and marks the row done in `settle`."""
+it with "claim and store the event in one transaction, then lease it" (`bot/chat/inbox_turns.py`, for Slack
+and Discord in `yokebot run`) and marks the row done in `settle`."""
 
 from __future__ import annotations
 

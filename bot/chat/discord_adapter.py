@@ -4,7 +4,10 @@ pipeline (bot/chat/pipeline.py) does the rest.
 
 Sessions: a DM channel is one session; in a guild the bot answers a mention in a thread it creates on the
 triggering message, and that thread is one session (with `YOKEBOT_DISCORD_REPLY_INLINE` it answers in the
-channel, and the channel is one session)."""
+channel, and the channel is one session).
+
+With the durable inbox (`inbox`, as `yokebot run` wires it) each message taken is stored with its claim; after
+a crash, recovery rebuilds it from the row (`rebuild`: IDs only, replies over REST) and answers it."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import copy
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import discord
 import discord.gateway
@@ -23,17 +26,21 @@ from discord.abc import Messageable
 
 from bot.chat.access import Origin
 from bot.chat.base import EventClaims, EventCounter, Inbound, Trigger
-from bot.chat.discord_output import NO_PINGS, DiscordReply, post_to
+from bot.chat.claiming import ClaimStep
+from bot.chat.discord_output import NO_PINGS, DiscordReply, post_to, stored_message
 from bot.chat.progress import live_options
 from bot.chat.wiring import discord_pipeline
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.inbox import InboxItem
 from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
 
 log = logging.getLogger(__name__)
 
 ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+CHANNEL_TYPES = {"dm": discord.ChannelType.private, "thread": discord.ChannelType.public_thread,
+                 "mention": discord.ChannelType.text}  # where a message of each trigger was written (rebuild)
 
 
 # what the bot needs in a channel: see it, read history, answer, open and write in threads, react, attach
@@ -115,12 +122,14 @@ class DiscordAdapter:
         *,
         claims: EventClaims | None = None,
         metrics: EventCounter | None = None,
+        inbox: ClaimStep | None = None,
     ) -> None:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.settings = settings
-        # claims: the database, so instances sharing it answer a message once
-        self.pipeline = discord_pipeline(settings, service, profiles, claims, self, metrics)
+        # inbox: the durable inbox's claim step (bot/chat/inbox_turns.py); without it, `claims`
+        # (processed_events), so instances sharing the database answer a message once, but a crash loses it
+        self.pipeline = discord_pipeline(settings, service, profiles, claims, self, metrics, inbox)
         self.connected = False  # between READY/RESUMED and a disconnect
         self.client = _Client(
             self,
@@ -132,17 +141,31 @@ class DiscordAdapter:
         self.stopping = False
         self._runner: asyncio.Task[None] | None = None
         self._undo_redirect: Callable[[], None] | None = None
+        self._logged_in = False
 
     # --- lifecycle ------------------------------------------------------------------------------------------
-    async def start(self, within: float = 60.0) -> None:
-        """Log in and connect; returns once the gateway is READY. A bad token or a missing intent is one
-        clear ConfigError."""
-        self._undo_redirect = redirect(self.settings.discord_api_url, self.settings.discord_gateway_url)
+    async def identify(self) -> None:
+        """Log in over REST (two calls, no gateway): enough to post, so recovery can answer the messages of a
+        dead instance before the gateway is up. A bad token is one clear ConfigError."""
+        if self._logged_in:
+            return
+        if self._undo_redirect is None:
+            self._undo_redirect = redirect(self.settings.discord_api_url, self.settings.discord_gateway_url)
         token = self.settings.discord_bot_token
         assert token is not None
-        self._runner = asyncio.create_task(
-            self.client.start(token.get_secret_value()), name="discord-gateway"
-        )
+        try:
+            await self.client.login(token.get_secret_value())
+        except Exception as exc:
+            log.error("discord: login failed", exc_info=exc)
+            await self._close_client()
+            raise ConfigError(_start_failure(exc, 0)) from None
+        self._logged_in = True
+
+    async def start(self, within: float = 60.0) -> None:
+        """Log in (unless `identify` did) and connect; returns once the gateway is READY. A bad token or a
+        missing intent is one clear ConfigError."""
+        await self.identify()
+        self._runner = asyncio.create_task(self.client.connect(), name="discord-gateway")
         self._runner.add_done_callback(self._gateway_ended)
         ready = asyncio.create_task(self.ready.wait())
         done, _ = await asyncio.wait(
@@ -256,22 +279,61 @@ class DiscordAdapter:
 
     def _inbound(self, message: discord.Message, channel: Messageable, origin: Origin, trigger: Trigger,
                  text: str, thread: str) -> Inbound:
-        reply = DiscordReply(message, channel, thread, text, opens_thread=trigger == "mention",
-                             inline=self.settings.discord_reply_inline,
-                             attach_over=self.settings.discord_attach_over_chars,
-                             progress=live_options(self.settings))
+        reply = self._reply(message, channel, thread, text, trigger)
+        where = getattr(channel, "id", message.channel.id)
+        # what `rebuild` needs to answer it after a restart: IDs only (roles: the access check sees them again)
+        target = {"message": str(message.id), "channel": str(where),
+                  "guild": str(message.guild.id) if message.guild is not None else None,
+                  "roles": sorted(origin.groups)}
         return Inbound(origin, thread, text, trigger, reply, message_id=str(message.id),
-                       claim_key=str(message.id), groups_known=not origin.dm)
+                       claim_key=str(message.id), groups_known=not origin.dm, target=target)
+
+    def _reply(self, message: discord.Message | discord.PartialMessage, channel: Messageable, thread: str,
+               text: str, trigger: Trigger, rest: discord.Client | None = None) -> DiscordReply:
+        return DiscordReply(message, channel, thread, text, opens_thread=trigger == "mention",
+                            inline=self.settings.discord_reply_inline,
+                            attach_over=self.settings.discord_attach_over_chars,
+                            progress=live_options(self.settings), rest=rest)
+
+    def rebuild(self, item: InboxItem) -> Inbound:
+        """The message of an inbox row taken over after a restart, as `_inbound` made it, with a reply surface
+        that works over REST from the stored IDs (recovery; the gateway need not be up)."""
+        t = item.reply
+        trigger = cast(Trigger, item.trigger if item.trigger in CHANNEL_TYPES else "mention")
+        guild = int(t["guild"]) if t.get("guild") else None
+        message, channel = stored_message(self.client, int(t["channel"]), int(t["message"]), guild,
+                                          CHANNEL_TYPES[trigger])
+        dm = trigger == "dm"
+        origin = Origin(self.platform, item.channel, item.user, dm=dm, groups=frozenset(t.get("roles") or ()))
+        reply = self._reply(message, channel, item.thread, item.text, trigger, rest=self.client)
+        return Inbound(origin, item.thread, item.text, trigger, reply, message_id=str(message.id),
+                       claim_key=item.event_key, groups_known=not dm, target=t)
 
     # --- what the pipeline may look up ----------------------------------------------------------------------
     async def channel_name(self, channel: str) -> str | None:
-        found = self.client.get_channel(int(channel)) if channel.isdigit() else None
+        """From the gateway's cache; over REST when it does not have the channel (yet: a message answered
+        by recovery before the gateway is up)."""
+        if not channel.isdigit():
+            return None
+        found: object = self.client.get_channel(int(channel))
+        if found is None:
+            try:
+                found = await self.client.fetch_channel(int(channel))
+            except discord.HTTPException as exc:
+                log.warning("discord: cannot look up channel %s: %s", channel, exc)
         return getattr(found, "name", None)
 
     async def groups_of(self, user: str) -> frozenset[str]:
-        """A DM carries no roles: look the author up in the bot's guilds (REST; no members intent needed)."""
+        """A DM carries no roles: look the author up in the bot's guilds (REST; no members intent needed; the
+        guilds over REST too when the gateway has not listed them yet)."""
         found: set[str] = set()
-        for guild in self.client.guilds:
+        guilds = list(self.client.guilds)
+        if not guilds:
+            try:
+                guilds = [g async for g in self.client.fetch_guilds(limit=None)]
+            except discord.HTTPException as exc:
+                log.warning("discord: cannot list the bot's guilds: %s", exc)
+        for guild in guilds:
             try:
                 member = await guild.fetch_member(int(user))
             except discord.HTTPException:

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 LIMIT = 2000
 NO_PINGS = discord.AllowedMentions.none()
-Where = Callable[[], tuple[Messageable, discord.Message | None]]  # where the reply goes, and what it answers
+# where the reply goes, and what it answers (a message rebuilt from its IDs is a PartialMessage)
+Where = Callable[[], tuple[Messageable, discord.Message | discord.PartialMessage | None]]
 
 
 def safe(text: str) -> str:

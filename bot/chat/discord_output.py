@@ -1,5 +1,6 @@
 """Putting text on Discord: the 2,000-character limit, a file for very long answers, no pings, typing, and the
-reply surface the inbound pipeline uses (a thread opened on the message, typing, ✅/❌)."""
+reply surface the inbound pipeline uses (a thread opened on the message, typing, ✅/❌), also for a message
+rebuilt from its IDs after a restart (`stored_message`: everything over REST, no gateway object)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ NO_PINGS = discord.AllowedMentions.none()  # the model must never ping @everyone
 TYPING_EVERY = 8.0  # Discord shows "typing…" for 10 s after each trigger
 ATTACHMENT_NAME = "answer.md"
 DONE, FAILED = "✅", "❌"
+THREAD_EXISTS = 160004  # Discord's error code: "A thread has already been created for this message"
 
 
 def attachment_preview(text: str, name: str = ATTACHMENT_NAME) -> str:
@@ -32,7 +34,7 @@ def attachment_preview(text: str, name: str = ATTACHMENT_NAME) -> str:
 
 
 async def deliver(
-    dest: Messageable, text: str, *, attach_over: int, reference: discord.Message | None = None
+    dest: Messageable, text: str, *, attach_over: int, reference: discord.Message | discord.PartialMessage | None = None
 ) -> list[discord.Message]:
     """Send `text` as messages of at most 2,000 characters (split on line / code-fence boundaries), or as a
     preview plus a Markdown file when it is longer than `attach_over`. The first message replies to
@@ -58,7 +60,8 @@ async def post_to(dest: Messageable, channel: str, text: str, *, attach_over: in
 
 
 async def _send(
-    dest: Messageable, content: str, reference: discord.Message | None, file: discord.File | None = None
+    dest: Messageable, content: str, reference: discord.Message | discord.PartialMessage | None,
+    file: discord.File | None = None,
 ) -> discord.Message:
     extra: dict[str, Any] = {}
     if reference is not None:
@@ -99,11 +102,16 @@ class DiscordReply:
     """The reply surface for one Discord message. Before `working()` (a refusal, a hint) text replies to the
     message where it was written. `working()` picks where the answer goes: the DM, the thread it came from,
     a new thread on the message (its session), or, inline (`YOKEBOT_DISCORD_REPLY_INLINE`, or no permission to
-    open a thread), a reply in the channel."""
+    open a thread), a reply in the channel.
 
-    def __init__(self, message: discord.Message, channel: Messageable, thread: str, title: str, *,
-                 opens_thread: bool, inline: bool, attach_over: int, progress: LiveOptions | None = None) -> None:
+    `rest`: the message was rebuilt from its IDs (`stored_message`, recovery after a restart), so its thread is
+    opened over REST (the gateway may not know its guild yet), or found when the first attempt opened it."""
+
+    def __init__(self, message: discord.Message | discord.PartialMessage, channel: Messageable, thread: str,
+                 title: str, *, opens_thread: bool, inline: bool, attach_over: int,
+                 progress: LiveOptions | None = None, rest: discord.Client | None = None) -> None:
         self.message, self.dest, self.reference, self.title = message, channel, message, title
+        self.rest = rest
         self.thread, self.opens_thread, self.inline, self.attach_over = thread, opens_thread, inline, attach_over
         self.typing = Typing(channel)
         self.live = DiscordLive(lambda: (self.dest, self.reference), self._deliver_whole, attach_over) \
@@ -122,8 +130,11 @@ class DiscordReply:
 
     async def _open_thread(self) -> None:
         try:
-            thread = await self.message.create_thread(name=thread_name(self.title),
-                                                      auto_archive_duration=1440)
+            if self.rest is not None:
+                thread = await thread_over_rest(self.rest, self.message, thread_name(self.title))
+            else:
+                thread = await self.message.create_thread(name=thread_name(self.title),
+                                                          auto_archive_duration=1440)
         except discord.HTTPException as exc:
             log.warning("discord: cannot create a thread on message %s (%s); answering inline",
                         self.message.id, exc)
@@ -147,12 +158,36 @@ class DiscordReply:
         await react(self.message, DONE if ok else FAILED)
 
 
+def stored_message(client: discord.Client, channel: int, message: int, guild: int | None,
+                   channel_type: discord.ChannelType | None) -> tuple[discord.PartialMessage, Messageable]:
+    """A message known by its IDs (an inbox row), and the channel it was written in: replies, reactions and
+    typing go over REST, without the gateway's message object or cache."""
+    where = client.get_partial_messageable(channel, guild_id=guild, type=channel_type)
+    return where.get_partial_message(message), where
+
+
+async def thread_over_rest(client: discord.Client, message: discord.Message | discord.PartialMessage,
+                           name: str) -> discord.PartialMessageable:
+    """Open a thread on the message over REST; if it has one already (a turn run again after a restart, whose
+    first attempt opened it), that one: a thread opened on a message has the message's ID."""
+    guild = message.guild.id if message.guild is not None else getattr(message.channel, "guild_id", None)
+    try:
+        data = await client.http.start_thread_with_message(message.channel.id, message.id, name=name,
+                                                           auto_archive_duration=1440)
+        thread_id = int(data["id"])
+    except discord.HTTPException as exc:
+        if exc.code != THREAD_EXISTS:
+            raise
+        thread_id = message.id
+    return client.get_partial_messageable(thread_id, guild_id=guild, type=discord.ChannelType.public_thread)
+
+
 def thread_name(text: str) -> str:
     first = " ".join(text.split())
     return (first[:90] + "…") if len(first) > 90 else (first or "yokebot")
 
 
-async def react(message: discord.Message, emoji: str) -> None:
+async def react(message: discord.Message | discord.PartialMessage, emoji: str) -> None:
     try:
         await message.add_reaction(emoji)
     except discord.HTTPException as exc:

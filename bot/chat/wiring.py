@@ -30,13 +30,15 @@ def slack_pipeline(settings: Settings, service: AgentService, profiles: Mapping[
 
 
 def discord_pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-                     claims: EventClaims | None, directory: Directory, counter: EventCounter | None) -> Pipeline:
+                     claims: EventClaims | None, directory: Directory, counter: EventCounter | None,
+                     inbox: ClaimStep | None = None) -> Pipeline:
+    """`inbox`: the durable inbox's claim step, as for Slack; without it, `processed_events` (no recovery)."""
     lists = AccessList("YOKEBOT_DISCORD_ALLOWED_USERS / _ROLES / _CHANNELS",
                        users=entries(settings.discord_allowed_users.split(","), "discord"),
                        groups=entries(settings.discord_allowed_roles.split(","), "discord"),
                        channels=entries(settings.discord_allowed_channels.split(","), "discord"))
     return Pipeline(service, Routing(profiles, settings.default_agent), access=Access(lists, profiles),
-                    claims=StoreClaims(claims, DISCORD_CLAIMS),
+                    claims=inbox or StoreClaims(claims, DISCORD_CLAIMS),
                     directory=directory, counter=counter,
                     limits=Limits(settings.discord_max_concurrent_turns, settings.discord_drain_seconds),
                     platform="discord")

@@ -47,8 +47,9 @@ async def start_bot(
         **overrides,
     )
     app = await build_app(settings, registry=registry())
-    # as start_discord does
-    adapter = DiscordAdapter(app.service, settings, app.profiles, claims=app.store, metrics=app.metrics)
+    # as build_discord does: messages are claimed in the durable inbox
+    adapter = DiscordAdapter(app.service, settings, app.profiles, claims=app.store, metrics=app.metrics,
+                             inbox=app.inbox_claims)
     await adapter.start(within=10)
     app.notifier.register(adapter)
     return app, adapter
@@ -400,11 +401,11 @@ async def test_two_instances_with_one_token_answer_a_message_once(
 
         await eventually(lambda: answered(fake_discord, mid) and duplicates() == 1)
         await asyncio.sleep(0.1)
-        claimed = await rows(one[0], "SELECT platform, event_id FROM processed_events")
+        claimed = await rows(one[0], "SELECT platform, event_key, state FROM inbox")
     finally:
         for app, adapter in (two, one):  # reverse order: each undoes its own discord.py redirect
             await adapter.stop()
             await app.close()
     assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["only one of us"]
     assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")] and len(fake_llm.requests) == 1
-    assert [(c.platform, c.event_id) for c in claimed] == [("discord", str(mid))]
+    assert [(c.platform, c.event_key, c.state) for c in claimed] == [("discord", str(mid), "answered")]

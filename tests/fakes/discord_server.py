@@ -2,7 +2,8 @@
 real discord.py over real sockets.
 
 REST: `/users/@me`, `/users/@me/guilds`, `/oauth2/applications/@me`, `/gateway(/bot)`, a guild's channels,
-channels, messages (JSON and multipart with files), threads from a message, reactions, typing, interaction
+channels, messages (JSON and multipart with files), threads from a message (one per message, as Discord's
+error 160004 says), reactions, typing, interaction
 callbacks (recorded in `callbacks`, with how long after the click they came). `click()` dispatches a button's
 INTERACTION_CREATE to one connection. Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE,
 heartbeats, dispatches with sequence numbers, RECONNECT and RESUME (missed events are replayed).
@@ -487,6 +488,9 @@ class FakeDiscord:
                                                 "response_message_ephemeral": answer.ephemeral},
                                 "resource": {"type": answer.type}})
             case ("POST", ["channels", cid, "messages", mid, "threads"]):
+                if int(mid) in self.threads:  # as Discord: one thread per message
+                    return respond({"message": "A thread has already been created for this message",
+                                    "code": 160004}, 400)
                 return respond(await self._create_thread(int(cid), int(mid), body or {}), 201)
             case _:
                 return respond({"message": "404: Not Found", "code": 0}, 404)

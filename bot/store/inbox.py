@@ -23,7 +23,7 @@ from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, NewEvent
+from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
 from bot.engine.messages import TurnOutcome
 from bot.store.claims import GroupedClaims, Key
 from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
@@ -47,7 +47,16 @@ def _item(row: Any) -> InboxItem:
     return InboxItem(id=row.id, platform=row.platform, event_key=row.event_key, channel=row.channel,
                      thread=row.thread, text=row.text, trigger=row.trigger, user=row.user, reply=dict(row.reply or {}),
                      state=row.state, attempts=row.attempts, agent=row.agent, turn_id=row.turn_id,
-                     effects=tuple(row.effects or ()))
+                     effects=tuple(row.effects or ()), live=_live(row))
+
+
+def _live(row: Any) -> dict[LiveKind, str]:
+    live: dict[LiveKind, str] = {}
+    if row.status_ref:
+        live["status"] = row.status_ref
+    if row.answer_ref:
+        live["answer"] = row.answer_ref
+    return live
 
 
 class SqlInbox:
@@ -81,7 +90,8 @@ class SqlInbox:
         did not get out."""
         self._turns[item.id] = turn_id
         self.store.writes.put(_START, {"b_id": item.id, "state": "running", "turn_id": turn_id, "agent": agent,
-                                       "attempts": item.attempts + 1, "updated_at": utcnow()}, turn_id)
+                                       "attempts": item.attempts + 1, "status_ref": None, "answer_ref": None,
+                                       "updated_at": utcnow()}, turn_id)  # an earlier run's messages are settled
 
     async def effect(self, item: InboxItem, tool: str) -> None:
         effects = self._effects.setdefault(item.id, list(item.effects))
@@ -90,6 +100,12 @@ class SqlInbox:
         effects.append(tool)
         await self.store._execute(_START, {"b_id": item.id, "effects": list(effects), "state": "running",
                                            "turn_id": self._turns.get(item.id, item.turn_id), "updated_at": utcnow()})
+
+    async def live_message(self, item: InboxItem, kind: LiveKind, ref: str) -> None:
+        """Queued with the turn's rows (no round trip): lost only if the process dies within milliseconds of
+        the post, and then the message stays as it would have without this."""
+        turn_id = self._turns.get(item.id, item.turn_id)
+        self.store.writes.put(_START, {"b_id": item.id, f"{kind}_ref": ref[:255], "updated_at": utcnow()}, turn_id)
 
     async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None:
         self._effects.pop(item.id, None)
@@ -170,4 +186,4 @@ def _new_row(event: NewEvent, owner: str, until: Any, now: Any) -> dict[str, Any
             "thread": event.thread, "user": event.user, "text": event.text.replace("\x00", "\ufffd"),
             "trigger": event.trigger, "agent": None, "reply": event.reply, "state": "claimed",
             "lease_owner": owner, "lease_until": until, "attempts": 0, "turn_id": None, "effects": None,
-            "note": None, "created_at": now, "updated_at": now}
+            "note": None, "status_ref": None, "answer_ref": None, "created_at": now, "updated_at": now}

@@ -226,6 +226,10 @@ class InboxRow(Base):
     turn_id: Mapped[str | None] = mapped_column(String(32))
     effects: Mapped[list[str] | None] = mapped_column(JSON)  # side-effecting tools started by its turn
     note: Mapped[str | None] = mapped_column(Text)
+    # the live status message and the partly written answer its turn posted (Slack ts; 0008): recovery after a
+    # crash settles them, so the thread keeps no "thinking…" from a process that is gone
+    status_ref: Mapped[str | None] = mapped_column(String(255))
+    answer_ref: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     __table_args__ = (

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
-import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, cast
@@ -27,6 +24,7 @@ from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, LiveKind, NewEv
 from bot.engine.messages import TurnOutcome
 from bot.store.claims import GroupedClaims, Key
 from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
+from bot.store.owner import instance_id
 from bot.store.repositories import SqlStore
 
 log = logging.getLogger(__name__)
@@ -36,11 +34,6 @@ _START = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
 _FINISH = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
 _RENEW = (update(INBOX).where(INBOX.c.lease_owner == bindparam("b_owner"), INBOX.c.state.in_(OPEN_STATES))
           .values(lease_until=bindparam("b_until")))
-
-
-def instance_id() -> str:
-    """Who holds a lease: host, pid and a random part (a restarted process with the same pid is someone else)."""
-    return f"{socket.gethostname()[:80]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def _item(row: Any) -> InboxItem:
@@ -62,7 +55,7 @@ def _live(row: Any) -> dict[LiveKind, str]:
 class SqlInbox:
     def __init__(self, store: SqlStore, *, lease_seconds: float = 30.0, owner: str | None = None) -> None:
         self.store = store
-        self.owner = owner or instance_id()
+        self.owner = owner or instance_id()  # the app passes the store's: one id per process (leases, turns)
         self.lease = timedelta(seconds=lease_seconds)
         self._claims: GroupedClaims[InboxItem] = GroupedClaims(self._insert_new)
         self._effects: dict[int, list[str]] = {}
@@ -162,7 +155,7 @@ class SqlInbox:
         tool_invocations keep what the interrupted attempt did)."""
         now = utcnow()
         await self.store._execute(update(T).where(T.c.id == turn_id, T.c.status == "running")
-                                  .values(_interrupted(note, now)), {})
+                                  .values(interrupted_row(note, now)), {})
         if forget_history:
             await self.store._execute(delete(M).where(M.c.turn_id == turn_id), {})
 
@@ -170,13 +163,14 @@ class SqlInbox:
         """Every turn still `running` ends stopped by `interrupted`: for a process alone on its (SQLite) database at
         start-up, where nothing can still be running (`yokebot ask` and schedules included)."""
         rows = await self.store._rows(update(T).where(T.c.status == "running")
-                                      .values(_interrupted(note, utcnow()))
+                                      .values(interrupted_row(note, utcnow()))
                                       .returning(T.c.id), {}, write=True)
         return len(rows)
 
 
-def _interrupted(note: str, now: Any) -> dict[str, Any]:
-    """The turn row of a turn a restart cut short: what the engine writes for one it saw cancelled."""
+def interrupted_row(note: str, now: Any) -> dict[str, Any]:
+    """The turn row of a turn a restart (or its process's death, bot/store/instances.py) cut short: what the
+    engine writes for one it saw cancelled."""
     outcome = TurnOutcome("", error=note, stopped_by="interrupted")
     return {"status": outcome.status, "error": note, "stopped_by": outcome.stopped_by, "finished_at": now}
 

@@ -36,6 +36,7 @@ from bot.redact import SecretRedactor
 from bot.store.approvals import ApprovalStore
 from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
+from bot.store.instances import InstanceLease
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
 from bot.store.session_lock import PgSessionLock
@@ -65,6 +66,7 @@ class App:
     session_lock: PgSessionLock | None = None
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
     approvals: ApprovalDesk | None = None  # asks a human before a gated tool runs (docs/approvals.md)
+    lease: InstanceLease | None = None  # PostgreSQL: this process is alive (its turns are not swept)
 
     def profile(self, name: str) -> AgentProfile:
         return find_profile(self.profiles, self.settings.agents_dir, name)
@@ -76,6 +78,8 @@ class App:
         if self.inbox is not None:
             await self.inbox.stop_heartbeat()
         await self.store.close()
+        if self.lease is not None:  # after the turns' rows are written: nothing of this process runs now
+            await self.lease.stop()
         if self.session_lock is not None:
             await self.session_lock.close()
         close_model = getattr(self.model, "close", None)
@@ -171,10 +175,14 @@ async def build_app(
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
                            notifier=notifier, memory=store, session_lock=session_lock,
                            planner=PlanExecutor(loop), approvals=approvals)
-    inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds)
+    inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
+    lease = None
+    if engine.dialect.name == "postgresql":  # shared: other instances tell this one's turns from dead ones
+        lease = InstanceLease(store, lease_seconds=settings.inbox_lease_seconds)
+        lease.start()  # queued ahead of any turn row; no round trip here
     app = App(settings, engine, store, registry, profiles, notifier, service, prometheus, model,
               inbox=inbox, inbox_claims=InboxClaims(inbox, partial(side_effecting, registry)),
-              session_lock=session_lock, mcp=mcp, approvals=approvals)
+              session_lock=session_lock, mcp=mcp, approvals=approvals, lease=lease)
     if mcp is not None:
         try:
             await mcp.start()

@@ -53,6 +53,18 @@ async def start_recovery(bot: App, adapters: Mapping[str, Resumable], *, alone: 
     return recovery.stop
 
 
+async def sweep_dead_turns(bot: App) -> None:
+    """PostgreSQL: end the turns left `running` by processes that are gone (a killed `yokebot ask`, a scheduled
+    turn cut by a crash), now and at every renewal of this instance's own lease (bot/store/instances.py)."""
+    if bot.lease is None:
+        return
+    bot.lease.sweeping = True
+    try:
+        await bot.lease.sweep()
+    except Exception as exc:  # the next renewal tries again
+        log.warning("could not look for turns of stopped instances (%s)", type(exc).__name__)
+
+
 async def _nothing() -> None:
     return None
 
@@ -74,6 +86,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         if run_lock is not None:
             stack.callback(run_lock.release)
         bot = await build_app(settings)
+        await sweep_dead_turns(bot)
         preload()  # the model SDK loads in a thread while the adapters connect, not in the first turn
         stack.push_async_callback(bot.close)
         http = web.Application()

@@ -11,6 +11,9 @@ SQLite file):
   what it had already done, and the turn ends `interrupted`;
 - otherwise the turn ends `interrupted`, its partial messages leave the history, and it runs again;
 - after MAX_ATTEMPTS starts (a message that kills the process each time) it is given up, and the thread told.
+In every case, first, what the cut turn had posted to show its progress (a status message still saying
+"thinking…", a half-written answer: noted on the row as posted, through the surface's optional `track`) is
+settled by the surface's optional `leftovers`, so the thread keeps nothing of the dead process that looks alive.
 Never two answers for one message: only the lease holder answers, and the row is settled after the answer."""
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 from bot.chat.base import Inbound
@@ -97,6 +101,9 @@ class InboxClaims:
         turn_id = uuid.uuid4().hex
         await self.inbox.start(item, turn_id, request.agent)
         self._running.add(item.id)
+        track = getattr(inbound.reply, "track", None)  # the surface's live messages, noted for recovery
+        if track is not None:
+            track(partial(self.inbox.live_message, item))
         effects = EffectsRecorded(self.inbox, item, self.side_effecting)  # first: committed before the tool runs
         return replace(request, turn_id=turn_id), CompositeHooks(effects).plus(hooks)
 
@@ -180,6 +187,7 @@ class Recovery:
     async def resume(self, item: InboxItem) -> None:
         adapter = self.adapters[item.platform]
         inbound = adapter.rebuild(item)
+        await self._settle_leftovers(inbound, item)
         note = await self.claims.recover(item)
         if note is None:
             self.claims.adopt(inbound, item)
@@ -192,6 +200,18 @@ class Recovery:
             log.exception("could not tell %s about the restart (inbox event %s)", item.platform, item.id)
             return  # the lease runs out and a later take-over tries again
         await self.claims.finish(item, "interrupted", note)
+
+    @staticmethod
+    async def _settle_leftovers(inbound: Inbound, item: InboxItem) -> None:
+        """The cut turn's status message and half answer, before the message is answered again or told."""
+        leftovers = getattr(inbound.reply, "leftovers", None)
+        if not item.live or leftovers is None:
+            return
+        try:
+            await leftovers(item.live)
+        except Exception:
+            log.warning("could not settle the messages left in %s by inbox event %s", item.platform, item.id,
+                        exc_info=True)
 
     async def _loop(self) -> None:
         while True:

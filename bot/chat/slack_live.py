@@ -8,12 +8,17 @@
 - The final answer is always the complete, converted one: the streamed or updated message is finished or
   replaced by the answer's first mrkdwn part, further parts follow as new messages, a very long answer
   becomes a file (SlackPoster's rules). If the message cannot be changed, the answer is posted anew: a 429
-  (retried by the SDK) or a lost message never loses the final text."""
+  (retried by the SDK) or a lost message never loses the final text.
+- After a crash: the status message and the partly written answer were noted on the message's inbox row as
+  they were posted (`on_message`); recovery calls `settle_leftovers` before the message is answered again.
+  The status message becomes a short restart note (deleting it would make the steps the user watched vanish
+  without a word), and the half answer is deleted (it would read as the answer; the whole one follows)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
@@ -21,9 +26,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.formatting import defuse_broadcasts, split_message
 from bot.chat.mrkdwn import to_mrkdwn
+from bot.engine.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 
+RESTARTED_STATUS = "_I was restarted while working on this; see below_"
 NO_STREAMS = frozenset({"unknown_method", "method_deprecated", "not_allowed_token_type", "missing_scope",
                         "feature_not_enabled", "not_implemented"})
 
@@ -64,6 +71,8 @@ class SlackLive:
         self.sent = ""  # the Markdown the stream holds
         # a threaded DM may be an assistant thread: its status is assistant.threads.setStatus (None: not tried)
         self.assistant: bool | None = None if channel.startswith("D") and thread_ts else False
+        # told of each message posted to show the turn (the inbox notes it, for recovery after a crash)
+        self.on_message: Callable[[LiveKind, str], Awaitable[None]] | None = None
 
     # --- while the turn runs ---------------------------------------------------------------------------
     async def begin(self, question: str) -> None:
@@ -83,6 +92,7 @@ class SlackLive:
             return
         if self.status_ts is None:
             self.status_ts = await self._post(escape(text))
+            await self._noted("status", self.status_ts)
         else:
             await self.client.chat_update(channel=self.channel, ts=self.status_ts, text=safe(escape(text)))
 
@@ -91,6 +101,8 @@ class SlackLive:
         if self.answer_ts is None:
             if not await self._start_stream(partial):
                 self.answer_ts = await self._post(self._preview(partial))
+            if self.answer_ts is not None:
+                await self._noted("answer", self.answer_ts)
             return
         if self.streaming and partial.startswith(self.sent):
             await self.client.chat_appendStream(channel=self.channel, ts=self.answer_ts,
@@ -99,6 +111,14 @@ class SlackLive:
             return
         await self._stop_stream()  # rewritten (a retried model call): an update replaces the text
         await self.client.chat_update(channel=self.channel, ts=self.answer_ts, text=safe(self._preview(partial)))
+
+    async def _noted(self, kind: LiveKind, ts: str) -> None:
+        if self.on_message is None:
+            return
+        try:
+            await self.on_message(kind, ts)
+        except Exception:  # a courtesy for recovery: never fails the progress, let alone the turn
+            log.warning("could not note the %s message %s of a turn", kind, ts, exc_info=True)
 
     async def _assistant_status(self, text: str) -> bool:
         """The status line under the assistant thread ("yokebot is tail_log /var/log/nginx/error.log…")."""
@@ -195,3 +215,22 @@ class SlackLive:
                 await self.client.chat_delete(channel=self.channel, ts=ts)
         except SlackApiError as exc:
             log.info("slack: could not settle the status message: %s", exc.response.get("error"))
+
+
+async def settle_leftovers(client: AsyncWebClient, channel: str, live: Mapping[LiveKind, str]) -> None:
+    """What a turn cut short by a crash left in the thread: its status message (maybe still "thinking…") says
+    that the bot was restarted; its partly written answer, streamed or edited, is deleted (or, if Slack refuses,
+    marked as cut). Best effort: the message is answered either way."""
+    if (status := live.get("status")) is not None:
+        try:
+            await client.chat_update(channel=channel, ts=status, text=RESTARTED_STATUS)
+        except SlackApiError as exc:
+            log.info("slack: could not settle the status message left by a restart: %s", exc.response.get("error"))
+    if (answer := live.get("answer")) is not None:
+        try:
+            await client.chat_delete(channel=channel, ts=answer)
+        except SlackApiError as exc:
+            log.info("slack: could not delete the half answer left by a restart (%s); marking it",
+                     exc.response.get("error"))
+            with contextlib.suppress(SlackApiError):
+                await client.chat_update(channel=channel, ts=answer, text=RESTARTED_STATUS)

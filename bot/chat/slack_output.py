@@ -5,6 +5,7 @@ by the SDK (RateLimitErrorRetryHandler)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,8 @@ from bot.chat.formatting import defuse_broadcasts, split_message
 from bot.chat.mrkdwn import to_mrkdwn
 from bot.chat.progress import LiveOptions, Progress
 from bot.chat.slack_directory import ThreadMemory
-from bot.chat.slack_live import SlackLive
+from bot.chat.slack_live import SlackLive, settle_leftovers
+from bot.engine.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 
@@ -102,3 +104,13 @@ class SlackReply:
 
     async def done(self, ok: bool) -> None:
         await self.poster.finish(self.channel, self.ts, ok)
+
+    # --- the durable inbox (bot/chat/inbox_turns.py) --------------------------------------------------------
+    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
+        """Tell `note` of every message posted to show this turn (status, partial answer) as it is posted."""
+        if self.live is not None:
+            self.live.on_message = note
+
+    async def leftovers(self, live: Mapping[LiveKind, str]) -> None:
+        """A turn for this message ran in a process that is gone: settle the messages it left (slack_live.py)."""
+        await settle_leftovers(self.poster.client, self.channel, live)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 InboxState = Literal["claimed", "running", "answered", "failed", "interrupted", "skipped"]
+LiveKind = Literal["status", "answer"]  # the live status message; the answer as it is being written
 OPEN_STATES: tuple[InboxState, ...] = ("claimed", "running")
 
 
@@ -42,6 +43,8 @@ class InboxItem:
     agent: str | None = None
     turn_id: str | None = None
     effects: tuple[str, ...] = ()  # side-effecting tools its turn started (notify, remember, ...)
+    # messages its turn posted while it ran, by kind (Slack: their ts): after a crash, recovery settles them
+    live: dict[LiveKind, str] = field(default_factory=lambda: dict[LiveKind, str]())
 
 
 class Inbox(Protocol):
@@ -52,6 +55,10 @@ class Inbox(Protocol):
     async def start(self, item: InboxItem, turn_id: str, agent: str) -> None: ...
     async def effect(self, item: InboxItem, tool: str) -> None:
         """Durably note, before it runs, that the turn starts a side-effecting tool."""
+        ...
+
+    async def live_message(self, item: InboxItem, kind: LiveKind, ref: str) -> None:
+        """Note the message the turn just posted to show its progress (queued with the turn's own rows)."""
         ...
 
     async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None: ...

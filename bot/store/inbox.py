@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
-import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, cast
@@ -23,10 +20,11 @@ from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, NewEvent
+from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
 from bot.engine.messages import TurnOutcome
 from bot.store.claims import GroupedClaims, Key
 from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
+from bot.store.owner import instance_id
 from bot.store.repositories import SqlStore
 
 log = logging.getLogger(__name__)
@@ -38,22 +36,26 @@ _RENEW = (update(INBOX).where(INBOX.c.lease_owner == bindparam("b_owner"), INBOX
           .values(lease_until=bindparam("b_until")))
 
 
-def instance_id() -> str:
-    """Who holds a lease: host, pid and a random part (a restarted process with the same pid is someone else)."""
-    return f"{socket.gethostname()[:80]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 def _item(row: Any) -> InboxItem:
     return InboxItem(id=row.id, platform=row.platform, event_key=row.event_key, channel=row.channel,
                      thread=row.thread, text=row.text, trigger=row.trigger, user=row.user, reply=dict(row.reply or {}),
                      state=row.state, attempts=row.attempts, agent=row.agent, turn_id=row.turn_id,
-                     effects=tuple(row.effects or ()))
+                     effects=tuple(row.effects or ()), live=_live(row))
+
+
+def _live(row: Any) -> dict[LiveKind, str]:
+    live: dict[LiveKind, str] = {}
+    if row.status_ref:
+        live["status"] = row.status_ref
+    if row.answer_ref:
+        live["answer"] = row.answer_ref
+    return live
 
 
 class SqlInbox:
     def __init__(self, store: SqlStore, *, lease_seconds: float = 30.0, owner: str | None = None) -> None:
         self.store = store
-        self.owner = owner or instance_id()
+        self.owner = owner or instance_id()  # the app passes the store's: one id per process (leases, turns)
         self.lease = timedelta(seconds=lease_seconds)
         self._claims: GroupedClaims[InboxItem] = GroupedClaims(self._insert_new)
         self._effects: dict[int, list[str]] = {}
@@ -81,7 +83,8 @@ class SqlInbox:
         did not get out."""
         self._turns[item.id] = turn_id
         self.store.writes.put(_START, {"b_id": item.id, "state": "running", "turn_id": turn_id, "agent": agent,
-                                       "attempts": item.attempts + 1, "updated_at": utcnow()}, turn_id)
+                                       "attempts": item.attempts + 1, "status_ref": None, "answer_ref": None,
+                                       "updated_at": utcnow()}, turn_id)  # an earlier run's messages are settled
 
     async def effect(self, item: InboxItem, tool: str) -> None:
         effects = self._effects.setdefault(item.id, list(item.effects))
@@ -90,6 +93,12 @@ class SqlInbox:
         effects.append(tool)
         await self.store._execute(_START, {"b_id": item.id, "effects": list(effects), "state": "running",
                                            "turn_id": self._turns.get(item.id, item.turn_id), "updated_at": utcnow()})
+
+    async def live_message(self, item: InboxItem, kind: LiveKind, ref: str) -> None:
+        """Queued with the turn's rows (no round trip): lost only if the process dies within milliseconds of
+        the post, and then the message stays as it would have without this."""
+        turn_id = self._turns.get(item.id, item.turn_id)
+        self.store.writes.put(_START, {"b_id": item.id, f"{kind}_ref": ref[:255], "updated_at": utcnow()}, turn_id)
 
     async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None:
         self._effects.pop(item.id, None)
@@ -146,7 +155,7 @@ class SqlInbox:
         tool_invocations keep what the interrupted attempt did)."""
         now = utcnow()
         await self.store._execute(update(T).where(T.c.id == turn_id, T.c.status == "running")
-                                  .values(_interrupted(note, now)), {})
+                                  .values(interrupted_row(note, now)), {})
         if forget_history:
             await self.store._execute(delete(M).where(M.c.turn_id == turn_id), {})
 
@@ -154,13 +163,14 @@ class SqlInbox:
         """Every turn still `running` ends stopped by `interrupted`: for a process alone on its (SQLite) database at
         start-up, where nothing can still be running (`yokebot ask` and schedules included)."""
         rows = await self.store._rows(update(T).where(T.c.status == "running")
-                                      .values(_interrupted(note, utcnow()))
+                                      .values(interrupted_row(note, utcnow()))
                                       .returning(T.c.id), {}, write=True)
         return len(rows)
 
 
-def _interrupted(note: str, now: Any) -> dict[str, Any]:
-    """The turn row of a turn a restart cut short: what the engine writes for one it saw cancelled."""
+def interrupted_row(note: str, now: Any) -> dict[str, Any]:
+    """The turn row of a turn a restart (or its process's death, bot/store/instances.py) cut short: what the
+    engine writes for one it saw cancelled."""
     outcome = TurnOutcome("", error=note, stopped_by="interrupted")
     return {"status": outcome.status, "error": note, "stopped_by": outcome.stopped_by, "finished_at": now}
 
@@ -170,4 +180,4 @@ def _new_row(event: NewEvent, owner: str, until: Any, now: Any) -> dict[str, Any
             "thread": event.thread, "user": event.user, "text": event.text.replace("\x00", "\ufffd"),
             "trigger": event.trigger, "agent": None, "reply": event.reply, "state": "claimed",
             "lease_owner": owner, "lease_until": until, "attempts": 0, "turn_id": None, "effects": None,
-            "note": None, "created_at": now, "updated_at": now}
+            "note": None, "status_ref": None, "answer_ref": None, "created_at": now, "updated_at": now}

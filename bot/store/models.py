@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import text as sql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -68,9 +69,26 @@ class TurnRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     stopped_by: Mapped[str | None] = mapped_column(String(64))  # TurnOutcome.stopped_by; NULL while running
     plan: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # mode: plan: steps, findings, replans
+    owner: Mapped[str | None] = mapped_column(String(128))  # the process running it (`instances.id`; 0009)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    __table_args__ = (Index("ix_turns_session_id_started_at", "session_id", "started_at"),)
+    __table_args__ = (
+        Index("ix_turns_session_id_started_at", "session_id", "started_at"),
+        # the running turns only (a turn that ends in the batch that starts it never enters it): the sweep
+        # for turns of dead processes reads this, not the whole table
+        Index("ix_turns_running", "owner", postgresql_where=sql("status = 'running'"),
+              sqlite_where=sql("status = 'running'")),
+    )
+
+
+class InstanceRow(Base):
+    """A process that runs turns on PostgreSQL (`yokebot run`, `ask`, `chat`…), alive while it renews
+    `alive_until` (bot/store/instances.py); a `running` turn whose owner is not alive here ends `interrupted`."""
+
+    __tablename__ = "instances"
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    alive_until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class MessageRow(Base):
@@ -226,6 +244,10 @@ class InboxRow(Base):
     turn_id: Mapped[str | None] = mapped_column(String(32))
     effects: Mapped[list[str] | None] = mapped_column(JSON)  # side-effecting tools started by its turn
     note: Mapped[str | None] = mapped_column(Text)
+    # the live status message and the partly written answer its turn posted (Slack ts; 0008): recovery after a
+    # crash settles them, so the thread keeps no "thinking…" from a process that is gone
+    status_ref: Mapped[str | None] = mapped_column(String(255))
+    answer_ref: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     __table_args__ = (

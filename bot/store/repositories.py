@@ -37,6 +37,7 @@ from bot.store.models import (
     TurnRow,
     utcnow,
 )
+from bot.store.owner import instance_id
 from bot.store.writer import Fold, WriteBehind
 
 Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
@@ -191,8 +192,9 @@ def _message(row: Any) -> Message:
 class SqlStore:
     """Implements the engine's SessionStore and MemoryStore ports; `recorder.py` writes turns through it."""
 
-    def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0) -> None:
+    def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, owner: str | None = None) -> None:
         self.engine = engine
+        self.owner = owner or instance_id()  # this process: written on each turn it runs (`turns.owner`)
         # plain INSERTs of audit rows: a batch groups each table's rows into one executemany; a turn that ends
         # in the batch that starts it is one INSERT (nothing in a batch reads a turn row)
         self.writes = WriteBehind(engine, outage_seconds=outage_seconds,
@@ -305,7 +307,7 @@ class SqlStore:
         now = utcnow()
         self.writes.put(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
                                        "user": _short(user, 255), "text": _text(text), "started_at": now,
-                                       "status": "running"}, turn_id)
+                                       "status": "running", "owner": self.owner}, turn_id)
         if self._touches.due(session_id):  # `sessions.updated_at` (listing, prune) is kept to the minute
             self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now}, turn_id)
 

@@ -397,6 +397,21 @@ class FakeSlack:
                 shown.append(shown[-1] + c.params.get("markdown_text", "") if shown else "")
         return shown
 
+    def shown_in_thread(self, channel: str, thread_ts: str) -> list[str]:
+        """What a user sees in the thread now, in order: each message posted or streamed into it, with its
+        latest text; deleted ones are gone."""
+        deleted = {c.params.get("ts") for c in self.calls_to("chat.delete") if c.result}
+        shown: list[str] = []
+        for c in list(self.calls):
+            if c.method not in ("chat.postMessage", "chat.startStream") or not c.result:
+                continue
+            if self._channel_id(c.params.get("channel", "")) != channel or c.params.get("thread_ts") != thread_ts:
+                continue
+            ts = str(c.result["ts"])
+            if ts not in deleted:
+                shown.append(self.texts(ts)[-1])
+        return shown
+
     def _reactions_add(self, p: dict[str, Any]) -> dict[str, Any]:
         return {}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import socket
 import time
 from collections import Counter
 from pathlib import Path
@@ -82,3 +83,24 @@ async def eventually(predicate: Any, timeout: float = 10.0, what: str = "conditi
 
 def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on (for a `yokebot run` started by a test)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def db_rows(url: str, sql: str) -> list[Any]:
+    """Rows of one query, on an engine of its own (a test reading what another process wrote)."""
+    from sqlalchemy import text
+
+    from bot.store.db import create_engine
+
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return list((await conn.execute(text(sql))).all())
+    finally:
+        await engine.dispose()

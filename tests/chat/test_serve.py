@@ -5,41 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from sqlalchemy import text
 
 from bot.runner import serve
-from bot.store.db import create_engine
 from tests.chat.ops_agent import nginx_logs, shipped_ops
 from tests.chat.slack_harness import OPS, answered, mention
 from tests.conftest import make_settings
 from tests.fakes.discord_server import GENERAL, OPS_ALERTS, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.fakes.slack_server import FakeSlack
-from tests.helpers import eventually, write_agent
+from tests.helpers import db_rows, eventually, free_port, write_agent
 
 SLACK_TOKENS = {"slack_bot_token": "xoxb-serve-bot-token", "slack_app_token": "xapp-serve-app-token"}
 DISCORD_TOKEN = "discord-serve-token-0123456789"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def db_rows(url: str, sql: str) -> list[Any]:
-    engine = create_engine(url)
-    try:
-        async with engine.connect() as conn:
-            return list((await conn.execute(text(sql))).all())
-    finally:
-        await engine.dispose()
 
 
 async def get(settings: Any, path: str) -> tuple[int, str]:

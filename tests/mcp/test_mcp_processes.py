@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import write_agent
+from tests.helpers import free_port, write_agent
 from tests.mcp.conftest import stdio_server
-from tests.observability.test_run import fetch, free_port
+from tests.observability.test_run import fetch
 
 
 def children(pid: int) -> list[int]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +12,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import write_agent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.helpers import free_port, write_agent
 
 
 def fetch(url: str) -> tuple[int, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from typing import Any
 
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import FakeSlack
-from tests.helpers import write_agent
+from tests.helpers import free_port, write_agent
 
 OPS_AGENT = """
 description: ops
@@ -27,11 +26,6 @@ notify:
   allowed: ["slack:#ops-alerts"]
 """
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_env(tmp: Path, db_url: str, slack: FakeSlack, llm: FakeOpenAI, **extra: str) -> dict[str, str]:

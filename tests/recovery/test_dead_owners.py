@@ -16,9 +16,8 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from tests.fakes.openai_server import FakeOpenAI, Step
-from tests.helpers import write_agent
+from tests.helpers import db_rows, write_agent
 from tests.recovery.harness import Bot, free_port, wait_until
-from tests.recovery.test_kill9 import db_rows
 
 DIES, LIVES = "the question whose process is killed", "the question whose process lives on"
 

@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 from typer.testing import CliRunner
 
 from bot.cli import app
-from bot.store.db import create_engine
 from tests.chat.slack_harness import OPS, mention
 from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.fakes.slack_server import FakeSlack
+from tests.helpers import db_rows
 from tests.recovery.harness import Bot, run_env, wait_until
 
 QUESTIONS = [f"how is host {i}?" for i in range(5)]
@@ -43,14 +42,6 @@ class SlowModel:
             return Step("calls", calls=[call("notify", {"message": "disk /var is 99% full"})])
         return Step("reply", content=f"answer: {question.split('> ', 1)[-1]}", delay=delay)
 
-
-async def db_rows(url: str, sql: str) -> list[Any]:
-    engine = create_engine(url)
-    try:
-        async with engine.connect() as conn:
-            return list((await conn.execute(text(sql))).all())
-    finally:
-        await engine.dispose()
 
 
 def replies(slack: FakeSlack, ts: str) -> list[str]:

@@ -13,8 +13,8 @@ from typing import Any
 from tests.chat.slack_harness import OPS, mention
 from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.fakes.slack_server import FakeSlack
+from tests.helpers import db_rows
 from tests.recovery.harness import Bot, run_env, wait_until
-from tests.recovery.test_kill9 import db_rows
 
 THINKS = "how is host 1?"  # the model is still thinking at the kill: the status message says "thinking…"
 WRITES = "how is host 2?"  # the model is half-way through writing its answer at the kill

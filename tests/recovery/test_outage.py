@@ -12,30 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from bot.chat.pipeline import SORRY
 from bot.runner import serve
-from bot.store.db import create_engine
 from tests.chat.slack_harness import OPS, mention
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.tcp_proxy import TcpProxy
-from tests.helpers import eventually, write_agent
+from tests.helpers import db_rows, eventually, write_agent
 from tests.recovery.harness import free_port
 
 TURNS = 8
 OUTAGE_SECONDS = 6.0
 
-
-async def db_rows(url: str, sql: str) -> list[Any]:
-    engine = create_engine(url)
-    try:
-        async with engine.connect() as conn:
-            return list((await conn.execute(text(sql))).all())
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture

@@ -157,13 +157,26 @@ def classify(exc: BaseException, model: str | None = None) -> ModelError:
                       retry_after=_retry_after(exc), detail=f"{type(exc).__name__}: {exc}"[:4000])
 
 
+def _refused(exc: BaseException) -> bool:
+    """A "timeout" that is really a refused connection or an unknown host: the aiohttp transport reports a
+    failed connect as `ConnectTimeout`, with the `OSError` (ECONNREFUSED, a DNS error) underneath."""
+    seen = exc.__cause__ or exc.__context__
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and not isinstance(seen, TimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _judge(exc: BaseException, model: str | None) -> tuple[str, bool, str]:
     """(sentence, retryable, code): 429/5xx/timeouts/connection errors are worth retrying; a 400 and
     `insufficient_quota` never are."""
     import openai
 
     code = _code(exc)
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError) and not _refused(exc):
         return "the model did not answer in time", True, "timeout"
     if isinstance(exc, openai.APIConnectionError):
         return "the model endpoint could not be reached", True, "connection"

@@ -216,3 +216,28 @@ async def test_choices_of_the_wrong_shape_are_read_as_no_choices(plain: OpenAICh
     fake_llm.raw({"id": "x", "object": "chat.completion", "model": "m", "choices": "none today"})
     err = await error_of(plain)
     assert err.code == "empty"
+
+
+async def test_an_endpoint_that_refuses_the_connection_is_unreachable_not_slow():
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = OpenAIChatModel(api_key="sk-test", base_url=f"http://127.0.0.1:{port}/v1", timeout=5)
+    try:
+        err = await error_of(model)
+    finally:
+        await model.close()
+    assert str(err) == "the model endpoint could not be reached"
+    assert err.code == "connection" and err.retryable
+
+
+async def test_an_endpoint_that_never_answers_is_a_timeout(fake_llm: FakeOpenAI):
+    fake_llm.hang(3)
+    model = OpenAIChatModel(api_key="sk-test", base_url=fake_llm.base_url, timeout=0.3)
+    try:
+        err = await error_of(model)
+    finally:
+        await model.close()
+    assert str(err) == "the model did not answer in time" and err.code == "timeout"

@@ -5,6 +5,7 @@ answer reports what each step found. The plan, its steps and replans are recorde
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from bot.engine.errors import ModelError
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.loop import ReActLoop
 from bot.engine.messages import Message, ToolResult, TurnOutcome, Usage
+from bot.engine.window import Thread, with_summary
 from bot.engine.wire import ModelRequest
 
 StepStatus = Literal["pending", "done", "failed", "skipped"]
@@ -113,10 +115,13 @@ class PlanExecutor:
     def __init__(self, loop: ReActLoop) -> None:
         self.loop = loop
 
-    async def _ask_plan(self, run: RunContext, messages: list[Message], tally: _Tally,
+    async def _ask_plan(self, run: RunContext, thread: Thread, messages: list[Message], tally: _Tally,
                         hooks: TurnHooks) -> list[str]:
+        """The planning call sees what a turn sees: the system prompt with the thread's summary, then the turns
+        after it, then `messages`."""
         profile = run.profile
-        system = await self.loop.prompts.system_message(profile, run.scope)
+        system = with_summary(await self.loop.prompts.system_message(profile, run.scope), thread.summary)
+        messages = [*(m for t in thread.turns for m in t.messages), *messages]
         request = ModelRequest(profile.model or self.loop.default_model, (system, *messages), (),
                                profile.temperature)
 
@@ -128,12 +133,17 @@ class PlanExecutor:
         tally.usage += response.usage
         return parse_plan(response.message.content, profile.plan.max_steps)
 
-    async def run(self, run: RunContext, history: list[Message], text: str, hooks: TurnHooks) -> TurnOutcome:
+    async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str,
+                  hooks: TurnHooks) -> TurnOutcome:
+        """`history`: the thread (its summary and the turns after it) as the service loads it, or plain
+        messages."""
         spec, tally, plan = run.profile.plan, _Tally(), Plan()
+        thread = history if isinstance(history, Thread) else Thread.from_messages(history)
         await hooks.message_appended(run, Message.user(text))
         try:
-            steps = await self._ask_plan(run, [*history, Message.user(text),
-                                               Message.user(PLAN_PROMPT.format(n=spec.max_steps))], tally, hooks)
+            steps = await self._ask_plan(run, thread, [Message.user(text),
+                                                       Message.user(PLAN_PROMPT.format(n=spec.max_steps))],
+                                         tally, hooks)
         except ModelError as err:
             tally.error, tally.stopped_by = str(err), "error"
             answer = replies.model_failed(err)
@@ -141,13 +151,13 @@ class PlanExecutor:
             return tally.outcome(answer)
         plan.steps = [PlanStep(i, s) for i, s in enumerate(steps or [text], 1)]
         await hooks.message_appended(run, Message.assistant("Plan:\n" + plan.listing()))
-        stopped = await self._execute(run, history, text, plan, tally, hooks)
+        stopped = await self._execute(run, thread, text, plan, tally, hooks)
         answer = compose_answer(plan, stopped)
         await hooks.message_appended(run, Message.assistant(answer))
         await hooks.plan_made(run, plan.to_dict())
         return tally.outcome(answer)
 
-    async def _execute(self, run: RunContext, history: list[Message], text: str, plan: Plan, tally: _Tally,
+    async def _execute(self, run: RunContext, thread: Thread, text: str, plan: Plan, tally: _Tally,
                        hooks: TurnHooks) -> str | None:
         """Run the steps in order; returns why it stopped early, if it did."""
         profile, i = run.profile, 0
@@ -159,7 +169,7 @@ class PlanExecutor:
                 self._skip_rest(plan, i)
                 return f"I stopped at the limit of {profile.max_iterations} model calls for this agent."
             step_run = replace(run, profile=replace(profile, max_iterations=budget))
-            res = await self.loop.run(step_run, history, step_prompt(text, plan, step), hooks)
+            res = await self.loop.run(step_run, thread, step_prompt(text, plan, step), hooks)
             tally.iterations += res.iterations
             tally.usage += res.usage
             tally.tool_calls.extend(res.tool_calls)
@@ -170,11 +180,11 @@ class PlanExecutor:
                 self._skip_rest(plan, i + 1)
                 return f"Step {step.number} failed: {res.error}"
             if step.status == "failed" and len(plan.replans) < profile.plan.max_replans:
-                await self._replan(run, history, text, plan, step, tally, hooks)
+                await self._replan(run, thread, text, plan, step, tally, hooks)
             i += 1
         return None
 
-    async def _replan(self, run: RunContext, history: list[Message], text: str, plan: Plan, step: PlanStep,
+    async def _replan(self, run: RunContext, thread: Thread, text: str, plan: Plan, step: PlanStep,
                       tally: _Tally, hooks: TurnHooks) -> None:
         why = f"it used its {step.iterations} model calls without an answer"
         if run.profile.max_iterations - tally.iterations <= 0:
@@ -182,7 +192,7 @@ class PlanExecutor:
         ask = REPLAN_PROMPT.format(number=step.number, step=step.text, why=why, found=findings(plan),
                                    n=run.profile.plan.max_steps)
         try:
-            new = await self._ask_plan(run, [*history, Message.user(text), Message.user(ask)], tally, hooks)
+            new = await self._ask_plan(run, thread, [Message.user(text), Message.user(ask)], tally, hooks)
         except ModelError:
             return
         kept = [s for s in plan.steps if s.status != "pending"]

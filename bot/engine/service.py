@@ -180,9 +180,8 @@ class AgentService:
         history = Thread() if session.created else await self.store.load_thread(session.id,
                                                                                 profile.max_history_turns)
         try:
-            if profile.mode == "plan" and self.planner is not None:  # plan-and-execute reads the plain turns
-                plain = [m for t in history.turns for m in t.messages]
-                outcome = await self.planner.run(run, plain, req.text, turn_hooks)
+            if profile.mode == "plan" and self.planner is not None:  # plan-and-execute, on the same thread
+                outcome = await self.planner.run(run, history, req.text, turn_hooks)
             else:
                 outcome = await self.loop.run(run, history, req.text, turn_hooks)
         except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever

@@ -163,3 +163,26 @@ async def test_trace_shows_the_plan_steps_and_replans(tmp_path: Path, fake_llm: 
         assert json.loads(trace_json(traced))["turns"][0]["plan"]["steps"][1]["status"] == "done"
     finally:
         await app.close()
+
+
+async def test_a_plan_turn_sees_the_threads_summary_not_the_turns_it_folded(tmp_path: Path, fake_llm: FakeOpenAI):
+    app = await planner_app(tmp_path, fake_llm)
+    try:
+        fake_llm.reply("1. Echo alpha")
+        fake_llm.reply("alpha is fine")
+        first = await app.service.handle(ask("check alpha"))
+        await app.store.flush()
+        # the thread's older turns are folded into a summary (as compaction does when a thread grows long)
+        await app.store.save_summary(first.session_id, "compaction", first.turn_id,
+                                     "Earlier: alpha was checked and fine (SUMMARY-7731).", 1)
+        await app.store.flush()
+        fake_llm.reply("1. Echo beta")
+        fake_llm.reply("beta is fine")
+        await app.service.handle(ask("now beta"))
+        planning, step = fake_llm.requests[2], fake_llm.requests[3]
+        for request in (planning, step):
+            system = request["messages"][0]
+            assert system["role"] == "system" and "SUMMARY-7731" in system["content"]
+            assert not any(m["content"] == "check alpha" for m in request["messages"])  # folded, not resent
+    finally:
+        await app.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -145,14 +145,17 @@ async def build_app(
     registry: dict[str, Tool[Any]] | None = None,
     clock: Callable[[], datetime] | None = None,
     metrics: bool = True,
+    mcp_for: Collection[str] | None = None,
 ) -> App:
-    """`metrics=False` (`chat`, `ask`): no Prometheus registry, and prometheus-client is not imported."""
+    """`metrics=False` (`chat`, `ask`): no Prometheus registry, and prometheus-client is not imported.
+    `mcp_for`: start only these agents' MCP servers (a terminal command talks to one agent; None: all)."""
     registry = registry if registry is not None else builtin_tools()
     profiles = load_profiles(settings, registry)
     if model is None:
         settings.require_model_endpoint()
     prometheus = _metrics() if metrics else None
-    mcp = mcp_manager(settings, profiles, registry, prometheus)  # checks the environment its servers need
+    serving = profiles if mcp_for is None else {n: p for n, p in profiles.items() if n in mcp_for}
+    mcp = mcp_manager(settings, serving, registry, prometheus)  # checks the environment its servers need
     engine, store = await open_store(settings)
     if model is None:
         model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,

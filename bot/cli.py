@@ -52,9 +52,9 @@ def chat(
     log_stream = chat_log(settings)
 
     async def main() -> None:
-        bot = await build_app(settings, metrics=False)
+        name = agent or settings.default_agent
+        bot = await build_app(settings, metrics=False, mcp_for={name})  # only this agent's MCP servers start
         try:
-            name = agent or settings.default_agent
             bot.profile(name)
             alerts = TerminalAlerts(out)  # notify shows alerts here (console:terminal, or unconfigured platforms)
             bot.notifier.register(alerts)  # type: ignore[arg-type]
@@ -93,11 +93,12 @@ def ask(
     setup_logging(settings, quiet=True)
 
     async def main() -> Any:
-        bot = await build_app(settings, metrics=False)
+        name = agent or settings.default_agent
+        # only this agent's MCP servers start (a continued session may be another agent's: then all of them)
+        bot = await build_app(settings, metrics=False, mcp_for={name} if session is None else None)
         if bot.approvals is not None:
             bot.approvals.register_inline("cli", approver)
         try:
-            name = agent or settings.default_agent
             if session is None:
                 bot.profile(name)
             req = TurnRequest(platform="cli", channel="ask", thread=uuid.uuid4().hex, text=text, agent=name,

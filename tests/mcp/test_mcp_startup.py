@@ -169,3 +169,21 @@ async def test_a_server_that_accepts_but_never_answers_does_not_hold_up_the_star
             assert app.mcp.connections["ops"].error == "TimeoutError"
         finally:
             await app.close()
+
+
+def test_a_terminal_command_starts_only_its_agents_mcp_servers(tmp_path: Path, fake_llm: FakeOpenAI):
+    # `ops` declares a server whose token is not set; asking `plain` must not need it (nor start it)
+    from tests.helpers import write_agent
+    from tests.test_cli import base_env, yokebot
+
+    agents = tmp_path / "agents"
+    write_agent(agents, "ops", "tools: [current_time]\nmcp:" + http_server_entry("http://127.0.0.1:9/mcp", "[echo]"))
+    write_agent(agents, "plain", "tools: [current_time]")
+    env = {k: v for k, v in base_env(tmp_path, fake_llm).items() if k != TOKEN_ENV}
+    fake_llm.reply("hello from plain")
+    done = yokebot("ask", "--agent", "plain", "hi", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "hello from plain" in done.stdout
+    refused = yokebot("ask", "--agent", "ops", "hi", env=env)
+    assert refused.returncode != 0
+    assert f"needs the environment variable {TOKEN_ENV}, which is not set" in refused.stderr

@@ -11,11 +11,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.discord_server import DM_CHANNEL, GENERAL, FakeDiscord
+from bot.app import build_app, build_discord
+from bot.chat.discord_output import DiscordReply
+from bot.engine.inbox import InboxItem
+from tests.fakes.discord_server import ALICE, DM_CHANNEL, GENERAL, GUILD_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Step
-from tests.helpers import db_rows
+from tests.helpers import db_rows, registry
 from tests.recovery.harness import Bot, wait_until
-from tests.recovery.test_discord_inbox import discord_env
+from tests.recovery.test_discord_inbox import discord_env, discord_settings
 from tests.recovery.test_instances import readyz
 
 THINKS = "how is host 1?"  # a mention: the model is still thinking at the kill, the status says "thinking…"
@@ -77,3 +80,28 @@ def test_after_a_kill9_discord_keeps_no_thinking_status_and_no_half_answer(
     assert shown_in(fake_discord, thinks) == [RESTARTED, f"answer: {THINKS}"]
     assert shown_in(fake_discord, DM_CHANNEL) == [RESTARTED, f"answer: {WRITES}"]
     assert sorted(fake_discord.threads) == [thinks]  # the rerun answered in the thread the first run opened
+
+
+async def test_a_status_message_deleted_meanwhile_does_not_keep_the_half_answer(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_discord: FakeDiscord):
+    """Someone deleted the dead process's status message before the restart: Discord answers 404, and the half
+    answer is deleted all the same, from the reply rebuilt out of the inbox row (REST only, no gateway)."""
+    app = await build_app(discord_settings(sqlite_url, fake_llm, agents_dir, fake_discord), registry=registry())
+    adapter = build_discord(app)
+    assert adapter is not None
+    question, status, half = fake_discord.new_id(), fake_discord.new_id(), fake_discord.new_id()
+    fake_discord.gone.add(status)
+    item = InboxItem(id=1, platform="discord", event_key=str(question), channel=str(GENERAL), thread=str(question),
+                     text=THINKS, trigger="mention", user=str(ALICE), state="running",
+                     reply={"message": str(question), "channel": str(GENERAL), "guild": str(GUILD_ID), "roles": []},
+                     live={"status": f"{question}/{status}", "answer": f"{question}/{half}"})
+    try:
+        await adapter.identify()  # as recovery does, before the gateway is up
+        reply = adapter.rebuild(item).reply
+        assert isinstance(reply, DiscordReply)
+        await reply.leftovers(item.live)
+    finally:
+        await adapter.stop()
+        await app.close()
+    assert ("PATCH", f"/channels/{question}/messages/{status}") in [(m, p) for m, p, _ in fake_discord.requests]
+    assert fake_discord.deleted == [(question, half)] and fake_discord.edits == []

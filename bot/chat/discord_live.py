@@ -7,18 +7,25 @@
   pace, under Discord's 5 edits per 5 s per channel; discord.py waits out a 429 itself).
 - The final answer: the 2,000-character split applies: the answer message becomes the first part, further
   parts follow; a very long answer is sent as a file and the partial message is deleted. An edit that fails
-  sends the whole answer anew, so the final text is never lost."""
+  sends the whole answer anew, so the final text is never lost.
+- After a crash: the status message and the partly written answer (two messages of their own: the answer is
+  never written into the status message) were noted on the message's inbox row as they were sent
+  (`on_message`, ref `CHANNEL/MESSAGE`: the message may be in the thread the turn opened). Recovery calls
+  `settle_leftovers`, over REST, before the message is answered again: the status message becomes Slack's
+  restart note, the half answer is deleted (the whole one follows)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import discord
 from discord.abc import Messageable
 
 from bot.chat.formatting import defuse_broadcasts, split_message
+from bot.chat.slack_live import RESTARTED_STATUS  # one restart note on every platform (Discord reads `_x_` too)
+from bot.engine.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,8 @@ class DiscordLive:
         self.where, self.deliver_whole, self.attach_over = where, deliver_whole, attach_over
         self.status_message: discord.Message | None = None
         self.answer_message: discord.Message | None = None
+        # told of each message sent to show the turn (the inbox notes it, for recovery after a crash)
+        self.on_message: Callable[[LiveKind, str], Awaitable[None]] | None = None
 
     async def _send(self, text: str) -> discord.Message:
         dest, reference = self.where()
@@ -54,15 +63,25 @@ class DiscordLive:
     async def status(self, text: str) -> None:
         if self.status_message is None:
             self.status_message = await self._send(text)
+            await self._noted("status", self.status_message)
         else:
             self.status_message = await self.status_message.edit(content=safe(text), allowed_mentions=NO_PINGS)
 
     async def stream(self, partial: str) -> None:
         if self.answer_message is None:
             self.answer_message = await self._send(preview(partial))
+            await self._noted("answer", self.answer_message)
         else:
             self.answer_message = await self.answer_message.edit(content=safe(preview(partial)),
                                                                  allowed_mentions=NO_PINGS)
+
+    async def _noted(self, kind: LiveKind, message: discord.Message) -> None:
+        if self.on_message is None:
+            return
+        try:
+            await self.on_message(kind, ref(message))
+        except Exception:  # a courtesy for recovery: never fails the progress, let alone the turn
+            log.warning("could not note the %s message %s of a turn", kind, message.id, exc_info=True)
 
     async def final(self, text: str, summary: str | None) -> None:
         await self._settle_status(summary)
@@ -98,6 +117,52 @@ class DiscordLive:
                 await message.delete()
         except discord.HTTPException as exc:
             log.info("discord: could not settle the status message: %s", exc)
+
+
+def ref(message: discord.Message) -> str:
+    """How a live message is noted on the inbox row: its channel (a thread, a DM, a channel) and its ID."""
+    return f"{message.channel.id}/{message.id}"
+
+
+def stored(client: discord.Client, noted: str) -> discord.PartialMessage | None:
+    """A noted message (`ref`), to edit or delete over REST; None for a ref this module did not write."""
+    channel, _, message = noted.partition("/")
+    if not (channel.isdigit() and message.isdigit()):
+        return None
+    return client.get_partial_messageable(int(channel)).get_partial_message(int(message))
+
+
+async def settle_leftovers(client: discord.Client, live: Mapping[LiveKind, str]) -> None:
+    """What a turn cut short by a crash left: its status message (maybe still "thinking…") says that the bot
+    was restarted; its partly written answer is deleted (or, if Discord refuses, marked as cut). Over REST
+    only (a rebuilt reply has no gateway objects). A message someone deleted meanwhile is fine. Best effort:
+    the message is answered either way."""
+    if (status := _leftover(client, live, "status")) is not None:
+        try:
+            await status.edit(content=RESTARTED_STATUS, allowed_mentions=NO_PINGS)
+        except discord.NotFound:
+            log.debug("discord: the status message %s left by a restart is gone", status.id)
+        except discord.HTTPException as exc:
+            log.info("discord: could not settle the status message left by a restart: %s", exc)
+    if (answer := _leftover(client, live, "answer")) is not None:
+        try:
+            await answer.delete()
+        except discord.NotFound:
+            log.debug("discord: the half answer %s left by a restart is gone", answer.id)
+        except discord.HTTPException as exc:
+            log.info("discord: could not delete the half answer left by a restart (%s); marking it", exc)
+            with contextlib.suppress(discord.HTTPException):
+                await answer.edit(content=RESTARTED_STATUS, allowed_mentions=NO_PINGS)
+
+
+def _leftover(client: discord.Client, live: Mapping[LiveKind, str], kind: LiveKind) -> discord.PartialMessage | None:
+    noted = live.get(kind)
+    if noted is None:
+        return None
+    found = stored(client, noted)
+    if found is None:
+        log.debug("discord: the %s message noted as %r is not a Discord message ref", kind, noted)
+    return found
 
 
 async def _delete(message: discord.Message) -> None:

@@ -7,16 +7,18 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
 import discord
 from discord.abc import Messageable
 
-from bot.chat.discord_live import DiscordLive
+from bot.chat.discord_live import DiscordLive, settle_leftovers
 from bot.chat.formatting import defuse_broadcasts, split_message
 from bot.chat.progress import LiveOptions, Progress
 from bot.engine.errors import ToolFailed
+from bot.engine.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +158,20 @@ class DiscordReply:
     async def done(self, ok: bool) -> None:
         await self.typing.stop()
         await react(self.message, DONE if ok else FAILED)
+
+    # --- the durable inbox (bot/chat/inbox_turns.py) --------------------------------------------------------
+    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
+        """Tell `note` of every message sent to show this turn (status, partial answer) as it is sent."""
+        if self.live is not None:
+            self.live.on_message = note
+
+    async def leftovers(self, live: Mapping[LiveKind, str]) -> None:
+        """A turn for this message ran in a process that is gone: settle the messages it left (discord_live.py).
+        Recovery asks this of a rebuilt reply (`rest`), whose client edits and deletes over REST."""
+        if self.rest is None:
+            log.debug("discord: no REST client on this reply; the messages of a cut turn are left as they are")
+            return
+        await settle_leftovers(self.rest, live)
 
 
 def stored_message(client: discord.Client, channel: int, message: int, guild: int | None,

@@ -132,6 +132,7 @@ class FakeDiscord:
         self.typing: list[int] = []
         self.edits: list[tuple[int, int, str]] = []  # (channel, message, new content), in order
         self.deleted: list[tuple[int, int]] = []  # (channel, message)
+        self.gone: set[int] = set()  # messages someone else deleted: editing or deleting them is a 404
         self.threads: dict[int, dict[str, Any]] = {}
         self.ops: list[int] = []  # gateway opcodes the bot sent, in order (1 heartbeat, 2 identify, 6 resume)
         self.resumes: list[dict[str, Any]] = []
@@ -468,6 +469,8 @@ class FakeDiscord:
                 if not self._known(int(cid)):
                     return respond({"message": "Unknown Channel", "code": 10003}, 404)
                 return respond(self._create_message(int(cid), body or {}, files))
+            case ("DELETE" | "PATCH", ["channels", _cid, "messages", mid]) if int(mid) in self.gone:
+                return respond({"message": "Unknown Message", "code": 10008}, 404)
             case ("DELETE", ["channels", cid, "messages", mid]):
                 self.deleted.append((int(cid), int(mid)))
                 return web.Response(status=204)

@@ -43,7 +43,8 @@ class InboxItem:
     agent: str | None = None
     turn_id: str | None = None
     effects: tuple[str, ...] = ()  # side-effecting tools its turn started (notify, remember, ...)
-    # messages its turn posted while it ran, by kind (Slack: their ts): after a crash, recovery settles them
+    # messages its turn posted while it ran, by kind (Slack: their ts; Discord: CHANNEL/MESSAGE); after a
+    # crash, recovery settles them
     live: dict[LiveKind, str] = field(default_factory=lambda: dict[LiveKind, str]())
 
 

@@ -111,13 +111,18 @@ async def test_after_downtime_exactly_one_catch_up_run_and_the_rest_missed(
 
     await eventually(one_ok, what="a first run")
     await harness.stop(scheduler)
+    # the first start may itself have caught up a tick that passed while it started: only what the restart
+    # does is looked at below
+    before = {r.id for r in await store.history("reporter/tick", limit=100)}
+    posted_before = len([p for p in harness.slack.posts if p[0] == "#reports"])
     await asyncio.sleep(3.2)  # downtime: about three planned times pass with no scheduler
 
     app, scheduler = await harness.start(schedule_misfire_grace_seconds=30)
     await asyncio.sleep(0.3)
     await harness.stop(scheduler)
 
-    runs = list(reversed(await ScheduleStore(app.engine).history("reporter/tick", limit=100)))
+    runs = [r for r in reversed(await ScheduleStore(app.engine).history("reporter/tick", limit=100))
+            if r.id not in before]
     catch_ups = [r for r in runs if r.kind == "catch_up"]
     assert len(catch_ups) == 1 and catch_ups[0].status == "ok"
     missed = [r for r in runs if r.status == "missed"]
@@ -131,7 +136,7 @@ async def test_after_downtime_exactly_one_catch_up_run_and_the_rest_missed(
     planned = [r.planned_at for r in runs]
     assert planned == sorted(planned)
     assert [(b - a).total_seconds() for a, b in itertools.pairwise(planned)] == [1.0] * (len(planned) - 1)
-    assert len([p for p in harness.slack.posts if p[0] == "#reports"]) == len(
+    assert len([p for p in harness.slack.posts if p[0] == "#reports"]) - posted_before == len(
         [r for r in runs if r.status == "ok"]
     )
 

@@ -94,6 +94,18 @@ class SecretRedactor:
 
 
 PATTERNS_ONLY = SecretRedactor()
+
+# What may not reach a terminal or a chat from a file, a program, a model or a log line: C0 controls (tab,
+# line feed and carriage return kept), DEL, and the 8-bit C1 controls 0x80-0x9f (CSI \x9b and OSC \x9d
+# start escape sequences on many terminals just as ESC [ does).
+_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), *range(0x7F, 0xA0)]}
+_CONTROL_LINE = {**_CONTROL, 10: "\ufffd", 13: "\ufffd"}
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """`text` with every control character shown as U+FFFD (one for one: the length does not change);
+    `one_line`: line breaks too."""
+    return text.translate(_CONTROL_LINE if one_line else _CONTROL)
 # A secret at a cut is recognised only whole: callers keep this much past the limit for `cut` to redact.
 LOOKAHEAD = 2048
 # A word cut in half is dropped whole up to this length; a longer run of non-space characters is a blob

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from bot.config import Settings
 from bot.engine.service import CURRENT_TURN
-from bot.redact import SecretRedactor
+from bot.redact import SecretRedactor, printable
 
 _HANDLER_MARK = "_yokebot_handler"
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "session_id", "trace_id"}
@@ -29,17 +29,19 @@ class RedactFilter(logging.Filter):
         self.redact = redact
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self.redact(record.getMessage())
+        # a message is one line with no control characters: what it quotes (a model endpoint's error page, a
+        # model's reply, a Slack message) can neither forge a log line nor send escape sequences to a terminal
+        record.msg = printable(self.redact(record.getMessage()), one_line=True)
         record.args = None
         for key, value in list(vars(record).items()):  # `extra=` fields reach the JSON lines too
             if key not in _STANDARD and isinstance(value, str):
-                setattr(record, key, self.redact(value))
+                setattr(record, key, printable(self.redact(value), one_line=True))
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self.redact(record.exc_text)
+        if record.exc_text:  # a traceback keeps its lines
+            record.exc_text = printable(self.redact(record.exc_text))
         if record.stack_info:
-            record.stack_info = self.redact(record.stack_info)
+            record.stack_info = printable(self.redact(record.stack_info))
         return True
 
 

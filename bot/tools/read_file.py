@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import Field
 
 from bot.engine.tooling import ToolContext, ToolSettings, tool
-from bot.redact import LOOKAHEAD, cut
-from bot.tools.sandbox import open_allowed, printable, resolve_allowed
+from bot.redact import LOOKAHEAD, cut, printable
+from bot.tools.sandbox import open_allowed, resolve_allowed
 
 
 class ReadFileSettings(ToolSettings):

@@ -20,18 +20,6 @@ MAX_NAME_CHARS = 255
 SPECIAL_TREES = ("/proc", "/sys", "/dev")
 
 
-# What may not reach a terminal or a chat from a file or a program: C0 controls (tab, line feed and carriage
-# return kept), DEL, and the 8-bit C1 controls 0x80-0x9f (CSI \x9b and OSC \x9d start escape sequences on
-# many terminals just as ESC [ does).
-_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), *range(0x7F, 0xA0)]}
-_CONTROL_LINE = {**_CONTROL, 10: "\ufffd", 13: "\ufffd"}
-
-
-def printable(text: str, one_line: bool = False) -> str:
-    """`text` with every control character shown as U+FFFD (one for one: the length does not change)."""
-    return text.translate(_CONTROL_LINE if one_line else _CONTROL)
-
-
 def describe_roots(roots: Sequence[str]) -> str:
     if not roots:
         return "no paths (this agent's profile allows none for this tool)"

@@ -12,10 +12,9 @@ from pydantic import BaseModel, Field
 from bot.engine.approval import ApprovalSpec
 from bot.engine.errors import ToolDenied
 from bot.engine.tooling import ToolContext, ToolSettings, tool
-from bot.redact import LOOKAHEAD, cut
+from bot.redact import LOOKAHEAD, cut, printable
 from bot.tools.commands import SAFE_PATH, CommandRule, check_command_rule
 from bot.tools.isolation import Isolation, bwrap_path, probe, sandboxed
-from bot.tools.sandbox import printable
 
 # A clean environment: nothing of ours (tokens, keys) leaks into a child, and no pager or colour waits on us.
 CLEAN_ENV = {

@@ -96,3 +96,18 @@ def test_redactor_leaves_ordinary_text_alone():
     ordinary = "task-runner sk-learn skipped, disk 93% full"
     assert redact(ordinary) == ordinary
     assert redact("pw hunter2-secret!") == f"pw {REDACTED}!"
+
+
+async def test_an_endpoint_error_page_reaches_the_log_as_one_line_without_escape_sequences(
+        bot: App, fake_llm: FakeOpenAI, captured):
+    # a hostile or broken model endpoint answers 200 with a page that carries a terminal escape (OSC 52 writes
+    # the clipboard; ESC[2J clears the screen) and a forged log line; the log line quoting it must carry neither
+    stream = io.StringIO()
+    setup_logging(bot.settings, stream=stream)
+    page = "oops\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b[2J\n2026-11-30 00:00:00,000 INFO bot.turns: all good\x9b31m"
+    fake_llm.raw(page.encode())
+    await bot.service.handle(TurnRequest("slack", "C1", "t-escape", "go", "tester"))
+    out = stream.getvalue()
+    assert "oops" in out  # the detail is logged...
+    assert not any(c in out for c in ("\x1b", "\x07", "\x9b"))  # ...without a control character
+    assert not any(line.startswith("2026-11-30 00:00:00,000 INFO") for line in out.splitlines())

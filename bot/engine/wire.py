@@ -7,9 +7,11 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from bot.engine.messages import Message, ModelResponse
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -74,21 +76,23 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-_messages: dict[int, tuple[Message, bytes]] = {}
+class _ByIdentity(Generic[K]):
+    """JSON bytes kept per object identity, for objects that never change once built. An entry holds the
+    object itself, so its id is not reused while the entry lives; full at `size`, it starts over."""
 
+    def __init__(self, size: int, encode: Callable[[K], bytes]) -> None:
+        self.size, self.encode = size, encode
+        self._items: dict[int, tuple[K, bytes]] = {}
 
-def encoded(message: Message) -> bytes:
-    """One message's wire JSON. By identity first (a turn's calls send the same Message objects again: a
-    dict lookup, where hashing a frozen dataclass builds and hashes a tuple of its fields), then by equality
-    (messages are frozen: a thread's history read again for the next turn is equal, not identical)."""
-    hit = _messages.get(id(message))
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    if len(_messages) >= 1024:
-        _messages.clear()
-    data = _encoded(message)
-    _messages[id(message)] = (message, data)
-    return data
+    def __call__(self, obj: K) -> bytes:
+        hit = self._items.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        if len(self._items) >= self.size:
+            self._items.clear()
+        data = self.encode(obj)
+        self._items[id(obj)] = (obj, data)
+        return data
 
 
 @lru_cache(maxsize=1024)
@@ -96,20 +100,12 @@ def _encoded(message: Message) -> bytes:
     return dumps(to_wire(message))
 
 
-_schemas: dict[int, tuple[dict[str, Any], bytes]] = {}
-
-
-def encoded_schema(schema: dict[str, Any]) -> bytes:
-    """A tool schema's JSON, kept by identity: schemas are built once per tool and never changed (the cache
-    holds the dict itself, so its id is not reused while the entry lives)."""
-    hit = _schemas.get(id(schema))
-    if hit is not None and hit[0] is schema:
-        return hit[1]
-    if len(_schemas) >= 512:
-        _schemas.clear()
-    data = dumps(schema)
-    _schemas[id(schema)] = (schema, data)
-    return data
+# One message's wire JSON. By identity first (a turn's calls send the same Message objects again: a dict
+# lookup, where hashing a frozen dataclass builds and hashes a tuple of its fields), then by equality
+# (messages are frozen: a thread's history read again for the next turn is equal, not identical).
+encoded = _ByIdentity[Message](1024, _encoded)
+# A tool schema's JSON: schemas are built once per tool and never changed.
+encoded_schema = _ByIdentity[dict[str, Any]](512, dumps)
 
 
 def request_payload(request: ModelRequest) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import free_port, write_agent
 
@@ -77,3 +77,25 @@ def wait_until(predicate: Any, timeout: float, what: str, bot: Bot | None = None
             tail = bot.output()[-3000:] if bot is not None else ""
             raise AssertionError(f"timed out waiting for {what}\n{tail}")
         time.sleep(0.05)
+
+
+# --- a model caught mid-turn by a kill -9 (the live-progress recovery tests) --------------------------------
+THINKS = "how is host 1?"  # the model is still thinking at the kill: the status message says "thinking…"
+WRITES = "how is host 2?"  # the model is half-way through writing its answer at the kill
+HALF = "Host 2 looks degraded: the upstream answered 502 for a while, and then " * 4
+
+
+class MidTurnModel:
+    """Before `fast`: THINKS never gets an answer, WRITES streams a few fragments of HALF and then crawls.
+    After: every question gets `answer: <question>` at once."""
+
+    def __init__(self) -> None:
+        self.fast = False
+
+    def __call__(self, body: dict[str, Any]) -> Step:
+        question = str([m for m in body["messages"] if m["role"] == "user"][-1]["content"])
+        if self.fast:
+            return Step("reply", content=f"answer: {question.split('> ', 1)[-1]}", chunk_delay=0.01)
+        if WRITES in question:
+            return Step("reply", content=HALF, chunk_delay=1.0)  # a few fragments, then a very slow writer
+        return Step("reply", content="never seen", delay=60.0)

@@ -9,36 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from bot.app import build_app, build_discord
 from bot.chat.discord_output import DiscordReply
 from bot.engine.inbox import InboxItem
 from tests.fakes.discord_server import ALICE, DM_CHANNEL, GENERAL, GUILD_ID, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, Step
+from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import db_rows, registry
-from tests.recovery.harness import Bot, wait_until
+from tests.recovery.harness import HALF, THINKS, WRITES, Bot, MidTurnModel, wait_until
 from tests.recovery.test_discord_inbox import discord_env, discord_settings
 from tests.recovery.test_instances import readyz
 
-THINKS = "how is host 1?"  # a mention: the model is still thinking at the kill, the status says "thinking…"
-WRITES = "how is host 2?"  # a DM: the model is half-way through writing its answer at the kill
-HALF = "Host 2 looks degraded: the upstream answered 502 for a while, and then " * 4
 RESTARTED = "_I was restarted while working on this; see below_"
-
-
-class Model:
-    def __init__(self) -> None:
-        self.fast = False
-
-    def __call__(self, body: dict[str, Any]) -> Step:
-        question = str([m for m in body["messages"] if m["role"] == "user"][-1]["content"])
-        if self.fast:
-            return Step("reply", content=f"answer: {question.split('> ', 1)[-1]}", chunk_delay=0.01)
-        if WRITES in question:
-            return Step("reply", content=HALF, chunk_delay=1.0)  # a few fragments, then a very slow writer
-        return Step("reply", content="never seen", delay=60.0)
-
 
 def shown_in(fake: FakeDiscord, channel: int) -> list[str]:
     """What a reader sees in a channel, thread or DM now: the bot's messages not deleted, as last edited."""
@@ -47,7 +29,7 @@ def shown_in(fake: FakeDiscord, channel: int) -> list[str]:
 
 def test_after_a_kill9_discord_keeps_no_thinking_status_and_no_half_answer(
         tmp_path: Path, db_url: str, fake_discord: FakeDiscord, fake_llm: FakeOpenAI):
-    model = Model()
+    model = MidTurnModel()
     fake_llm.handler = model
     env = {**discord_env(tmp_path, db_url, fake_discord, fake_llm), "YOKEBOT_PROGRESS_LIVE": "true",
            "YOKEBOT_MODEL_STREAM": "true", "YOKEBOT_PROGRESS_INTERVAL_SECONDS": "0.1"}

@@ -8,35 +8,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from tests.chat.slack_harness import OPS, mention
-from tests.fakes.openai_server import FakeOpenAI, Step
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import db_rows
-from tests.recovery.harness import Bot, run_env, wait_until
-
-THINKS = "how is host 1?"  # the model is still thinking at the kill: the status message says "thinking…"
-WRITES = "how is host 2?"  # the model is half-way through writing its answer at the kill
-HALF = "Host 2 looks degraded: the upstream answered 502 for a while, and then " * 4
-
-
-class Model:
-    def __init__(self) -> None:
-        self.fast = False
-
-    def __call__(self, body: dict[str, Any]) -> Step:
-        question = str([m for m in body["messages"] if m["role"] == "user"][-1]["content"])
-        if self.fast:
-            return Step("reply", content=f"answer: {question.split('> ', 1)[-1]}", chunk_delay=0.01)
-        if WRITES in question:
-            return Step("reply", content=HALF, chunk_delay=1.0)  # a few fragments, then a very slow writer
-        return Step("reply", content="never seen", delay=60.0)
+from tests.recovery.harness import HALF, THINKS, WRITES, Bot, MidTurnModel, run_env, wait_until
 
 
 def test_after_a_kill9_the_thread_keeps_no_thinking_status_and_no_half_answer(
         tmp_path: Path, db_url: str, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
-    model = Model()
+    model = MidTurnModel()
     fake_llm.handler = model
     env = run_env(tmp_path, db_url, fake_slack, fake_llm, YOKEBOT_PROGRESS_LIVE="true", YOKEBOT_MODEL_STREAM="true",
                   YOKEBOT_PROGRESS_INTERVAL_SECONDS="0.1")

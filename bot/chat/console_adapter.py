@@ -25,6 +25,7 @@ from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import ToolCall, ToolResult, TurnResult
 from bot.engine.service import AgentService
+from bot.redact import printable
 
 PROMPT = "you> "
 
@@ -68,7 +69,7 @@ class LiveView(TurnHooks):
         if not self.streamed:
             self.status.stop()
         self.streamed += text
-        self.console.print(Text(text), end="", highlight=False, emoji=False, soft_wrap=True)
+        self.console.print(Text(printable(text)), end="", highlight=False, emoji=False, soft_wrap=True)
 
     async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
         calls_tools = attempt.response is not None and bool(attempt.response.message.tool_calls)

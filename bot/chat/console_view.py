@@ -11,6 +11,8 @@ import json
 from rich.console import Console
 from rich.text import Text
 
+from bot.redact import printable
+
 STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow"}
 
 
@@ -45,5 +47,8 @@ def error(message: str) -> Text:
 
 
 def print_text(console: Console, text: Text) -> None:
-    """Print without Rich's highlighting (numbers, URLs) or emoji codes touching the content."""
+    """Print without Rich's highlighting (numbers, URLs) or emoji codes touching the content, and with every
+    control character shown as U+FFFD: Rich writes ESC sequences as they are, and an answer can quote a log
+    line an attacker wrote. (One for one, so the styles' spans still fit.)"""
+    text.plain = printable(text.plain)
     console.print(text, highlight=False, emoji=False, soft_wrap=True)

@@ -15,14 +15,17 @@ from rich.tree import Tree
 from bot.observability.prune import PruneResult
 from bot.observability.queries import MemoryStep, ModelStep, SessionSummary, SessionTrace, ToolStep, TurnTrace
 from bot.observability.usage import UsageReport, UsageRow
+from bot.redact import printable
 
 STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan"}
 PREVIEW = 160
 
 
 def preview(value: Any, limit: int = PREVIEW) -> str:
+    """One line of at most `limit` characters, with no control character (Rich prints ESC sequences as they
+    are: a model's reply or an endpoint's error page could otherwise drive the terminal)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()), one_line=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -69,7 +72,7 @@ def _tool_node(parent: Tree, t: ToolStep, turn_started: datetime | None = None) 
     node = parent.add(label)
     if t.reason:
         prefix = "" if t.reason.startswith(("approved by", "denied by", "approval")) else "denied: "
-        node.add(Text(f"{prefix}{t.reason}", style="yellow"))
+        node.add(Text(f"{prefix}{printable(t.reason)}", style="yellow"))
     node.add(Text(f"→ {preview(t.result)}", style="red" if t.status == "error" else "dim"))
 
 
@@ -105,7 +108,7 @@ def _plan_node(parent: Tree, plan: dict[str, Any]) -> None:
         node.add(Text.assemble(f"{s['number']}. {s['text']} ", (f"[{s['status']}, {s['iterations']} call(s)]", "dim"),
                                f": {preview(s['finding'], 200)}" if s.get("finding") else ""))
     for r in plan.get("replans", []):
-        node.add(Text(f"replanned after step {r['after_step']} ({r['reason']}): " + "; ".join(r["steps"]),
+        node.add(Text(printable(f"replanned after step {r['after_step']} ({r['reason']}): " + "; ".join(r["steps"])),
                       style="yellow"))
 
 
@@ -129,11 +132,11 @@ def turn_tree(t: TurnTrace) -> Tree:
     for orphan in t.unmatched_tools:
         _tool_node(tree, orphan, t.started_at)
     if t.error and t.stopped_by == "interrupted":  # a stop or restart cut it short: the note says what followed
-        tree.add(Text(f"interrupted: {t.error}", style="magenta"))
+        tree.add(Text(f"interrupted: {printable(t.error)}", style="magenta"))
     elif t.error:
-        tree.add(Text(f"error: {t.error}", style="bold red"))
+        tree.add(Text(f"error: {printable(t.error)}", style="bold red"))
     if t.answer is not None:
-        tree.add(Text.assemble(("answer: ", "bold green" if t.status == "ok" else "bold"), t.answer))
+        tree.add(Text.assemble(("answer: ", "bold green" if t.status == "ok" else "bold"), printable(t.answer)))
     elif t.status == "running":
         tree.add(Text("still running (or the process stopped mid-turn)", style="cyan"))
     return tree

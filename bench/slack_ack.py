@@ -40,8 +40,8 @@ from bench._common import (
     write_bench_agent,
 )
 from bot.app import App, build_app
-from bot.chat.slack_adapter import EVENTS_PATH, SlackAdapter
-from bot.chat.slack_events import EventClaims
+from bot.chat.slack.adapter import EVENTS_PATH, SlackAdapter
+from bot.chat.slack.events import EventClaims
 from tests.fakes.slack_server import BOT_USER, event_callback
 
 TARGET_P99_MS = 50.0

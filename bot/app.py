@@ -13,9 +13,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.chat.approvals import ApprovalDesk
-from bot.chat.inbox_turns import InboxClaims
-from bot.chat.notifier import AdapterNotifier
+from bot.chat.core.approvals import ApprovalDesk
+from bot.chat.core.inbox_turns import InboxClaims
+from bot.chat.core.notifier import AdapterNotifier
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.executor import ToolExecutor, ToolPolicy
@@ -43,8 +43,8 @@ from bot.store.session_lock import PgSessionLock
 from bot.tools import builtin_tools
 
 if TYPE_CHECKING:
-    from bot.chat.discord_adapter import DiscordAdapter
-    from bot.chat.slack_adapter import SlackAdapter
+    from bot.chat.discord.adapter import DiscordAdapter
+    from bot.chat.slack.adapter import SlackAdapter
     from bot.mcp.manager import McpManager
     from bot.observability.metrics import Metrics
 
@@ -62,7 +62,7 @@ class App:
     metrics: Metrics | None = None
     model: ChatModel | None = None
     inbox: SqlInbox | None = None
-    inbox_claims: InboxClaims | None = None  # the pipeline's claim step on the inbox (bot/chat/inbox_turns.py)
+    inbox_claims: InboxClaims | None = None  # the pipeline's claim step on the inbox (bot/chat/core/inbox_turns.py)
     session_lock: PgSessionLock | None = None
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
     approvals: ApprovalDesk | None = None  # asks a human before a gated tool runs (docs/approvals.md)
@@ -220,13 +220,13 @@ def build_slack(app: App) -> SlackAdapter | None:
     registered with the notifier so `notify` can post to `slack:#name` / `slack:C123`."""
     if app.settings.slack_bot_token is None:
         return None
-    from bot.chat.slack_adapter import SlackAdapter
+    from bot.chat.slack.adapter import SlackAdapter
 
     adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics,
                            inbox=app.inbox_claims)
     app.notifier.register(adapter)
     if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
-        from bot.chat.slack_approvals import mount_approvals
+        from bot.chat.slack.approvals import mount_approvals
 
         mount_approvals(adapter.bolt, app.approvals, adapter.web, adapter.groups)
     return adapter
@@ -237,13 +237,13 @@ def build_discord(app: App) -> DiscordAdapter | None:
     notifier so `notify` can post to `discord:#name` / `discord:123`."""
     if app.settings.discord_bot_token is None:
         return None
-    from bot.chat.discord_adapter import DiscordAdapter
+    from bot.chat.discord.adapter import DiscordAdapter
 
     adapter = DiscordAdapter(app.service, app.settings, app.profiles, claims=app.store, metrics=app.metrics,
                              inbox=app.inbox_claims)
     app.notifier.register(adapter)
     if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
-        from bot.chat.discord_approvals import mount_approvals
+        from bot.chat.discord.approvals import mount_approvals
 
         mount_approvals(adapter.client, app.approvals)
     return adapter

@@ -44,8 +44,8 @@ def chat(
 ) -> None:
     """Talk to an agent in the terminal. The conversation continues across restarts (same session)."""
     from bot.app import build_app
-    from bot.chat.console_adapter import ConsoleAdapter, TerminalAlerts
-    from bot.chat.terminal_approvals import ConsoleApprover
+    from bot.chat.console.adapter import ConsoleAdapter, TerminalAlerts
+    from bot.chat.console.approvals import ConsoleApprover
     from bot.engine.model import preload
 
     settings = settings_or_exit()
@@ -84,7 +84,7 @@ def ask(
 ) -> None:
     """Run one turn and print the answer (or, with --json, the answer and the tool-call trace)."""
     from bot.app import build_app
-    from bot.chat.terminal_approvals import CliApprover
+    from bot.chat.console.approvals import CliApprover
     from bot.engine.service import TurnRequest
 
     approver = CliApprover(approve)
@@ -124,7 +124,7 @@ def ask(
 def print_answer(answer: str) -> None:
     """Piped or redirected: the text exactly as the model wrote it. On a terminal: no markup, no emoji codes."""
     if out.is_terminal:
-        from bot.chat import console_view
+        from bot.chat.console import view as console_view
 
         console_view.print_text(out, console_view.answer(answer))
     else:

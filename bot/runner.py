@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from bot.app import App, build_app, build_discord, build_slack
-from bot.chat.inbox_turns import Recovery, Resumable
+from bot.chat.core.inbox_turns import Recovery, Resumable
 from bot.config import Settings
 from bot.engine.model import preload
 from bot.observability.http import add_observability_routes

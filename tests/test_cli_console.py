@@ -243,7 +243,7 @@ def test_an_answer_or_a_trace_carrying_escape_sequences_cannot_drive_the_termina
 
     from rich.console import Console
 
-    from bot.chat import console_view
+    from bot.chat.console import view as console_view
     from bot.observability.queries import TurnTrace
     from bot.observability.render import turn_tree
 

@@ -173,7 +173,7 @@ def schedule_resume(name: NameArg) -> None:
 def schedule_run(name: NameArg) -> None:
     """Run a schedule once now and post its result, the way to test a schedule before trusting it."""
     from bot.app import build_app
-    from bot.chat.posting import register_posting_adapters
+    from bot.chat.platforms import register_posting_adapters
     from bot.scheduling.model import utcnow
     from bot.scheduling.setup import schedule_runner, synced_store
 

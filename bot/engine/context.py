@@ -47,7 +47,7 @@ class RunContext:
 
 class ApprovalGate(Protocol):
     """Asks a human before a gated tool runs (bot/engine/approval.py): posts the request where the turn
-    happens and waits until it is decided or expires. Implemented in bot/chat/approvals.py."""
+    happens and waits until it is decided or expires. Implemented in bot/chat/core/approvals.py."""
 
     async def decide(self, run: RunContext, request: ApprovalRequest) -> ApprovalDecision: ...
 

@@ -3,7 +3,7 @@
 Ready means: the database takes a write on our schema (a no-op UPDATE of `alembic_version`: a read-only
 or unwritable SQLite file, a full disk or a read-only PostgreSQL fail it, where a SELECT still passes; and,
 for SQLite, its file still exists), and every registered chat adapter that reports its connection
-(`is_connected()`, see bot/chat/base.py) is connected.
+(`is_connected()`, see bot/chat/core/base.py) is connected.
 With no adapters configured, readiness is the database alone, and the body carries a `warning` saying that
 nothing will answer chats. MCP servers are shown (`"mcp"`) but do not decide readiness: a down server costs
 its tools, not the bot, and is reconnected in the background."""
@@ -20,7 +20,7 @@ from aiohttp import web
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.chat.base import ReadinessProbe
+from bot.chat.core.base import ReadinessProbe
 from bot.observability.metrics import Metrics
 
 

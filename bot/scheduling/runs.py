@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from bot.chat.notifier import AdapterNotifier
+from bot.chat.core.notifier import AdapterNotifier
 from bot.engine import replies
 from bot.engine.ports import SessionStore
 from bot.engine.service import AgentService, TurnRequest

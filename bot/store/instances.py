@@ -7,7 +7,7 @@ every third of the lease by one statement, deleted when it stops. `yokebot run` 
 every renewal: a `running` turn whose owner is not alive ends stopped by `interrupted` (status `error`, as the
 engine records a turn cancelled at shutdown), so `yokebot sessions` and `trace` do not show a killed `ask` or a
 cut scheduled turn running forever. Turns an open inbox row points at are left to the inbox's recovery
-(bot/chat/inbox_turns.py), which knows whether to run them again.
+(bot/chat/core/inbox_turns.py), which knows whether to run them again.
 
 On SQLite nothing of this runs: `yokebot run` holds the file alone and ends every `running` turn at start."""
 

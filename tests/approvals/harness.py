@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.app import App
-from bot.chat.approvals import Timing
+from bot.chat.core.approvals import Timing
 from tests.conftest import rows
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import eventually, write_agent

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app, build_discord
-from bot.chat.approvals import ACTION_APPROVE, ACTION_DENY
-from bot.chat.discord_adapter import DiscordAdapter
+from bot.chat.core.approvals import ACTION_APPROVE, ACTION_DENY
+from bot.chat.discord.adapter import DiscordAdapter
 from tests.approvals.harness import approval_rows, fast, tool_rows
 from tests.conftest import make_settings
 from tests.fakes.discord_server import ALICE, BOB, CAROL, ONCALL_ROLE, FakeDiscord, Posted

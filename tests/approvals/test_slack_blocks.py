@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from bot.chat.slack_approvals import fallback, request_blocks
+from bot.chat.slack.approvals import fallback, request_blocks
 from bot.store.approvals import Approval
 
 

@@ -14,7 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from bot.app import App, build_app, build_slack
-from bot.chat.slack_adapter import EVENTS_PATH, SlackAdapter
+from bot.chat.slack.adapter import EVENTS_PATH, SlackAdapter
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import BOT_USER, FakeSlack, event_callback, sign

@@ -1,4 +1,4 @@
-"""The one access model and routing (bot/chat/access.py), as plain data: the same rules on every platform."""
+"""The one access model and routing (bot/chat/core/access.py), as plain data: the same rules on every platform."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.access import Access, AccessList, Origin, Routing, entries
+from bot.chat.core.access import Access, AccessList, Origin, Routing, entries
 from bot.engine.profiles import AccessSpec, AgentProfile
 
 

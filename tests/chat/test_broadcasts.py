@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.discord_rest import DiscordPoster
-from bot.chat.formatting import defuse_broadcasts
-from bot.chat.slack_output import OutputLimits, SlackPoster
-from bot.chat.slack_post import SlackOutbox
+from bot.chat.core.formatting import defuse_broadcasts
+from bot.chat.discord.rest import DiscordPoster
+from bot.chat.slack.output import OutputLimits, SlackPoster
+from bot.chat.slack.rest import SlackOutbox
 from tests.chat.slack_harness import answered, mention, start_bot
 from tests.conftest import make_settings
 from tests.fakes.discord_server import OPS_ALERTS, FakeDiscord

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
-from bot.chat.discord_adapter import DiscordAdapter
+from bot.chat.discord.adapter import DiscordAdapter
 from bot.engine.errors import ConfigError, ToolFailed
 from tests.conftest import make_settings, rows
 from tests.fakes.discord_server import (

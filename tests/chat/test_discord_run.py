@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.chat.discord_adapter import invite_url
-from bot.chat.discord_output import LIMIT
-from bot.chat.formatting import split_message
+from bot.chat.core.formatting import split_message
+from bot.chat.discord.adapter import invite_url
+from bot.chat.discord.output import LIMIT
 from bot.runner import serve
 from tests.chat.test_discord import TOKEN
 from tests.conftest import make_settings

@@ -12,8 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 from bot.app import build_app
-from bot.chat.console_adapter import ConsoleAdapter
-from bot.chat.pipeline import SORRY, STOPPED
+from bot.chat.console.adapter import ConsoleAdapter
+from bot.chat.core.pipeline import SORRY, STOPPED
 from tests.chat.slack_harness import ALICE as SLACK_ALICE
 from tests.chat.slack_harness import MALLORY, OPS, mention, message, start_bot
 from tests.chat.test_discord import start_bot as start_discord

@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from bot.chat.progress import Progress, argument_preview
+from bot.chat.core.progress import Progress, argument_preview
 from bot.engine.context import RunContext, Scope
 from bot.engine.errors import ModelError
 from bot.engine.hooks import ModelAttempt

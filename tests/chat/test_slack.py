@@ -277,7 +277,7 @@ async def test_unauthorised_user_gets_a_polite_refusal_and_no_model_call(
     caplog: pytest.LogCaptureFixture,
 ):
     bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents, slack_allowed_users=[ALICE])
-    caplog.set_level(logging.WARNING, logger="bot.chat.slack_adapter")
+    caplog.set_level(logging.WARNING, logger="bot.chat.slack.adapter")
     try:
         await bot.deliver(mention("restart prod", ts="1700.001400", user=MALLORY))
         await eventually(lambda: fake_slack.posts(OPS), what="the refusal")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.chat.mrkdwn import to_mrkdwn
-from bot.chat.slack_events import BotIdentity, EventRules, Ignored, classify, retry_num
+from bot.chat.slack.events import BotIdentity, EventRules, Ignored, classify, retry_num
+from bot.chat.slack.mrkdwn import to_mrkdwn
 from tests.fakes.slack_server import event_callback
 
 

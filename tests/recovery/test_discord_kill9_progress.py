@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 from bot.app import build_app, build_discord
-from bot.chat.discord_output import DiscordReply
+from bot.chat.discord.output import DiscordReply
 from bot.engine.inbox import InboxItem
 from tests.fakes.discord_server import ALICE, DM_CHANNEL, GENERAL, GUILD_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI

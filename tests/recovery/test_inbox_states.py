@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.chat.pipeline import STOPPED
+from bot.chat.core.pipeline import STOPPED
 from tests.chat.slack_harness import ALICE, MALLORY, OPS, mention, message, start_bot
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, Step

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.chat.pipeline import SORRY
+from bot.chat.core.pipeline import SORRY
 from bot.runner import serve
 from tests.chat.slack_harness import OPS, mention
 from tests.conftest import make_settings

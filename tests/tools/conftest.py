@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.chat.notifier import AdapterNotifier
+from bot.chat.core.notifier import AdapterNotifier
 from bot.engine.context import RunContext, Scope
 from bot.engine.executor import ToolExecutor
 from bot.engine.messages import ToolCall, ToolResult

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.chat.notifier import AdapterNotifier
+from bot.chat.core.notifier import AdapterNotifier
 from bot.engine.context import RunContext
 from bot.tools.notify import RecentAlerts, make_notify_tool
 from tests.tools.conftest import Sandbox

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot.chat.access import Access, AccessList, FixedAgent, Routing, entries
-from bot.chat.base import Directory, EventClaims, EventCounter
-from bot.chat.claiming import ClaimStep, StoreClaims
-from bot.chat.pipeline import Limits, Pipeline
+from bot.chat.core.access import Access, AccessList, FixedAgent, Routing, entries
+from bot.chat.core.base import Directory, EventClaims, EventCounter
+from bot.chat.core.claiming import ClaimStep, StoreClaims
+from bot.chat.core.pipeline import Limits, Pipeline
 from bot.config import Settings
 from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
@@ -19,7 +19,7 @@ DISCORD_CLAIMS = "discord"  # the key is the message ID
 def slack_pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
                    claims: EventClaims, directory: Directory, counter: EventCounter | None,
                    inbox: ClaimStep | None = None) -> Pipeline:
-    """`inbox`: the durable inbox's claim step (bot/chat/inbox_turns.py); without it, `processed_events`."""
+    """`inbox`: the durable inbox's claim step (bot/chat/core/inbox_turns.py); without it, `processed_events`."""
     lists = AccessList("YOKEBOT_SLACK_ALLOWED_USERS / _CHANNELS / _ALLOW_DMS",
                        users=entries(settings.slack_allowed_users, "slack"),
                        channels=entries(settings.slack_allowed_channels, "slack"), dms=settings.slack_allow_dms)

@@ -1,4 +1,4 @@
-"""Live progress in Slack for one reply (the `LiveSurface` of `bot/chat/progress.py`), and its final answer.
+"""Live progress in Slack for one reply (the `LiveSurface` of `bot/chat/core/progress.py`), and its final answer.
 
 - Status: one message in the thread, posted with chat.postMessage and changed with chat.update as the turn
   moves. When the turn is over it becomes the list of tool steps, or is deleted when there is none to keep.
@@ -24,13 +24,13 @@ from typing import Protocol
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.formatting import defuse_broadcasts, split_message
-from bot.chat.mrkdwn import to_mrkdwn
+from bot.chat.core.formatting import defuse_broadcasts, split_message
+from bot.chat.core.progress import RESTARTED_STATUS
+from bot.chat.slack.mrkdwn import to_mrkdwn
 from bot.engine.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 
-RESTARTED_STATUS = "_I was restarted while working on this; see below_"
 NO_STREAMS = frozenset({"unknown_method", "method_deprecated", "not_allowed_token_type", "missing_scope",
                         "feature_not_enabled", "not_implemented"})
 
@@ -43,7 +43,7 @@ class Limits(Protocol):
 
 
 class Poster(Protocol):
-    """`SlackPoster` (bot/chat/slack_output.py), as far as a live reply uses it."""
+    """`SlackPoster` (bot/chat/slack/output.py), as far as a live reply uses it."""
 
     client: AsyncWebClient
     can_stream: bool | None

@@ -2,7 +2,7 @@
 
 Today it is a row in `processed_events` (`SqlStore.claim_event`), behind an in-memory set of recent keys (a
 resumed Discord gateway replays events; a Slack retry can reach the same process). The durable inbox replaces
-it with "claim and store the event in one transaction, then lease it" (`bot/chat/inbox_turns.py`, for Slack
+it with "claim and store the event in one transaction, then lease it" (`bot/chat/core/inbox_turns.py`, for Slack
 and Discord in `yokebot run`) and marks the row done in `settle`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Protocol
 
-from bot.chat.base import EventClaims, Inbound
+from bot.chat.core.base import EventClaims, Inbound
 from bot.engine.hooks import TurnHooks
 from bot.engine.service import TurnRequest
 

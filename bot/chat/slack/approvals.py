@@ -1,6 +1,6 @@
 """Approval requests in Slack: a Block Kit message with the exact call and Approve / Deny buttons, and the
 `block_actions` a click sends (Socket Mode or signed HTTP at /slack/events, both through Bolt). The flow
-itself (who may decide, one decision, the waiting turn) is `bot/chat/approvals.py`."""
+itself (who may decide, one decision, the waiting turn) is `bot/chat/core/approvals.py`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,16 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.approvals import ACTION_APPROVE, ACTION_DENY, ApprovalDesk, approver_names, status_line, timeout_words
-from bot.chat.formatting import defuse_broadcasts
-from bot.chat.slack_directory import UserGroups
+from bot.chat.core.approvals import (
+    ACTION_APPROVE,
+    ACTION_DENY,
+    ApprovalDesk,
+    approver_names,
+    status_line,
+    timeout_words,
+)
+from bot.chat.core.formatting import defuse_broadcasts
+from bot.chat.slack.directory import UserGroups
 from bot.store.approvals import Approval
 
 log = logging.getLogger(__name__)

@@ -29,6 +29,9 @@ from bot.redact import PATTERNS_ONLY
 
 log = logging.getLogger(__name__)
 
+# what a cut turn's status message becomes after a restart: one note on every platform (Discord reads `_x_` too)
+RESTARTED_STATUS = "_I was restarted while working on this; see below_"
+
 ProgressMode = Literal["none", "compact", "full"]
 MODES: tuple[ProgressMode, ...] = ("none", "compact", "full")
 THINKING, WORKING, WRITING = "thinking…", "working…", "writing the answer…"

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.chat.base import EventClaims, Trigger
+from bot.chat.core.base import EventClaims, Trigger
 
 __all__ = ["EventClaims"]  # kept importable from here (bench/slack_ack.py)
 

@@ -1,7 +1,7 @@
 """Approval requests in Discord: a message with the exact call and Approve / Deny buttons (message components),
 and the INTERACTION_CREATE a click sends, answered at once: the updated message (callback type 7,
 UPDATE_MESSAGE) or, for someone who may not decide, an ephemeral sentence (type 4, flags 64). The flow itself
-is `bot/chat/approvals.py`; custom ids carry the row id, so any instance (or one restarted) can answer."""
+is `bot/chat/core/approvals.py`; custom ids carry the row id, so any instance (or one restarted) can answer."""
 
 from __future__ import annotations
 
@@ -9,8 +9,15 @@ import logging
 
 import discord
 
-from bot.chat.approvals import ACTION_APPROVE, ACTION_DENY, ApprovalDesk, approver_names, status_line, timeout_words
-from bot.chat.discord_output import NO_PINGS
+from bot.chat.core.approvals import (
+    ACTION_APPROVE,
+    ACTION_DENY,
+    ApprovalDesk,
+    approver_names,
+    status_line,
+    timeout_words,
+)
+from bot.chat.discord.output import NO_PINGS
 from bot.store.approvals import Approval
 
 log = logging.getLogger(__name__)

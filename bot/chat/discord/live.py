@@ -1,4 +1,4 @@
-"""Live progress on Discord for one reply (the `LiveSurface` of `bot/chat/progress.py`), and its final answer.
+"""Live progress on Discord for one reply (the `LiveSurface` of `bot/chat/core/progress.py`), and its final answer.
 
 - Status: one message, sent, then edited (PATCH /channels/{c}/messages/{m}) as the turn moves; when the turn
   is over it becomes the list of tool steps, or is deleted when there is none to keep. Typing goes on
@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping
 import discord
 from discord.abc import Messageable
 
-from bot.chat.formatting import defuse_broadcasts, split_message
-from bot.chat.slack_live import RESTARTED_STATUS  # one restart note on every platform (Discord reads `_x_` too)
+from bot.chat.core.formatting import defuse_broadcasts, split_message
+from bot.chat.core.progress import RESTARTED_STATUS
 from bot.engine.inbox import LiveKind
 
 log = logging.getLogger(__name__)

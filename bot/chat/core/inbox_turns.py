@@ -26,8 +26,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
-from bot.chat.base import Inbound
-from bot.chat.pipeline import Pipeline
+from bot.chat.core.base import Inbound
+from bot.chat.core.pipeline import Pipeline
 from bot.engine.context import RunContext
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.inbox import Inbox, InboxItem, InboxState, NewEvent
@@ -63,7 +63,7 @@ class EffectsRecorded(TurnHooks):
 
 
 class InboxClaims:
-    """`ClaimStep` (bot/chat/claiming.py) on the inbox. Keeps the inbox rows of the messages in flight here.
+    """`ClaimStep` (bot/chat/core/claiming.py) on the inbox. Keeps the inbox rows of the messages in flight here.
     `side_effecting(name)`: does that tool declare `side_effects` (asked when it starts, so tools registered
     later, from MCP servers, count too)."""
 

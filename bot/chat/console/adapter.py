@@ -1,5 +1,5 @@
 """The terminal front end: a REPL on the same AgentService, a spinner while the agent works, tool calls
-shown as they happen (bot/chat/console_view.py draws them).
+shown as they happen (bot/chat/console/view.py draws them).
 
 Ctrl-C while a turn runs stops that turn only (its row says it was stopped) and returns to the prompt;
 Ctrl-C (or Ctrl-D, or /quit) at the prompt leaves. On a terminal the prompt is prompt_toolkit's (line
@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
-from bot.chat import console_view as view
-from bot.chat.access import Origin
-from bot.chat.base import Inbound
-from bot.chat.wiring import console_pipeline
+from bot.chat.console import view as view
+from bot.chat.core.access import Origin
+from bot.chat.core.base import Inbound
+from bot.chat.core.wiring import console_pipeline
 from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import ToolCall, ToolResult, TurnResult

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.chat.base import ChatAdapter
+from bot.chat.core.base import ChatAdapter
 from bot.engine.errors import ToolFailed
 
 HINTS = {

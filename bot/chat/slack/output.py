@@ -12,11 +12,11 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.formatting import defuse_broadcasts, split_message
-from bot.chat.mrkdwn import to_mrkdwn
-from bot.chat.progress import LiveOptions, Progress
-from bot.chat.slack_directory import ThreadMemory
-from bot.chat.slack_live import SlackLive, settle_leftovers
+from bot.chat.core.formatting import defuse_broadcasts, split_message
+from bot.chat.core.progress import LiveOptions, Progress
+from bot.chat.slack.directory import ThreadMemory
+from bot.chat.slack.live import SlackLive, settle_leftovers
+from bot.chat.slack.mrkdwn import to_mrkdwn
 from bot.engine.inbox import LiveKind
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class SlackPoster:
 class SlackReply:
     """The reply surface for one Slack message: :eyes: while working, the answer in its thread (or inline in
     a DM), then :white_check_mark: or :x:. Remembers the thread, so follow-ups there need no mention.
-    With `progress`, a status message and the answer as it is written (bot/chat/slack_live.py)."""
+    With `progress`, a status message and the answer as it is written (bot/chat/slack/live.py)."""
 
     def __init__(self, poster: SlackPoster, channel: str, ts: str, thread: str, reply_thread: str | None,
                  threads: ThreadMemory, progress: LiveOptions | None = None) -> None:
@@ -105,7 +105,7 @@ class SlackReply:
     async def done(self, ok: bool) -> None:
         await self.poster.finish(self.channel, self.ts, ok)
 
-    # --- the durable inbox (bot/chat/inbox_turns.py) --------------------------------------------------------
+    # --- the durable inbox (bot/chat/core/inbox_turns.py) --------------------------------------------------------
     def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
         """Tell `note` of every message posted to show this turn (status, partial answer) as it is posted."""
         if self.live is not None:

@@ -4,19 +4,19 @@ Slack and Discord from there too. `yokebot run` does not use these: its full ada
 
 from __future__ import annotations
 
-from bot.chat.base import ChatAdapter
-from bot.chat.notifier import AdapterNotifier
+from bot.chat.core.base import ChatAdapter
+from bot.chat.core.notifier import AdapterNotifier
 from bot.config import Settings
 
 
 def posting_adapters(settings: Settings) -> list[ChatAdapter]:
     adapters: list[ChatAdapter] = []
     if settings.slack_bot_token is not None:
-        from bot.chat.slack_post import SlackOutbox
+        from bot.chat.slack.rest import SlackOutbox
 
         adapters.append(SlackOutbox(settings))
     if settings.discord_bot_token is not None:
-        from bot.chat.discord_rest import DiscordPoster
+        from bot.chat.discord.rest import DiscordPoster
 
         adapters.append(DiscordPoster(settings))
     return adapters

@@ -11,9 +11,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.slack_directory import ChannelDirectory
-from bot.chat.slack_events import PLATFORM
-from bot.chat.slack_output import OutputLimits, SlackPoster
+from bot.chat.slack.directory import ChannelDirectory
+from bot.chat.slack.events import PLATFORM
+from bot.chat.slack.output import OutputLimits, SlackPoster
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
 

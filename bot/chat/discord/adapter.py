@@ -1,6 +1,6 @@
 """Discord on the gateway (discord.py): mentions in guild channels, DMs, and follow-ups in the bot's threads.
 The adapter parses messages into `Inbound` and offers the reply surface (`DiscordReply`); the inbound
-pipeline (bot/chat/pipeline.py) does the rest.
+pipeline (bot/chat/core/pipeline.py) does the rest.
 
 Sessions: a DM channel is one session; in a guild the bot answers a mention in a thread it creates on the
 triggering message, and that thread is one session (with `YOKEBOT_DISCORD_REPLY_INLINE` it answers in the
@@ -24,12 +24,12 @@ import discord.http
 import yarl
 from discord.abc import Messageable
 
-from bot.chat.access import Origin
-from bot.chat.base import EventClaims, EventCounter, Inbound, Trigger
-from bot.chat.claiming import ClaimStep
-from bot.chat.discord_output import NO_PINGS, DiscordReply, post_to, stored_message
-from bot.chat.progress import live_options
-from bot.chat.wiring import discord_pipeline
+from bot.chat.core.access import Origin
+from bot.chat.core.base import EventClaims, EventCounter, Inbound, Trigger
+from bot.chat.core.claiming import ClaimStep
+from bot.chat.core.progress import live_options
+from bot.chat.core.wiring import discord_pipeline
+from bot.chat.discord.output import NO_PINGS, DiscordReply, post_to, stored_message
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
 from bot.engine.inbox import InboxItem
@@ -127,7 +127,7 @@ class DiscordAdapter:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.settings = settings
-        # inbox: the durable inbox's claim step (bot/chat/inbox_turns.py); without it, `claims`
+        # inbox: the durable inbox's claim step (bot/chat/core/inbox_turns.py); without it, `claims`
         # (processed_events), so instances sharing the database answer a message once, but a crash loses it
         self.pipeline = discord_pipeline(settings, service, profiles, claims, self, metrics, inbox)
         self.connected = False  # between READY/RESUMED and a disconnect

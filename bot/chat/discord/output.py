@@ -14,9 +14,9 @@ from typing import Any
 import discord
 from discord.abc import Messageable
 
-from bot.chat.discord_live import DiscordLive, settle_leftovers
-from bot.chat.formatting import defuse_broadcasts, split_message
-from bot.chat.progress import LiveOptions, Progress
+from bot.chat.core.formatting import defuse_broadcasts, split_message
+from bot.chat.core.progress import LiveOptions, Progress
+from bot.chat.discord.live import DiscordLive, settle_leftovers
 from bot.engine.errors import ToolFailed
 from bot.engine.inbox import LiveKind
 
@@ -159,7 +159,7 @@ class DiscordReply:
         await self.typing.stop()
         await react(self.message, DONE if ok else FAILED)
 
-    # --- the durable inbox (bot/chat/inbox_turns.py) --------------------------------------------------------
+    # --- the durable inbox (bot/chat/core/inbox_turns.py) --------------------------------------------------------
     def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
         """Tell `note` of every message sent to show this turn (status, partial answer) as it is sent."""
         if self.live is not None:

@@ -17,9 +17,9 @@ import logging
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from bot.chat.access import Access, FixedAgent, Routing
-from bot.chat.base import Directory, EventCounter, Inbound
-from bot.chat.claiming import ClaimStep
+from bot.chat.core.access import Access, FixedAgent, Routing
+from bot.chat.core.base import Directory, EventCounter, Inbound
+from bot.chat.core.claiming import ClaimStep
 from bot.engine.messages import TurnResult
 from bot.engine.service import AgentService
 

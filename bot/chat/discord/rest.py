@@ -11,8 +11,8 @@ from collections.abc import Callable
 import discord
 from discord.abc import Messageable
 
-from bot.chat.discord_adapter import redirect
-from bot.chat.discord_output import NO_PINGS, post_to
+from bot.chat.discord.adapter import redirect
+from bot.chat.discord.output import NO_PINGS, post_to
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
 

@@ -1,7 +1,7 @@
 """What a platform hands the inbound pipeline (`Inbound`, with its `ReplySurface`), and the posting port.
 
 A platform adapter parses its events into one `Inbound` and offers a reply surface; everything between
-(claim, routing, access, the concurrency cap, tasks, the drain) is `bot/chat/pipeline.py`."""
+(claim, routing, access, the concurrency cap, tasks, the drain) is `bot/chat/core/pipeline.py`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from bot.chat.access import Origin
+from bot.chat.core.access import Origin
 from bot.engine.service import TurnRequest
 
 Trigger = Literal["mention", "dm", "thread", "console"]
@@ -22,7 +22,7 @@ class ReplySurface(Protocol):
     sentence or the shutdown notice), `done(ok)`. A refusal or a hint is `deliver()` alone, without `working()`.
 
     A surface may carry `hooks` (a TurnHooks the pipeline passes to `AgentService.handle`): Slack and Discord
-    carry `Progress` (bot/chat/progress.py: a live status and the answer as it is written; `deliver()` then
+    carry `Progress` (bot/chat/core/progress.py: a live status and the answer as it is written; `deliver()` then
     finishes the answer in place), the console its LiveView. Approval buttons are meant to be further
     optional methods here, used by the pipeline when present, so they are written once for every platform."""
 

@@ -1,7 +1,7 @@
 """Slack through Bolt (async): mentions, DMs and thread follow-ups, in Socket Mode or HTTP Events mode.
 
 This adapter parses Bolt's events into `Inbound` and offers the reply surface (`SlackReply`); the inbound
-pipeline (bot/chat/pipeline.py) claims each message before Bolt acks it and runs the turn in the background."""
+pipeline (bot/chat/core/pipeline.py) claims each message before Bolt acks it and runs the turn in the background."""
 
 from __future__ import annotations
 
@@ -20,17 +20,17 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
-from bot.chat.access import Origin
-from bot.chat.base import EventClaims, EventCounter, Inbound
-from bot.chat.claiming import ClaimStep
-from bot.chat.pipeline import Receipt
-from bot.chat.progress import live_options
-from bot.chat.slack_assistant import build_assistant, prompts_from
-from bot.chat.slack_directory import ThreadMemory, UserGroups
-from bot.chat.slack_events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
-from bot.chat.slack_output import SlackReply
-from bot.chat.slack_post import SlackOutbox, web_client
-from bot.chat.wiring import slack_pipeline
+from bot.chat.core.access import Origin
+from bot.chat.core.base import EventClaims, EventCounter, Inbound
+from bot.chat.core.claiming import ClaimStep
+from bot.chat.core.pipeline import Receipt
+from bot.chat.core.progress import live_options
+from bot.chat.core.wiring import slack_pipeline
+from bot.chat.slack.assistant import build_assistant, prompts_from
+from bot.chat.slack.directory import ThreadMemory, UserGroups
+from bot.chat.slack.events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
+from bot.chat.slack.output import SlackReply
+from bot.chat.slack.rest import SlackOutbox, web_client
 from bot.config import Settings
 from bot.engine.errors import ConfigError
 from bot.engine.inbox import InboxItem

@@ -1,4 +1,4 @@
-"""Composition root: Settings -> store, model, tools, service (and, for `yokebot run`, adapters)."""
+"""Composition root: Settings -> store, model, tools, service (and, for `yokebot run`, the platforms)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.chat.core.approvals import ApprovalDesk
-from bot.chat.core.inbox_turns import InboxClaims
+from bot.chat.core.inbox_turns import InboxTurns
 from bot.chat.core.notifier import AdapterNotifier
+from bot.chat.core.platform import Platform, PlatformParts
+from bot.chat.platforms import build_platform, configured, hints
 from bot.config import Settings
 from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.executor import ToolExecutor, ToolPolicy
@@ -62,7 +64,7 @@ class App:
     metrics: Metrics | None = None
     model: ChatModel | None = None
     inbox: SqlInbox | None = None
-    inbox_claims: InboxClaims | None = None  # the pipeline's claim step on the inbox (bot/chat/core/inbox_turns.py)
+    inbox_turns: InboxTurns | None = None  # the exactly-once step on the inbox (bot/chat/core/inbox_turns.py)
     session_lock: PgSessionLock | None = None
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
     approvals: ApprovalDesk | None = None  # asks a human before a gated tool runs (docs/approvals.md)
@@ -167,7 +169,7 @@ async def build_app(
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
         redact=SecretRedactor([*settings.secret_values(), *(mcp.secret_values() if mcp else [])]),  # MCP secrets too
     )
-    notifier = AdapterNotifier()
+    notifier = AdapterNotifier(hints())
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
     hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus))  # every turn is recorded and counted
@@ -184,7 +186,7 @@ async def build_app(
         lease = InstanceLease(store, lease_seconds=settings.inbox_lease_seconds)
         lease.start()  # queued ahead of any turn row; no round trip here
     app = App(settings, engine, store, registry, profiles, notifier, service, prometheus, model,
-              inbox=inbox, inbox_claims=InboxClaims(inbox, partial(side_effecting, registry)),
+              inbox=inbox, inbox_turns=InboxTurns(inbox, partial(side_effecting, registry)),
               session_lock=session_lock, mcp=mcp, approvals=approvals, lease=lease)
     if mcp is not None:
         try:
@@ -215,35 +217,27 @@ def mcp_manager(
     return McpManager.from_profiles(profiles, registry, timing, metrics.registry if metrics else None)
 
 
+def build_platforms(app: App) -> list[Platform]:
+    """The full adapter of every configured platform (bot/chat/platforms.py), not connected yet: registered
+    with the notifier so `notify` can post to `slack:#name`, `discord:123`…, with their approval buttons."""
+    return [build_platform(entry, platform_parts(app), app.notifier, app.approvals)
+            for entry in configured(app.settings)]
+
+
+def platform_parts(app: App) -> PlatformParts:
+    return PlatformParts(app.settings, app.service, app.profiles, app.store, app.metrics, app.inbox_turns)
+
+
+def _build_one(app: App, name: str) -> Platform | None:
+    entry = next((e for e in configured(app.settings) if e.name == name), None)
+    return build_platform(entry, platform_parts(app), app.notifier, app.approvals) if entry is not None else None
+
+
 def build_slack(app: App) -> SlackAdapter | None:
-    """The Slack adapter when SLACK_BOT_TOKEN is set (Socket Mode with SLACK_APP_TOKEN, else HTTP Events),
-    registered with the notifier so `notify` can post to `slack:#name` / `slack:C123`."""
-    if app.settings.slack_bot_token is None:
-        return None
-    from bot.chat.slack.adapter import SlackAdapter
-
-    adapter = SlackAdapter(app.settings, app.service, app.profiles, app.store, app.metrics,
-                           inbox=app.inbox_claims)
-    app.notifier.register(adapter)
-    if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
-        from bot.chat.slack.approvals import mount_approvals
-
-        mount_approvals(adapter.bolt, app.approvals, adapter.web, adapter.groups)
-    return adapter
+    """The Slack adapter alone, as `build_platforms` builds it (tests and benchmarks drive it directly)."""
+    return cast("SlackAdapter | None", _build_one(app, "slack"))
 
 
 def build_discord(app: App) -> DiscordAdapter | None:
-    """The Discord adapter when DISCORD_BOT_TOKEN is set (not connected yet: `start()` it), registered with the
-    notifier so `notify` can post to `discord:#name` / `discord:123`."""
-    if app.settings.discord_bot_token is None:
-        return None
-    from bot.chat.discord.adapter import DiscordAdapter
-
-    adapter = DiscordAdapter(app.service, app.settings, app.profiles, claims=app.store, metrics=app.metrics,
-                             inbox=app.inbox_claims)
-    app.notifier.register(adapter)
-    if app.approvals is not None:  # Approve / Deny buttons (docs/approvals.md)
-        from bot.chat.discord.approvals import mount_approvals
-
-        mount_approvals(adapter.client, app.approvals)
-    return adapter
+    """The Discord adapter alone, as `build_platforms` builds it (not connected yet: `start()` it)."""
+    return cast("DiscordAdapter | None", _build_one(app, "discord"))

@@ -1,4 +1,4 @@
-"""`yokebot run`: the HTTP server, the configured chat adapters and the scheduler, until SIGTERM."""
+"""`yokebot run`: the HTTP server, the configured chat platforms and the scheduler, until SIGTERM."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.app import App, build_app, build_discord, build_slack
+from bot.app import App, build_app, build_platforms
 from bot.chat.core.inbox_turns import Recovery, Resumable
 from bot.config import Settings
 from bot.engine.model import preload
@@ -45,10 +45,10 @@ async def start_scheduling(bot: App) -> Callable[[], Awaitable[None]]:
 async def start_recovery(bot: App, adapters: Mapping[str, Resumable], *, alone: bool) -> Callable[[], Awaitable[None]]:
     """Keep this instance's inbox leases alive, and take over the events of dead instances: at once (all open
     ones when this process is alone on a SQLite file), then every half lease. Returns its stop function."""
-    if bot.inbox is None or bot.inbox_claims is None:
+    if bot.inbox is None or bot.inbox_turns is None:
         return _nothing
     bot.inbox.start_heartbeat()
-    recovery = Recovery(bot.inbox, bot.inbox_claims, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone)
+    recovery = Recovery(bot.inbox, bot.inbox_turns, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone)
     await recovery.start()
     return recovery.stop
 
@@ -92,31 +92,24 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         http = web.Application()
         http.router.add_get("/healthz", healthz)
         add_observability_routes(http, bot)  # /readyz, /metrics
-        slack = build_slack(bot)
-        if slack is not None:
-            slack.mount(http)  # HTTP Events mode: /slack/events; Socket Mode mounts nothing
+        platforms = build_platforms(bot)  # every configured one (bot/chat/platforms.py)
+        for platform in platforms:
+            platform.mount(http)  # Slack's HTTP Events mode: /slack/events; the others mount nothing
         runner = web.AppRunner(http)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
         site = web.TCPSite(runner, settings.http_host, settings.http_port)
         await site.start()
-        discord_adapter = build_discord(bot)
         resumable: dict[str, Resumable] = {}
-        if slack is not None:
-            await slack.identify()
-            resumable["slack"] = slack
-        if discord_adapter is not None:
-            stack.push_async_callback(discord_adapter.stop)  # drains turns in flight, disconnects
-            await discord_adapter.identify()  # REST only: enough to answer the events recovery takes over
-            resumable["discord"] = discord_adapter
+        for platform in platforms:
+            stack.push_async_callback(platform.stop)  # drains turns in flight, disconnects
+            await platform.identify()  # REST only: enough to answer the events recovery takes over
+            resumable[platform.platform] = platform
         if resumable:
             # before events come in: alone on a SQLite file, every `running` turn is a dead one
             stack.push_async_callback(await start_recovery(bot, resumable, alone=run_lock is not None))
-        if slack is not None:
-            await slack.start()
-            stack.push_async_callback(slack.stop)  # drains turns in flight
-        if discord_adapter is not None:
-            await discord_adapter.start()
+        for platform in platforms:
+            await platform.start()
         stack.push_async_callback(await start_scheduling(bot))  # after the adapters: it posts through them
         log.info("yokebot is running: http on %s:%s, agents %s", settings.http_host, settings.http_port,
                  ", ".join(bot.profiles))

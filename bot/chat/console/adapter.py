@@ -19,7 +19,7 @@ from rich.text import Text
 
 from bot.chat.console import view as view
 from bot.chat.core.access import Origin
-from bot.chat.core.base import Inbound
+from bot.chat.core.base import Inbound, ReplySurface
 from bot.chat.core.wiring import console_pipeline
 from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
@@ -87,11 +87,12 @@ class LiveView(TurnHooks):
         self.status.update("thinking…")
 
 
-class ConsoleReply:
+class ConsoleReply(ReplySurface):
     """The reply surface of the terminal (the pipeline drives it): a spinner while working, tool calls as they
     run, the answer line for line (as it is written, when the model streams)."""
 
     stopped_text = ""  # Ctrl-C: the adapter itself says the turn was stopped
+    hooks: LiveView
 
     def __init__(self, console: Console, thread: str) -> None:
         self.console, self.thread = console, thread

@@ -5,39 +5,57 @@ A platform adapter parses its events into one `Inbound` and offers a reply surfa
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from bot.chat.core.access import Origin
+from bot.engine.hooks import TurnHooks
+from bot.engine.inbox import LiveKind
 from bot.engine.service import TurnRequest
 
 Trigger = Literal["mention", "dm", "thread", "console"]
 
 
-class ReplySurface(Protocol):
-    """How the answer to one inbound message reaches its author. Written once per platform.
+class ReplySurface(ABC):
+    """How the answer to one inbound message reaches its author. One subclass per platform.
 
     The pipeline calls, in this order: `working()` (once a turn will run), `deliver()` (the answer, an error
     sentence or the shutdown notice), `done(ok)`. A refusal or a hint is `deliver()` alone, without `working()`.
 
-    A surface may carry `hooks` (a TurnHooks the pipeline passes to `AgentService.handle`): Slack and Discord
-    carry `Progress` (bot/chat/core/progress.py: a live status and the answer as it is written; `deliver()` then
-    finishes the answer in place), the console its LiveView. Approval buttons are meant to be further
-    optional methods here, used by the pipeline when present, so they are written once for every platform."""
+    Every optional capability is declared here with its default, so shared code never probes for one:
+    - `hooks`: a TurnHooks the pipeline passes to `AgentService.handle` (Slack and Discord: `Progress`, the live
+      status and the answer as it is written, bot/chat/core/live.py; the console: its LiveView);
+    - `stopped_text`: what the user reads when a turn is cut at shutdown (None: the pipeline's STOPPED);
+    - `track(note)` and `leftovers(live)`: the messages a turn posts to show itself, noted on the inbox row, and
+      settled after a crash (bot/chat/core/inbox_turns.py).
+    Approval requests are not a reply's: the desk posts them through the platform's buttons, registered once
+    per platform (`Platform.mount_approvals`, bot/chat/core/platform.py)."""
 
+    hooks: TurnHooks | None = None
+    stopped_text: str | None = None
+
+    @abstractmethod
     async def working(self) -> str:
         """Show that the bot is on it (:eyes:, typing…). Returns the conversation key the turn belongs to (the
         session's thread: Discord may open a thread here)."""
-        ...
 
+    @abstractmethod
     async def deliver(self, text: str) -> None:
         """Post Markdown text under the platform's rules (mrkdwn, splitting, a file for very long text)."""
-        ...
 
+    @abstractmethod
     async def done(self, ok: bool) -> None:
         """The turn is over: ✅ or ❌ (and stop any working indicator)."""
-        ...
+
+    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
+        """Tell `note` of every message posted to show this turn (status, partial answer) as it is posted."""
+        return None
+
+    async def leftovers(self, live: Mapping[LiveKind, str]) -> None:
+        """A turn for this message ran in a process that is gone: settle the messages it left."""
+        return None
 
 
 @dataclass(frozen=True, slots=True)

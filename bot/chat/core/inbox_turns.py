@@ -1,8 +1,8 @@
-"""The pipeline's claim step on the durable inbox (`InboxClaims`), and the take-over of events whose instance
-died (`Recovery`).
+"""The pipeline's exactly-once step on the durable inbox (`InboxTurns`), and the take-over of events whose
+instance died (`Recovery`).
 
-`claim` stores the event with its exactly-once claim in one transaction, leased to this instance, before the
-ack; `started` records the turn that runs it and, before a side-effecting tool runs, that it ran; `settle`
+`take` stores the event with its exactly-once claim in one transaction, leased to this instance, before the
+ack; `started` records the turn that runs it and, before a side-effecting tool runs, that it ran; `finish`
 records how it ended. Recovery, per event taken over (its lease ran out, or the process restarted alone on a
 SQLite file):
 - it never started a turn: run it now;
@@ -12,8 +12,8 @@ SQLite file):
 - otherwise the turn ends `interrupted`, its partial messages leave the history, and it runs again;
 - after MAX_ATTEMPTS starts (a message that kills the process each time) it is given up, and the thread told.
 In every case, first, what the cut turn had posted to show its progress (a status message still saying
-"thinking…", a half-written answer: noted on the row as posted, through the surface's optional `track`) is
-settled by the surface's optional `leftovers`, so the thread keeps nothing of the dead process that looks alive.
+"thinking…", a half-written answer: noted on the row as posted, through the surface's `track`) is
+settled by the surface's `leftovers`, so the thread keeps nothing of the dead process that looks alive.
 Never two answers for one message: only the lease holder answers, and the row is settled after the answer."""
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import partial
 from typing import Protocol
 
 from bot.chat.core.base import Inbound
@@ -62,8 +61,8 @@ class EffectsRecorded(TurnHooks):
             await self.inbox.effect(self.item, call.name)
 
 
-class InboxClaims:
-    """`ClaimStep` (bot/chat/core/claiming.py) on the inbox. Keeps the inbox rows of the messages in flight here.
+class InboxTurns:
+    """`ExactlyOnce` (bot/chat/core/exactly_once.py) on the inbox. Keeps the inbox rows of the messages in flight here.
     `side_effecting(name)`: does that tool declare `side_effects` (asked when it starts, so tools registered
     later, from MCP servers, count too)."""
 
@@ -77,7 +76,7 @@ class InboxClaims:
     def _key(inbound: Inbound) -> tuple[str, str]:
         return inbound.platform, inbound.claim_key or ""
 
-    async def claim(self, inbound: Inbound) -> bool:
+    async def take(self, inbound: Inbound) -> bool:
         if inbound.claim_key is None:
             return True
         o = inbound.origin
@@ -101,13 +100,11 @@ class InboxClaims:
         turn_id = uuid.uuid4().hex
         await self.inbox.start(item, turn_id, request.agent)
         self._running.add(item.id)
-        track = getattr(inbound.reply, "track", None)  # the surface's live messages, noted for recovery
-        if track is not None:
-            track(partial(self.inbox.live_message, item))
+        inbound.reply.track(lambda kind, ref: self.inbox.live_message(item, kind, ref))  # noted for recovery
         effects = EffectsRecorded(self.inbox, item, self.side_effecting)  # first: committed before the tool runs
         return replace(request, turn_id=turn_id), CompositeHooks(effects).plus(hooks)
 
-    async def settle(self, inbound: Inbound, ok: bool) -> None:
+    async def finish(self, inbound: Inbound, ok: bool) -> None:
         item = self._items.pop(self._key(inbound), None)
         if item is None:
             return
@@ -115,13 +112,13 @@ class InboxClaims:
         self._running.discard(item.id)
         task = asyncio.current_task()
         if task is not None and task.cancelling():  # shutdown: the user was told, by the pipeline's STOPPED
-            await self.finish(item, "interrupted", "yokebot stopped during this turn; the user was told")
+            await self.end(item, "interrupted", "yokebot stopped during this turn; the user was told")
         elif not ran:  # not for the bot after all, refused, or empty: no turn was owed
-            await self.finish(item, "answered" if ok else "skipped")
+            await self.end(item, "answered" if ok else "skipped")
         else:
-            await self.finish(item, "answered" if ok else "failed")
+            await self.end(item, "answered" if ok else "failed")
 
-    async def finish(self, item: InboxItem, state: InboxState, note: str | None = None) -> None:
+    async def end(self, item: InboxItem, state: InboxState, note: str | None = None) -> None:
         try:
             await self.inbox.finish(item, state, note)
         except Exception:
@@ -155,9 +152,9 @@ class Resumable(Protocol):
 class Recovery:
     """Takes over inbox events of dead instances, at start-up and every `period` seconds after."""
 
-    def __init__(self, inbox: Inbox, claims: InboxClaims, adapters: Mapping[str, Resumable], period: float, *,
+    def __init__(self, inbox: Inbox, turns: InboxTurns, adapters: Mapping[str, Resumable], period: float, *,
                  alone: bool) -> None:
-        self.inbox, self.claims, self.adapters, self.period, self.alone = inbox, claims, adapters, period, alone
+        self.inbox, self.turns, self.adapters, self.period, self.alone = inbox, turns, adapters, period, alone
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -188,9 +185,9 @@ class Recovery:
         adapter = self.adapters[item.platform]
         inbound = adapter.rebuild(item)
         await self._settle_leftovers(inbound, item)
-        note = await self.claims.recover(item)
+        note = await self.turns.recover(item)
         if note is None:
-            self.claims.adopt(inbound, item)
+            self.turns.adopt(inbound, item)
             adapter.pipeline.resume(inbound)
             return
         try:
@@ -199,16 +196,15 @@ class Recovery:
         except Exception:
             log.exception("could not tell %s about the restart (inbox event %s)", item.platform, item.id)
             return  # the lease runs out and a later take-over tries again
-        await self.claims.finish(item, "interrupted", note)
+        await self.turns.end(item, "interrupted", note)
 
     @staticmethod
     async def _settle_leftovers(inbound: Inbound, item: InboxItem) -> None:
         """The cut turn's status message and half answer, before the message is answered again or told."""
-        leftovers = getattr(inbound.reply, "leftovers", None)
-        if not item.live or leftovers is None:
+        if not item.live:
             return
         try:
-            await leftovers(item.live)
+            await inbound.reply.leftovers(item.live)
         except Exception:
             log.warning("could not settle the messages left in %s by inbox event %s", item.platform, item.id,
                         exc_info=True)

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from bot.chat.core.base import ChatAdapter
 from bot.engine.errors import ToolFailed
-
-HINTS = {
-    "slack": "set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN or SLACK_SIGNING_SECRET) and run `yokebot run`",
-    "discord": "set DISCORD_BOT_TOKEN and run `yokebot run`",
-}
 
 
 class Fallback(Protocol):
@@ -20,8 +16,10 @@ class Fallback(Protocol):
 
 
 class AdapterNotifier:
-    def __init__(self) -> None:
+    def __init__(self, hints: Mapping[str, str] | None = None) -> None:
+        """`hints`: per platform, how to configure it (the registry's, bot/chat/platforms.py)."""
         self.adapters: dict[str, ChatAdapter] = {}
+        self.hints = dict(hints or {})
         self.fallback: Fallback | None = None
 
     def register(self, adapter: ChatAdapter) -> None:
@@ -35,6 +33,6 @@ class AdapterNotifier:
         if adapter is None and self.fallback is not None:
             return await self.fallback.post_instead(target, text)
         if adapter is None:
-            hint = HINTS.get(platform, "no adapter exists for this platform")
+            hint = self.hints.get(platform, "no adapter exists for this platform")
             raise ToolFailed(f"cannot post to {target}: {platform} is not configured in this process ({hint})")
         return await adapter.post(channel, text)

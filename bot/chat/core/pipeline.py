@@ -1,12 +1,12 @@
 """The one inbound path for every chat message, on every platform: from "an event arrived" to "the answer is
 delivered".
 
-    adapter parses ─> receive(): closing? ─> claim (exactly once) ─> count ─> spawn a tracked task ─> (ack)
+    adapter parses ─> receive(): closing? ─> take (exactly once) ─> count ─> spawn a tracked task ─> (ack)
     task: let the acks of a burst go first ─> addressed? ─> route ─> access ─> reply.working()
           ─> [concurrency slot] AgentService.handle ─> reply.deliver(answer | error sentence) ─> reply.done(ok)
     drain(): stop taking events, let turns finish, cancel the rest with the shutdown notice
 
-`receive()` is all that runs before the platform's ack (Slack); it does one database write, the claim. The
+`receive()` is all that runs before the platform's ack (Slack); it does one database write, the exactly-once claim. The
 console calls `answer()` in its own task: no claim, no access lists, a fixed agent."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from enum import Enum
 
 from bot.chat.core.access import Access, FixedAgent, Routing
 from bot.chat.core.base import Directory, EventCounter, Inbound
-from bot.chat.core.claiming import ClaimStep
+from bot.chat.core.exactly_once import ExactlyOnce
 from bot.engine.messages import TurnResult
 from bot.engine.service import AgentService
 
@@ -40,7 +40,7 @@ class Receipt(Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class PipelineLimits:
     max_concurrent_turns: int = 8
     drain_seconds: float = 30.0
     ack_quiet_seconds: float = 0.02  # a burst is over when no message has arrived for this long
@@ -48,9 +48,10 @@ class Limits:
 
 class Pipeline:
     def __init__(self, service: AgentService, routing: Routing | FixedAgent, *, access: Access | None = None,
-                 claims: ClaimStep | None = None, directory: Directory | None = None,
-                 counter: EventCounter | None = None, limits: Limits = Limits(), platform: str = "") -> None:
-        self.service, self.routing, self.access, self.claims = service, routing, access, claims
+                 once: ExactlyOnce | None = None, directory: Directory | None = None,
+                 counter: EventCounter | None = None, limits: PipelineLimits = PipelineLimits(),
+                 platform: str = "") -> None:
+        self.service, self.routing, self.access, self.once = service, routing, access, once
         self.directory, self.counter, self.limits, self.platform = directory, counter, limits, platform
         self._slots = asyncio.Semaphore(limits.max_concurrent_turns)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -109,7 +110,7 @@ class Pipeline:
         if self._closing:
             log.info("%s message %s arrived while stopping: not taken", self.platform, inbound.message_id)
             return Receipt.CLOSING
-        if self.claims is not None and not await self.claims.claim(inbound):
+        if self.once is not None and not await self.once.take(inbound):
             log.info("%s message %s was already taken: not processed again", self.platform, inbound.claim_key)
             self.count("duplicate")
             return Receipt.DUPLICATE
@@ -149,9 +150,9 @@ class Pipeline:
             log.exception("%s message %s could not be handled", self.platform, inbound.message_id)
             self.count("error")
         finally:
-            if self.claims is not None:
+            if self.once is not None:
                 with contextlib.suppress(Exception):
-                    await self.claims.settle(inbound, ok)
+                    await self.once.finish(inbound, ok)
 
     async def answer(self, inbound: Inbound) -> TurnResult | None:
         """Route, check access, run the turn and deliver. The turn's result; None when no turn ran (refused,
@@ -187,10 +188,10 @@ class Pipeline:
         thread = await reply.working()
         result: TurnResult | None = None
         try:
-            hooks = getattr(reply, "hooks", None)  # the surface's own turn hooks (progress), when it has them
+            hooks = reply.hooks  # the surface's own turn hooks (progress, the console's live view), or None
             request = inbound.to_request(agent, thread)
-            if self.claims is not None:  # the inbox records the turn (and its side-effecting tools)
-                request, hooks = await self.claims.started(inbound, request, hooks)
+            if self.once is not None:  # the inbox records the turn (and its side-effecting tools)
+                request, hooks = await self.once.started(inbound, request, hooks)
             async with self._slots:
                 result = await self.service.handle(request, hooks)
             text = result.answer or "(no answer)"
@@ -221,7 +222,8 @@ class Pipeline:
     async def _last_word(self, inbound: Inbound) -> None:
         """Shutting down mid-turn: tell the user in one sentence rather than leave them waiting forever."""
         async def notice() -> None:
-            text = getattr(inbound.reply, "stopped_text", STOPPED)  # the console says it its own way
+            text = inbound.reply.stopped_text
+            text = STOPPED if text is None else text  # the console says it its own way ("")
             if text:
                 await inbound.reply.deliver(text)
             await inbound.reply.done(False)

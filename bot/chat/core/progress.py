@@ -2,9 +2,9 @@
 steps, and the answer as the model writes it, both throttled to about one platform call a second.
 
 `Progress` is a TurnHooks (the pipeline passes a surface's `hooks` to AgentService.handle). It keeps the
-latest state and a background pump shows it through the surface's `status(text)` and `stream(partial)`; the
-turn never waits for Slack or Discord (a 429 delays the next edit, never the model). The surface's
-`deliver()` calls `close()` and then writes the complete answer itself (its split and file rules).
+latest state and a background pump shows it through `status(text)` and `stream(partial)` of the reply's
+`LiveMessages` (bot/chat/core/live.py); the turn never waits for Slack or Discord (a 429 delays the next edit,
+never the model). The surface's `deliver()` calls `close()` and then the final answer is written in place.
 
 Tool steps (`YOKEBOT_PROGRESS_STEPS`, or `progress:` in a profile): `none` shows only "working…";
 `compact` one line per step, "`tail_log /var/log/nginx/error.log` ✓ 0.2 s"; `full` adds the first line of
@@ -18,7 +18,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -41,8 +41,8 @@ CLOSE_GRACE_SECONDS = 3.0  # an edit in flight when the answer is ready may fini
 
 
 class LiveSurface(Protocol):
-    """What a platform offers `Progress`: replace the status text; show the answer written so far. A surface
-    may also have `begin(question)`, called once before the first status (Slack names an assistant thread)."""
+    """What `Progress` shows a turn through (`LiveMessages`, bot/chat/core/live.py): replace the status text;
+    show the answer written so far."""
 
     async def status(self, text: str) -> None: ...
     async def stream(self, partial: str) -> None: ...
@@ -85,8 +85,11 @@ class Progress(TurnHooks):
     """Follows one turn; `close()` before the final answer is written."""
 
     def __init__(self, surface: LiveSurface, mode: ProgressMode = "compact", interval: float = 1.0,
-                 redact: Callable[[str], str] = _patterns, clock: Callable[[], float] = time.monotonic) -> None:
+                 redact: Callable[[str], str] = _patterns, clock: Callable[[], float] = time.monotonic,
+                 begin: Callable[[str], Awaitable[None]] | None = None) -> None:
+        """`begin(question)`: called once before the first status (Slack names an assistant thread)."""
         self.surface, self.interval, self.redact, self.clock = surface, interval, redact, clock
+        self.begin = begin
         self.mode: ProgressMode = mode
         self.steps: list[Step] = []
         self.partial = ""
@@ -168,9 +171,8 @@ class Progress(TurnHooks):
 
     async def _show(self) -> None:
         try:
-            begin = getattr(self.surface, "begin", None)
-            if begin is not None and not self._shown_status:
-                await begin(self.question)
+            if self.begin is not None and not self._shown_status:
+                await self.begin(self.question)
             status = self.status_text()
             if status != self._shown_status:
                 self._shown_status = status

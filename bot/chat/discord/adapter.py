@@ -15,21 +15,24 @@ import asyncio
 import copy
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from functools import partial
 from typing import Any, cast
 
 import discord
-import discord.gateway
-import discord.http
-import yarl
+from aiohttp import web
 from discord.abc import Messageable
 
 from bot.chat.core.access import Origin
+from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.base import EventClaims, EventCounter, Inbound, Trigger
-from bot.chat.core.claiming import ClaimStep
+from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.progress import live_options
 from bot.chat.core.wiring import discord_pipeline
-from bot.chat.discord.output import NO_PINGS, DiscordReply, post_to, stored_message
+from bot.chat.discord.directory import cached_text_channels, channel_for_post, channel_name, groups_of, roles
+from bot.chat.discord.live import NO_PINGS
+from bot.chat.discord.output import DiscordReply, post_to, stored_message
+from bot.chat.discord.rest import DiscordLogin
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
 from bot.engine.inbox import InboxItem
@@ -69,22 +72,6 @@ def intents() -> discord.Intents:
     return wanted
 
 
-def redirect(api_url: str | None, gateway_url: str | None) -> Callable[[], None]:
-    """Point discord.py at another REST base / gateway. These are class attributes, so this is process-wide:
-    one process talks to one Discord. Returns a function that undoes it."""
-    route_cls, ws_cls = discord.http.Route, discord.gateway.DiscordWebSocket
-    old_base, old_gateway = route_cls.BASE, ws_cls.DEFAULT_GATEWAY
-    if api_url:
-        route_cls.BASE = api_url.rstrip("/")
-    if gateway_url:
-        ws_cls.DEFAULT_GATEWAY = yarl.URL(gateway_url)
-
-    def undo() -> None:
-        route_cls.BASE, ws_cls.DEFAULT_GATEWAY = old_base, old_gateway
-
-    return undo
-
-
 class _Client(discord.Client):
     def __init__(self, adapter: DiscordAdapter, **options: Any) -> None:
         super().__init__(**options)
@@ -122,12 +109,12 @@ class DiscordAdapter:
         *,
         claims: EventClaims | None = None,
         metrics: EventCounter | None = None,
-        inbox: ClaimStep | None = None,
+        inbox: ExactlyOnce | None = None,
     ) -> None:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.settings = settings
-        # inbox: the durable inbox's claim step (bot/chat/core/inbox_turns.py); without it, `claims`
+        # inbox: the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py); without it, `claims`
         # (processed_events), so instances sharing the database answer a message once, but a crash loses it
         self.pipeline = discord_pipeline(settings, service, profiles, claims, self, metrics, inbox)
         self.connected = False  # between READY/RESUMED and a disconnect
@@ -140,26 +127,18 @@ class DiscordAdapter:
         self.ready = asyncio.Event()
         self.stopping = False
         self._runner: asyncio.Task[None] | None = None
-        self._undo_redirect: Callable[[], None] | None = None
-        self._logged_in = False
+        self.login = DiscordLogin(self.client, settings, settings.discord_gateway_url)
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     async def identify(self) -> None:
         """Log in over REST (two calls, no gateway): enough to post, so recovery can answer the messages of a
         dead instance before the gateway is up. A bad token is one clear ConfigError."""
-        if self._logged_in:
-            return
-        if self._undo_redirect is None:
-            self._undo_redirect = redirect(self.settings.discord_api_url, self.settings.discord_gateway_url)
-        token = self.settings.discord_bot_token
-        assert token is not None
         try:
-            await self.client.login(token.get_secret_value())
+            await self.login()
         except Exception as exc:
             log.error("discord: login failed", exc_info=exc)
             await self._close_client()
             raise ConfigError(_start_failure(exc, 0)) from None
-        self._logged_in = True
 
     async def start(self, within: float = 60.0) -> None:
         """Log in (unless `identify` did) and connect; returns once the gateway is READY. A bad token or a
@@ -205,31 +184,26 @@ class DiscordAdapter:
         await self.client.close()
         if self._runner is not None:
             await asyncio.gather(self._runner, return_exceptions=True)
-        if self._undo_redirect is not None:
-            self._undo_redirect()
-            self._undo_redirect = None
+        self.login.undo()
 
     # --- outbound (notify, schedules) -----------------------------------------------------------------------
     async def post(self, channel: str, text: str) -> str:
         """Post to `CHANNEL_ID` or `#name`; returns `discord:CHANNEL/MESSAGE` of the first message."""
-        dest = self._channel_for_post(channel)
-        return await post_to(dest, channel, text, attach_over=self.settings.discord_attach_over_chars)
-
-    def _channel_for_post(self, channel: str) -> Messageable:
         if not self.ready.is_set():
             raise ToolFailed("cannot post to Discord: the bot is not connected to the gateway yet")
-        name = channel.strip().removeprefix("#")
-        if name.isdigit():
-            found = self.client.get_channel(int(name))
-            return found if isinstance(found, Messageable) else self.client.get_partial_messageable(int(name))
-        for guild in self.client.guilds:
-            for text_channel in guild.text_channels:
-                if text_channel.name == name:
-                    return text_channel
-        raise ToolFailed(
-            f"cannot post to discord:{channel}: no text channel with that name is visible to the bot; "
-            "use the channel ID (Developer Mode -> right click -> Copy Channel ID)"
-        )
+        dest = await channel_for_post(self.client, channel, partial(cached_text_channels, self.client))
+        return await post_to(dest, channel, text, attach_over=self.settings.discord_attach_over_chars)
+
+    # --- the registry's other hooks (bot/chat/core/platform.py) ---------------------------------------------
+    def mount(self, http: web.Application) -> None:
+        """Discord talks over its gateway: no HTTP route."""
+        return None
+
+    def mount_approvals(self, desk: ApprovalDesk) -> None:
+        """Approve / Deny buttons and their clicks (INTERACTION_CREATE on the gateway)."""
+        from bot.chat.discord.approvals import mount_approvals
+
+        mount_approvals(self.client, desk)
 
     # --- inbound: parse, hand to the pipeline ---------------------------------------------------------------
     async def received(self, message: discord.Message) -> None:
@@ -267,7 +241,7 @@ class DiscordAdapter:
         if message.guild is None:
             return self._inbound(message, channel, Origin(self.platform, channel_id, author, dm=True), "dm", text,
                                  channel_id)
-        origin = Origin(self.platform, channel_id, author, groups=_roles(message.author))
+        origin = Origin(self.platform, channel_id, author, groups=roles(message.author))
         if isinstance(channel, discord.Thread):
             if channel.owner_id != me.id and not mentioned:
                 return None
@@ -309,43 +283,14 @@ class DiscordAdapter:
         return Inbound(origin, item.thread, item.text, trigger, reply, message_id=str(message.id),
                        claim_key=item.event_key, groups_known=not dm, target=t)
 
-    # --- what the pipeline may look up ----------------------------------------------------------------------
+    # --- what the pipeline may look up (bot/chat/discord/directory.py) --------------------------------------
     async def channel_name(self, channel: str) -> str | None:
         """From the gateway's cache; over REST when it does not have the channel (yet: a message answered
         by recovery before the gateway is up)."""
-        if not channel.isdigit():
-            return None
-        found: object = self.client.get_channel(int(channel))
-        if found is None:
-            try:
-                found = await self.client.fetch_channel(int(channel))
-            except discord.HTTPException as exc:
-                log.warning("discord: cannot look up channel %s: %s", channel, exc)
-        return getattr(found, "name", None)
+        return await channel_name(self.client, channel)
 
     async def groups_of(self, user: str) -> frozenset[str]:
-        """A DM carries no roles: look the author up in the bot's guilds (REST; no members intent needed; the
-        guilds over REST too when the gateway has not listed them yet)."""
-        found: set[str] = set()
-        guilds = list(self.client.guilds)
-        if not guilds:
-            try:
-                guilds = [g async for g in self.client.fetch_guilds(limit=None)]
-            except discord.HTTPException as exc:
-                log.warning("discord: cannot list the bot's guilds: %s", exc)
-        for guild in guilds:
-            try:
-                member = await guild.fetch_member(int(user))
-            except discord.HTTPException:
-                continue
-            found |= _roles(member)
-        return frozenset(found)
-
-
-def _roles(author: discord.User | discord.Member) -> frozenset[str]:
-    if not isinstance(author, discord.Member):
-        return frozenset()
-    return frozenset({str(r.id) for r in author.roles} | {str(r) for r in author._roles})  # IDs, never names
+        return await groups_of(self.client, user)
 
 
 def _start_failure(error: BaseException | None, timeout: float) -> str:

@@ -9,15 +9,10 @@ import logging
 
 import discord
 
-from bot.chat.core.approvals import (
-    ACTION_APPROVE,
-    ACTION_DENY,
-    ApprovalDesk,
-    approver_names,
-    status_line,
-    timeout_words,
-)
-from bot.chat.discord.output import NO_PINGS
+from bot.chat.core import approvals as desk_api
+from bot.chat.core.approvals import ApprovalDesk
+from bot.chat.discord.directory import roles
+from bot.chat.discord.live import answer_privately, answer_with_edit, edit, send
 from bot.store.approvals import Approval
 
 log = logging.getLogger(__name__)
@@ -38,20 +33,20 @@ def request_text(a: Approval) -> str:
     who = f"<@{a.requested_by}>" if a.requested_by and a.requested_by.isdigit() else (a.requested_by or "a run")
     head = f"✋ **Approval needed:** {who} asked me to run `{a.tool}`:\n{_code(a.arguments)}"
     if a.status == "pending":
-        approvers = approver_names(a, {x: mention(x) for x in a.approvers})
-        return f"{head}\nWho may approve: {approvers}. Expires in {timeout_words(a.timeout_seconds)}."
+        approvers = desk_api.approver_names(a, {x: mention(x) for x in a.approvers})
+        return f"{head}\nWho may approve: {approvers}. Expires in {desk_api.timeout_words(a.timeout_seconds)}."
     by = f"<@{a.decided_by}>" if a.decided_by and a.decided_by.isdigit() else (a.decided_by or "?")
     emoji = {"approved": "✅", "denied": "⛔"}.get(a.status, "⌛")
-    return f"{head}\n{emoji} {status_line(a).replace('{by}', by)}"
+    return f"{head}\n{emoji} {desk_api.status_line(a).replace('{by}', by)}"
 
 
 def buttons(a: Approval) -> discord.ui.View:
     """The two buttons, as a view that is never stored: every click reaches `on_interaction`."""
     view = discord.ui.View(timeout=None)
     view.add_item(discord.ui.Button(style=discord.ButtonStyle.success, label="Approve",
-                                    custom_id=f"{ACTION_APPROVE}:{a.id}"))
+                                    custom_id=f"{desk_api.ACTION_APPROVE}:{a.id}"))
     view.add_item(discord.ui.Button(style=discord.ButtonStyle.danger, label="Deny",
-                                    custom_id=f"{ACTION_DENY}:{a.id}"))
+                                    custom_id=f"{desk_api.ACTION_DENY}:{a.id}"))
     view.stop()  # finished before sending: discord.py sends the components but keeps no callbacks for them
     return view
 
@@ -67,8 +62,7 @@ class DiscordApprovalButtons:
         return self.client.get_partial_messageable(int(a.thread or a.channel))
 
     async def ask(self, approval: Approval) -> str:
-        sent = await self._dest(approval).send(request_text(approval), view=buttons(approval),
-                                               allowed_mentions=NO_PINGS)
+        sent = await send(self._dest(approval), request_text(approval), view=buttons(approval))
         return f"{sent.channel.id}/{sent.id}"
 
     async def show(self, approval: Approval) -> None:
@@ -76,24 +70,18 @@ class DiscordApprovalButtons:
             return
         channel, _, message = approval.message_ref.partition("/")
         partial = self.client.get_partial_messageable(int(channel)).get_partial_message(int(message))
-        await partial.edit(content=request_text(approval), view=None, allowed_mentions=NO_PINGS)
+        await edit(partial, request_text(approval), view=None)
 
     async def say(self, approval: Approval, text: str) -> None:
-        await self._dest(approval).send(text, allowed_mentions=NO_PINGS)
+        await send(self._dest(approval), text)
 
 
 def parse_custom_id(custom_id: str) -> tuple[bool, int] | None:
     """(approve?, row id) for our buttons; None for anything else."""
     action, _, raw = custom_id.partition(":")
-    if action not in (ACTION_APPROVE, ACTION_DENY) or not raw.isdigit():
+    if action not in (desk_api.ACTION_APPROVE, desk_api.ACTION_DENY) or not raw.isdigit():
         return None
-    return action == ACTION_APPROVE, int(raw)
-
-
-def _roles(user: discord.User | discord.Member) -> frozenset[str]:
-    if not isinstance(user, discord.Member):
-        return frozenset()
-    return frozenset(str(r) for r in user._roles)  # role IDs from the interaction itself, no lookup
+    return action == desk_api.ACTION_APPROVE, int(raw)
 
 
 def mount_approvals(client: discord.Client, desk: ApprovalDesk) -> None:
@@ -114,12 +102,11 @@ def mount_approvals(client: discord.Client, desk: ApprovalDesk) -> None:
 
 async def answer_click(desk: ApprovalDesk, interaction: discord.Interaction, approval_id: int, approve: bool) -> None:
     user = interaction.user
-    answer = await desk.click("discord", approval_id, str(user.id), _roles(user), approve)
+    answer = await desk.click("discord", approval_id, str(user.id), roles(user), approve)
     try:
         if answer.private is not None:
-            await interaction.response.send_message(answer.private, ephemeral=True)
+            await answer_privately(interaction, answer.private)
         elif answer.approval is not None:
-            await interaction.response.edit_message(content=request_text(answer.approval), view=None,
-                                                    allowed_mentions=NO_PINGS)
+            await answer_with_edit(interaction, request_text(answer.approval), view=None)
     except discord.HTTPException as exc:
         log.warning("could not answer the approval click on %s: %s", approval_id, exc)

@@ -21,8 +21,9 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
 from bot.chat.core.access import Origin
+from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.base import EventClaims, EventCounter, Inbound
-from bot.chat.core.claiming import ClaimStep
+from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Receipt
 from bot.chat.core.progress import live_options
 from bot.chat.core.wiring import slack_pipeline
@@ -47,7 +48,7 @@ class SlackAdapter:
 
     def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
                  claims: EventClaims, metrics: EventCounter | None = None,
-                 inbox: ClaimStep | None = None) -> None:
+                 inbox: ExactlyOnce | None = None) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
         if settings.slack_app_token is None and settings.slack_signing_secret is None:
@@ -147,7 +148,7 @@ class SlackAdapter:
         return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id or me.team_id,
                                bot_token=self._token, bot_user_id=me.user_id, bot_id=me.bot_id)
 
-    # --- inbound: parse, hand to the pipeline (which claims before the ack) ---------------------------------
+    # --- inbound: parse, hand to the pipeline (which takes it exactly once before the ack) ----------------
     async def _on_event(self, body: dict[str, Any], request: AsyncBoltRequest) -> BoltResponse | None:
         found = classify(body, await self._whoami(), self.rules)
         if isinstance(found, Ignored):
@@ -182,6 +183,12 @@ class SlackAdapter:
         trigger = item.trigger if item.trigger in ("mention", "dm", "thread") else "mention"
         return self._inbound(SlackMessage(item.channel, str(t["ts"]), item.thread, t.get("reply_thread"),
                                           item.text, item.user, trigger, t.get("event_id")))
+
+    def mount_approvals(self, desk: ApprovalDesk) -> None:
+        """Approve / Deny buttons and their clicks (`block_actions`, through Bolt)."""
+        from bot.chat.slack.approvals import mount_approvals
+
+        mount_approvals(self.bolt, desk, self.web, self.groups)
 
     # --- what the pipeline may look up ----------------------------------------------------------------------
     async def channel_name(self, channel: str) -> str | None:

@@ -11,16 +11,11 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.core.approvals import (
-    ACTION_APPROVE,
-    ACTION_DENY,
-    ApprovalDesk,
-    approver_names,
-    status_line,
-    timeout_words,
-)
+from bot.chat.core import approvals as desk_api
+from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.formatting import defuse_broadcasts
 from bot.chat.slack.directory import UserGroups
+from bot.chat.slack.live import SlackMessages
 from bot.store.approvals import Approval
 
 log = logging.getLogger(__name__)
@@ -44,23 +39,23 @@ def _code(text: str) -> str:
 
 def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
     who = mention(a.requested_by) if a.requested_by and a.requested_by[:1] in "UW" else (a.requested_by or "a run")
-    approvers = approver_names(a, {x: mention(x) for x in a.approvers})
+    approvers = desk_api.approver_names(a, {x: mention(x) for x in a.approvers})
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f":raised_hand: *Approval needed:* {who} asked "
                                                                f"me to run `{a.tool}`:"}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _code(a.arguments)}},
     ]
     if decided:
-        line = status_line(a).replace("{by}", mention(a.decided_by or "?"))
+        line = desk_api.status_line(a).replace("{by}", mention(a.decided_by or "?"))
         emoji = {"approved": ":white_check_mark:", "denied": ":no_entry:"}.get(a.status, ":hourglass:")
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{emoji} {line}"}]})
         return blocks
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text":
-                   f"Who may approve: {approvers}. Expires in {timeout_words(a.timeout_seconds)}."}]})
+                   f"Who may approve: {approvers}. Expires in {desk_api.timeout_words(a.timeout_seconds)}."}]})
     blocks.append({"type": "actions", "block_id": f"approval-{a.id}", "elements": [
-        {"type": "button", "action_id": ACTION_APPROVE, "value": str(a.id), "style": "primary",
+        {"type": "button", "action_id": desk_api.ACTION_APPROVE, "value": str(a.id), "style": "primary",
          "text": {"type": "plain_text", "text": "Approve"}},
-        {"type": "button", "action_id": ACTION_DENY, "value": str(a.id), "style": "danger",
+        {"type": "button", "action_id": desk_api.ACTION_DENY, "value": str(a.id), "style": "danger",
          "text": {"type": "plain_text", "text": "Deny"}},
     ]})
     return blocks
@@ -69,30 +64,29 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
 def fallback(a: Approval) -> str:
     if a.status == "pending":
         return defuse_broadcasts(f"Approval needed to run {a.tool} {a.arguments}", "slack")
-    return f"{a.tool}: {status_line(a).replace('{by}', a.decided_by or '?')}"
+    return f"{a.tool}: {desk_api.status_line(a).replace('{by}', a.decided_by or '?')}"
 
 
 class SlackApprovalButtons:
     """`ApprovalButtons` for Slack. The message reference kept on the row is `channel:ts`."""
 
     def __init__(self, client: AsyncWebClient) -> None:
-        self.client = client
+        self.messages = SlackMessages(client)
 
     async def ask(self, approval: Approval) -> str:
-        resp = await self.client.chat_postMessage(channel=approval.channel, thread_ts=approval.thread or None,
-                                                  text=fallback(approval), blocks=request_blocks(approval, False))
+        resp = await self.messages.post(approval.channel, fallback(approval), approval.thread or None,
+                                        blocks=request_blocks(approval, False))
         return f"{resp.get('channel') or approval.channel}:{resp['ts']}"
 
     async def show(self, approval: Approval) -> None:
         if approval.message_ref is None:
             return
         channel, _, ts = approval.message_ref.rpartition(":")
-        await self.client.chat_update(channel=channel, ts=ts, text=fallback(approval),
-                                      blocks=request_blocks(approval, True))
+        await self.messages.update(channel, ts, fallback(approval), blocks=request_blocks(approval, True))
 
     async def say(self, approval: Approval, text: str) -> None:
         channel = approval.message_ref.rpartition(":")[0] if approval.message_ref else approval.channel
-        await self.client.chat_postMessage(channel=channel, thread_ts=approval.thread or None, text=text)
+        await self.messages.post(channel, text, approval.thread or None)
 
 
 def mount_approvals(bolt: AsyncApp, desk: ApprovalDesk, client: AsyncWebClient, groups: UserGroups) -> None:
@@ -102,14 +96,14 @@ def mount_approvals(bolt: AsyncApp, desk: ApprovalDesk, client: AsyncWebClient, 
 
     async def on_click(ack: Any, body: dict[str, Any]) -> None:
         await ack()
-        await handle_click(desk, buttons, client, groups, body)
+        await handle_click(desk, buttons, groups, body)
 
-    bolt.action(ACTION_APPROVE)(on_click)
-    bolt.action(ACTION_DENY)(on_click)
+    bolt.action(desk_api.ACTION_APPROVE)(on_click)
+    bolt.action(desk_api.ACTION_DENY)(on_click)
 
 
-async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, client: AsyncWebClient,
-                       groups: UserGroups, body: dict[str, Any]) -> None:
+async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, groups: UserGroups,
+                       body: dict[str, Any]) -> None:
     action = (body.get("actions") or [{}])[0]
     user = str((body.get("user") or {}).get("id") or "")
     try:
@@ -117,13 +111,13 @@ async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, client
     except ValueError:
         log.warning("Slack approval click with a bad value %r", action.get("value"))
         return
-    approve = action.get("action_id") == ACTION_APPROVE
+    approve = action.get("action_id") == desk_api.ACTION_APPROVE
     answer = await desk.click("slack", approval_id, user, await groups.of(user), approve)
     channel = str((body.get("channel") or {}).get("id") or "")
     try:
         if answer.private is not None:
             thread = (body.get("message") or {}).get("thread_ts")
-            await client.chat_postEphemeral(channel=channel, user=user, text=answer.private, thread_ts=thread)
+            await buttons.messages.ephemeral(channel, user, answer.private, thread)
         elif answer.approval is not None:
             await buttons.show(answer.approval)
     except SlackApiError as exc:

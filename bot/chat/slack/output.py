@@ -5,19 +5,18 @@ by the SDK (RateLimitErrorRetryHandler)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.core.formatting import defuse_broadcasts, split_message
-from bot.chat.core.progress import LiveOptions, Progress
+from bot.chat.core.formatting import split_message
+from bot.chat.core.live import LiveReply
+from bot.chat.core.progress import LiveOptions
 from bot.chat.slack.directory import ThreadMemory
-from bot.chat.slack.live import SlackLive, settle_leftovers
+from bot.chat.slack.live import SlackLiveOps, SlackMessages
 from bot.chat.slack.mrkdwn import to_mrkdwn
-from bot.engine.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +32,7 @@ class OutputLimits:
 class SlackPoster:
     def __init__(self, client: AsyncWebClient, limits: OutputLimits) -> None:
         self.client, self.limits = client, limits
+        self.messages = SlackMessages(client)  # every text goes out through it
         self.can_stream: bool | None = None  # the workspace has chat.startStream (None: not tried yet)
 
     async def post(self, channel: str, markdown: str, thread_ts: str | None = None) -> list[str]:
@@ -47,9 +47,7 @@ class SlackPoster:
         return stamps
 
     async def _post_text(self, channel: str, text: str, thread_ts: str | None) -> Any:
-        """The one place a message's text reaches chat.postMessage: broadcast pings are defused here."""
-        return await self.client.chat_postMessage(channel=channel, text=defuse_broadcasts(text, "slack"),
-                                                  thread_ts=thread_ts, unfurl_links=False, unfurl_media=False)
+        return await self.messages.post(channel, text, thread_ts)
 
     async def _post_as_file(self, channel: str, markdown: str, thread_ts: str | None) -> list[str]:
         """A very long answer: its beginning as a message, all of it as `answer.md` in the same place."""
@@ -77,40 +75,25 @@ class SlackPoster:
         await self.react(channel, ts, DONE if ok else FAILED)
 
 
-class SlackReply:
+class SlackReply(LiveReply):
     """The reply surface for one Slack message: :eyes: while working, the answer in its thread (or inline in
     a DM), then :white_check_mark: or :x:. Remembers the thread, so follow-ups there need no mention.
-    With `progress`, a status message and the answer as it is written (bot/chat/slack/live.py)."""
+    With `progress`, a status message and the answer as it is written (bot/chat/core/live.py over
+    `SlackLiveOps`, bot/chat/slack/live.py)."""
 
     def __init__(self, poster: SlackPoster, channel: str, ts: str, thread: str, reply_thread: str | None,
                  threads: ThreadMemory, progress: LiveOptions | None = None) -> None:
+        super().__init__(SlackLiveOps(poster, channel, reply_thread), progress)
         self.poster, self.channel, self.ts, self.thread = poster, channel, ts, thread
         self.reply_thread, self.threads = reply_thread, threads
-        self.live = SlackLive(poster, channel, reply_thread) if progress is not None else None
-        self.hooks = Progress(self.live, progress.mode, progress.interval) \
-            if self.live is not None and progress is not None else None
 
     async def working(self) -> str:
         await self.poster.react(self.channel, self.ts, WORKING)
         return self.thread
 
     async def deliver(self, text: str) -> None:
-        if self.hooks is not None and self.live is not None:
-            await self.hooks.close()
-            await self.live.final(text, self.hooks.summary())
-        else:
-            await self.poster.post(self.channel, text, self.reply_thread)
+        await super().deliver(text)
         self.threads.remember(self.channel, self.thread)
 
     async def done(self, ok: bool) -> None:
         await self.poster.finish(self.channel, self.ts, ok)
-
-    # --- the durable inbox (bot/chat/core/inbox_turns.py) --------------------------------------------------------
-    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
-        """Tell `note` of every message posted to show this turn (status, partial answer) as it is posted."""
-        if self.live is not None:
-            self.live.on_message = note
-
-    async def leftovers(self, live: Mapping[LiveKind, str]) -> None:
-        """A turn for this message ran in a process that is gone: settle the messages it left (slack_live.py)."""
-        await settle_leftovers(self.poster.client, self.channel, live)

@@ -1,9 +1,10 @@
-"""The pipeline's exactly-once step, as a small port: `claim` before the ack, `settle` when the turn is over.
+"""The pipeline's exactly-once step, as a small port: `take` before the ack, `started` just before the turn,
+`finish` when the message is handled.
 
-Today it is a row in `processed_events` (`SqlStore.claim_event`), behind an in-memory set of recent keys (a
-resumed Discord gateway replays events; a Slack retry can reach the same process). The durable inbox replaces
-it with "claim and store the event in one transaction, then lease it" (`bot/chat/core/inbox_turns.py`, for Slack
-and Discord in `yokebot run`) and marks the row done in `settle`."""
+Without the durable inbox it is a row in `processed_events` (`SqlStore.claim_event`), behind an in-memory set
+of recent keys (a resumed Discord gateway replays events; a Slack retry can reach the same process):
+`ProcessedEvents`. With it (Slack and Discord in `yokebot run`) it is `InboxTurns`
+(`bot/chat/core/inbox_turns.py`): "store the event with its claim in one transaction, then lease it"."""
 
 from __future__ import annotations
 
@@ -17,30 +18,30 @@ from bot.engine.service import TurnRequest
 RECENT_MAX = 4096
 
 
-class ClaimStep(Protocol):
-    async def claim(self, inbound: Inbound) -> bool:
+class ExactlyOnce(Protocol):
+    async def take(self, inbound: Inbound) -> bool:
         """True the first time this message is seen (by any process sharing the database)."""
         ...
 
     async def started(self, inbound: Inbound, request: TurnRequest,
                       hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
-        """A turn is about to run for the message: the claim may name the turn and add its own turn hooks to
+        """A turn is about to run for the message: the step may name the turn and add its own turn hooks to
         the surface's `hooks` (the inbox records the turn, and the side-effecting tools it starts)."""
         ...
 
-    async def settle(self, inbound: Inbound, ok: bool) -> None:
+    async def finish(self, inbound: Inbound, ok: bool) -> None:
         """The message was handled (answered, refused, or failed with a sentence to the user)."""
         ...
 
 
-class StoreClaims:
+class ProcessedEvents:
     """`processed_events` rows, keyed `namespace` + the inbound's `claim_key` (no store: this process only)."""
 
     def __init__(self, store: EventClaims | None, namespace: str) -> None:
         self.store, self.namespace = store, namespace
         self._recent: OrderedDict[str, None] = OrderedDict()
 
-    async def claim(self, inbound: Inbound) -> bool:
+    async def take(self, inbound: Inbound) -> bool:
         key = inbound.claim_key
         if key is None:
             return True
@@ -55,5 +56,5 @@ class StoreClaims:
                       hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
         return request, hooks
 
-    async def settle(self, inbound: Inbound, ok: bool) -> None:
+    async def finish(self, inbound: Inbound, ok: bool) -> None:
         return None

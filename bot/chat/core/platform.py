@@ -1,0 +1,55 @@
+"""What a chat platform is to the rest of yokebot: the `Platform` protocol that `yokebot run` starts, stops,
+posts through, recovers with and mounts routes and approval clicks from, and the parts one is built from.
+The registry of platforms is `bot/chat/platforms.py`; a new platform is a package under `bot/chat/` and one
+entry there."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from bot.chat.core.base import EventClaims, EventCounter, Inbound
+from bot.chat.core.exactly_once import ExactlyOnce
+from bot.chat.core.pipeline import Pipeline
+from bot.engine.inbox import InboxItem
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from bot.chat.core.approvals import ApprovalDesk
+    from bot.config import Settings
+    from bot.engine.profiles import AgentProfile
+    from bot.engine.service import AgentService
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformParts:
+    """What the composition root hands every platform it builds."""
+
+    settings: Settings
+    service: AgentService
+    profiles: Mapping[str, AgentProfile]
+    claims: EventClaims  # processed_events, for an adapter built without the inbox
+    counter: EventCounter | None  # the app's metrics
+    inbox: ExactlyOnce | None  # the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py)
+
+
+class Platform(Protocol):
+    """One connected chat platform (Slack, Discord) in `yokebot run`, in the order the runner calls it:
+    `mount` (its HTTP routes) and `mount_approvals` when built, `identify` (log in over REST: enough to post
+    and to answer the events recovery takes over), `start` (connect and take events), `stop` (stop taking
+    events, drain the turns in flight, disconnect). `rebuild` makes an inbox row's `Inbound` again; `post`
+    serves notify and schedules; `is_connected` serves /readyz."""
+
+    platform: str
+    pipeline: Pipeline
+
+    def mount(self, http: web.Application) -> None: ...
+    def mount_approvals(self, desk: ApprovalDesk) -> None: ...
+    async def identify(self) -> object: ...
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def rebuild(self, item: InboxItem) -> Inbound: ...
+    async def post(self, channel: str, text: str) -> str: ...
+    def is_connected(self) -> bool: ...

@@ -8,9 +8,10 @@ platform; the executor turns the decision into the tool's observation (docs/appr
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -74,6 +75,7 @@ def may_approve(spec_approvers: tuple[str, ...], self_approve: bool, requester: 
 
 
 Verdict = Literal["approved", "denied", "expired", "refused"]
+ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +113,68 @@ def observation(request: ApprovalRequest, decision: ApprovalDecision) -> tuple[s
         return (f"Not run: nobody approved {request.tool} within {request.spec.timeout_seconds} s, so the "
                 "request expired.", "approval expired")
     return f"Not run: {decision.note}", decision.note or "approval refused"
+
+
+# --- the approvals table, as the chat side and the store share it (neither imports the other) ---------------
+@dataclass(frozen=True, slots=True)
+class NewApproval:
+    session_id: str
+    turn_id: str
+    agent: str
+    call_id: str
+    tool: str
+    arguments: str
+    requested_by: str | None
+    approvers: Sequence[str]
+    self_approve: bool
+    platform: str
+    channel: str
+    thread: str | None
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    id: int
+    session_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    arguments: str
+    requested_by: str | None
+    approvers: tuple[str, ...]
+    self_approve: bool
+    platform: str
+    channel: str
+    thread: str | None
+    message_ref: str | None
+    status: ApprovalStatus
+    decided_by: str | None
+    decided_at: datetime | None
+    outcome: str | None
+    created_at: datetime
+    expires_at: datetime
+    heartbeat_at: datetime | None
+
+    def expired(self, now: datetime) -> bool:
+        return now >= self.expires_at
+
+    @property
+    def timeout_seconds(self) -> float:
+        return (self.expires_at - self.created_at).total_seconds()
+
+
+class ApprovalRecords(Protocol):
+    """The `approvals` rows (`ApprovalStore`, bot/store/approvals.py). A decision is a conditional UPDATE, so
+    exactly one of two concurrent clicks counts, on any instance sharing the database."""
+
+    async def create(self, new: NewApproval, now: datetime | None = None) -> int: ...
+    async def get(self, approval_id: int) -> Approval | None: ...
+    async def decide(self, approval_id: int, status: Literal["approved", "denied"], by: str,
+                     now: datetime | None = None) -> bool:
+        """True when this decision is the one that counts (the row was pending and had not expired)."""
+        ...
+    async def expire(self, approval_id: int, now: datetime | None = None) -> bool: ...
+    async def set_message(self, approval_id: int, ref: str) -> None: ...
+    async def heartbeat(self, approval_id: int, at: datetime | None) -> None: ...
+    async def set_outcome(self, approval_id: int, outcome: str) -> None: ...

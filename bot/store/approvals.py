@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from sqlalchemy import Table, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.engine.approval import Approval, ApprovalStatus, NewApproval
 from bot.store.models import ApprovalRow, utcnow
 
-ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+__all__ = ["Approval", "ApprovalStatus", "ApprovalStore", "NewApproval"]
+
 A = cast(Table, ApprovalRow.__table__)
 
 
@@ -22,54 +23,6 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class NewApproval:
-    session_id: str
-    turn_id: str
-    agent: str
-    call_id: str
-    tool: str
-    arguments: str
-    requested_by: str | None
-    approvers: Sequence[str]
-    self_approve: bool
-    platform: str
-    channel: str
-    thread: str | None
-    expires_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Approval:
-    id: int
-    session_id: str
-    turn_id: str
-    call_id: str
-    tool: str
-    arguments: str
-    requested_by: str | None
-    approvers: tuple[str, ...]
-    self_approve: bool
-    platform: str
-    channel: str
-    thread: str | None
-    message_ref: str | None
-    status: ApprovalStatus
-    decided_by: str | None
-    decided_at: datetime | None
-    outcome: str | None
-    created_at: datetime
-    expires_at: datetime
-    heartbeat_at: datetime | None
-
-    def expired(self, now: datetime) -> bool:
-        return now >= self.expires_at
-
-    @property
-    def timeout_seconds(self) -> float:
-        return (self.expires_at - self.created_at).total_seconds()
 
 
 def _approval(r: Any) -> Approval:
@@ -81,6 +34,8 @@ def _approval(r: Any) -> Approval:
 
 
 class ApprovalStore:
+    """`ApprovalRecords` (bot/engine/approval.py) on the `approvals` table."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 

@@ -15,15 +15,25 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
 
-from bot.engine.approval import REQUESTER, ApprovalDecision, ApprovalRequest, may_approve
+from bot.engine.approval import (
+    REQUESTER,
+    Approval,
+    ApprovalDecision,
+    ApprovalRecords,
+    ApprovalRequest,
+    NewApproval,
+    may_approve,
+)
 from bot.engine.context import RunContext
-from bot.store.approvals import Approval, ApprovalStore, NewApproval
-from bot.store.models import utcnow
 
 log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
 
 ACTION_APPROVE, ACTION_DENY = "yokebot_approve", "yokebot_deny"  # button ids; the value is the row id
 
@@ -92,7 +102,7 @@ def timeout_words(seconds: float) -> str:
 class ApprovalDesk:
     """The `ApprovalGate` of the app. Platforms register their buttons; adapters hand clicks to `click`."""
 
-    def __init__(self, store: ApprovalStore, timing: Timing = Timing()) -> None:
+    def __init__(self, store: ApprovalRecords, timing: Timing = Timing()) -> None:
         self.store, self.timing = store, timing
         self.buttons: dict[str, ApprovalButtons] = {}
         self.inline: dict[str, InlineApprover] = {}

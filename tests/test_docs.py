@@ -47,3 +47,10 @@ def test_the_readme_docker_run_publishes_the_port_and_mounts_the_logs():
     run = next(line for line in text.splitlines() if line.startswith("docker run"))
     following = text[text.index(run):].split("```")[0]
     assert "-p 8080:8080" in following and "/var/log/nginx:/var/log/nginx:ro" in following
+
+
+def test_every_module_path_the_docs_cite_exists():
+    """`bot/...py` paths in the docs name files that exist (the chat code moved into a package per platform)."""
+    for doc in DOCS:
+        for path in re.findall(r"\bbot/[\w/]+\.py\b", doc.read_text()):
+            assert (ROOT / path).is_file(), f"{doc.name} cites {path}, which does not exist"

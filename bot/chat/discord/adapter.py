@@ -23,12 +23,13 @@ import discord
 from aiohttp import web
 from discord.abc import Messageable
 
-from bot.chat.core.access import Origin
+from bot.chat.core.access import AccessList, Origin, entries
 from bot.chat.core.approvals import ApprovalDesk
-from bot.chat.core.base import EventClaims, EventCounter, Inbound, Trigger
+from bot.chat.core.base import Directory, EventClaims, EventCounter, Inbound, Trigger
 from bot.chat.core.exactly_once import ExactlyOnce
+from bot.chat.core.pipeline import Pipeline, PipelineLimits
 from bot.chat.core.progress import live_options
-from bot.chat.core.wiring import discord_pipeline
+from bot.chat.core.wiring import platform_pipeline
 from bot.chat.discord.directory import cached_text_channels, channel_for_post, channel_name, groups_of, roles
 from bot.chat.discord.live import NO_PINGS
 from bot.chat.discord.output import DiscordReply, post_to, stored_message
@@ -40,6 +41,23 @@ from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
 
 log = logging.getLogger(__name__)
+
+CLAIMS = "discord"  # the key is the message ID
+
+
+def pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
+             claims: EventClaims | None, directory: Directory, counter: EventCounter | None,
+             inbox: ExactlyOnce | None) -> Pipeline:
+    """Discord's settings for the one inbound pipeline (bot/chat/core/pipeline.py); without `inbox`,
+    `processed_events` (no recovery)."""
+    lists = AccessList("YOKEBOT_DISCORD_ALLOWED_USERS / _ROLES / _CHANNELS",
+                       users=entries(settings.discord_allowed_users.split(","), "discord"),
+                       groups=entries(settings.discord_allowed_roles.split(","), "discord"),
+                       channels=entries(settings.discord_allowed_channels.split(","), "discord"))
+    limits = PipelineLimits(settings.discord_max_concurrent_turns, settings.discord_drain_seconds)
+    return platform_pipeline("discord", service, profiles, settings.default_agent, lists, limits, claims=claims,
+                             namespace=CLAIMS, directory=directory, counter=counter, inbox=inbox)
+
 
 ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 CHANNEL_TYPES = {"dm": discord.ChannelType.private, "thread": discord.ChannelType.public_thread,
@@ -116,7 +134,7 @@ class DiscordAdapter:
         self.settings = settings
         # inbox: the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py); without it, `claims`
         # (processed_events), so instances sharing the database answer a message once, but a crash loses it
-        self.pipeline = discord_pipeline(settings, service, profiles, claims, self, metrics, inbox)
+        self.pipeline = pipeline(settings, service, profiles, claims, self, metrics, inbox)
         self.connected = False  # between READY/RESUMED and a disconnect
         self.client = _Client(
             self,

@@ -20,13 +20,13 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
-from bot.chat.core.access import Origin
+from bot.chat.core.access import AccessList, Origin, entries
 from bot.chat.core.approvals import ApprovalDesk
-from bot.chat.core.base import EventClaims, EventCounter, Inbound
+from bot.chat.core.base import Directory, EventClaims, EventCounter, Inbound
 from bot.chat.core.exactly_once import ExactlyOnce
-from bot.chat.core.pipeline import Receipt
+from bot.chat.core.pipeline import Pipeline, PipelineLimits, Receipt
 from bot.chat.core.progress import live_options
-from bot.chat.core.wiring import slack_pipeline
+from bot.chat.core.wiring import platform_pipeline
 from bot.chat.slack.assistant import build_assistant, prompts_from
 from bot.chat.slack.directory import ThreadMemory, UserGroups
 from bot.chat.slack.events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
@@ -41,6 +41,18 @@ from bot.engine.service import AgentService
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+CLAIMS = "slack-message"  # the key is `channel:ts`: one claim catches a retry and a second event alike
+
+
+def pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile], claims: EventClaims,
+             directory: Directory, counter: EventCounter | None, inbox: ExactlyOnce | None) -> Pipeline:
+    """Slack's settings for the one inbound pipeline (bot/chat/core/pipeline.py)."""
+    lists = AccessList("YOKEBOT_SLACK_ALLOWED_USERS / _CHANNELS / _ALLOW_DMS",
+                       users=entries(settings.slack_allowed_users, "slack"),
+                       channels=entries(settings.slack_allowed_channels, "slack"), dms=settings.slack_allow_dms)
+    limits = PipelineLimits(settings.slack_max_concurrent_turns, settings.slack_drain_seconds)
+    return platform_pipeline(PLATFORM, service, profiles, settings.default_agent, lists, limits, claims=claims,
+                             namespace=CLAIMS, directory=directory, counter=counter, inbox=inbox)
 
 
 class SlackAdapter:
@@ -60,7 +72,7 @@ class SlackAdapter:
         self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
         self.web, self.poster, self.directory = self.outbox.web, self.outbox.poster, self.outbox.directory
         self.groups, self.threads = UserGroups(self.web), ThreadMemory(self.web)
-        self.pipeline = slack_pipeline(settings, service, profiles, claims, self, metrics, inbox)
+        self.pipeline = pipeline(settings, service, profiles, claims, self, metrics, inbox)
         # Bolt gets a client without a token: `authorize` supplies it, so no auth.test per request.
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
 

@@ -174,3 +174,23 @@ async def test_a_click_after_a_restart_resolves_the_row_and_says_it_did_not_run(
         assert (row.status, row.decided_by, row.outcome) == ("approved", str(BOB), "not_run")
     finally:
         await stop(app, adapter)
+
+
+async def test_a_request_whose_arguments_read_as_a_broadcast_pings_nobody(
+    sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_discord: FakeDiscord
+):
+    """The request quotes model-chosen arguments: they pass Discord's one message gate, which defuses
+    @everyone / @here, as every other text the bot sends does (before, only allowed_mentions guarded it)."""
+    RESTARTS.clear()
+    fake_llm.calls(call("restart_service", {"service": "@everyone nginx"}, "call_ping")).reply("Not done.")
+    gated(agents_dir)
+    app, adapter = await start(sqlite_url, fake_llm, agents_dir, fake_discord)
+    try:
+        fake_discord.mention("restart nginx please", author=ALICE)
+        post, approval_id = await request_message(fake_discord)
+        assert "everyone nginx" in post.content and "@everyone" not in post.content
+        fake_discord.click(f"{ACTION_DENY}:{approval_id}", post, BOB)
+        await eventually(lambda: fake_discord.callbacks, what="the click's answer")
+        assert "@everyone" not in fake_discord.callbacks[0].data["content"]
+    finally:
+        await stop(app, adapter)

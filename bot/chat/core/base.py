@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from bot.chat.core.access import Origin
 from bot.engine.service import TurnRequest
 
-Trigger = Literal["mention", "dm", "thread", "console"]
+Trigger = Literal["mention", "dm", "thread", "console", "alert"]  # alert: bot/alerts (docs/alerts.md)
 
 
 class ReplySurface(Protocol):

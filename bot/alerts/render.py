@@ -88,9 +88,9 @@ def root_text(n: Notification, *, resolved_at: str | None = None, skipped: str |
     lines.append(f"{count}" + (f" on {where}" if where else ""))
     started = since(firing)
     source = next((link(a.generator_url, "source") for a in firing if a.generator_url), "")
-    tail = " · ".join(p for p in (f"since {started}" if started else "", source) if p)
+    tail = " · ".join(p for p in (f"Since {started}" if started else "", source) if p)
     if tail:
-        lines.append(tail.capitalize() if tail.startswith("since") else tail)
+        lines.append(tail)
     if skipped:
         lines.append(f"_{skipped}_")
     return "\n".join(lines)

@@ -60,7 +60,6 @@ def alerts_test(
         return route_for(profiles, n)
 
     found = run_async(_returning(routed))
-    name, severity, _ = render.headline(n)
     out.print(f"{n.source} group {_shown(n.group_key)}: {len(n.alerts)} alert(s), {n.status}", highlight=False)
     if found is None:
         out.print("No route matches: it would be accepted (200), logged and counted, and not investigated.")

@@ -87,7 +87,9 @@ class AlertRouteSpec(BaseModel):
                 try:
                     re2.compile(text[1:])
                 except re2.error as exc:
-                    raise ValueError(f"the value of {label!r} is not an RE2 expression: {exc}") from None
+                    why: Any = exc.args[0] if exc.args else exc
+                    why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
+                    raise ValueError(f"the value of {label!r} is not an RE2 expression ({why})") from None
             out[label] = text
         return out
 

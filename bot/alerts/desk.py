@@ -33,7 +33,9 @@ from bot.engine.service import KeyedLocks
 from bot.redact import printable
 
 log = logging.getLogger(__name__)
-WORKERS = 4
+WORKERS = 2
+QUIET_SECONDS = 0.05  # a burst of webhooks is over when none arrived for this long
+ACK_FIRST_SECONDS = 1.0  # the longest a stored body waits for the burst to end before it is processed
 
 
 def stamp(when: datetime) -> str:
@@ -50,6 +52,7 @@ class AlertDesk:
         self._reserve = asyncio.Lock()  # the storm count and its reservation, one group at a time here
         self._queue: asyncio.Queue[Stored] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
+        self._last_accept = 0.0  # loop time of the last webhook: processing waits for a burst to end
 
     def count(self, source: str, kind: str) -> None:
         if self.counter is not None:
@@ -58,6 +61,7 @@ class AlertDesk:
     # --- the webhook -----------------------------------------------------------------------------------
     async def accept(self, source: Source, body: bytes) -> int:
         """Check and store one webhook body; raises BadPayload (nothing stored). Processed in the background."""
+        self._last_accept = asyncio.get_running_loop().time()
         parse(source, body)
         text = body.decode("utf-8")
         notification = await self.store.accept(source, text)
@@ -101,11 +105,20 @@ class AlertDesk:
         while True:
             stored = await self._queue.get()
             try:
+                await self._after_burst()
                 await self.process(stored)
             except Exception:  # left `new`: its lease runs out and it is taken over again
                 log.exception("alert notification %s could not be processed; it is retried", stored.id)
             finally:
                 self._queue.task_done()
+
+    async def _after_burst(self) -> None:
+        """Let the webhooks of a storm be answered first: posting roots and starting turns would slow their
+        2xx (the sender retries what is slow). Waits at most ACK_FIRST_SECONDS."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ACK_FIRST_SECONDS
+        while (left := QUIET_SECONDS - (loop.time() - self._last_accept)) > 0 and loop.time() < deadline:
+            await asyncio.sleep(min(left, deadline - loop.time()))
 
     # --- one body ----------------------------------------------------------------------------------------
     async def process(self, stored: Stored) -> None:

@@ -175,6 +175,8 @@ async def test_grafana_groups_an_unrouted_group_and_the_storm_limit(
         await processed(sqlite_url, 3)
         assert (await hook(settings, "/hooks/grafana", payload("grafana_resolved")))[0] == 200
         await processed(sqlite_url, 4)
+        assert (await hook(settings, "/hooks/grafana", payload("grafana_firing")))[0] == 200  # within the cool-down
+        await processed(sqlite_url, 5)
     finally:
         await served.stop()
 
@@ -187,7 +189,48 @@ async def test_grafana_groups_an_unrouted_group_and_the_storm_limit(
                             "`5xx ratio above 5% on the api`. Mention me here to look into it."]
     assert len(fake_llm.requests) == 1  # one investigation: Grafana's
     grafana_thread = [p["text"] for p in fake_slack.posts(ROOT_CHANNEL, thread_ts=first)]
-    assert grafana_thread[-1].startswith("✅ Resolved at ")
+    assert grafana_thread[-2].startswith("✅ Resolved at ")
+    assert grafana_thread[-1].startswith("🔁 Firing again at ") and "no new investigation" in grafana_thread[-1]
+    edits = [c.params["text"] for c in fake_slack.calls_to("chat.update") if c.params.get("ts") == first]
+    assert edits[0].startswith("✅ *Resolved at ") and edits[1].startswith("🟠 *Alert firing:* `DiskFilling`")
+    assert len(roots(fake_slack)) == 2 and len(fake_llm.requests) == 1  # the same thread, no new investigation
     notes = await db_rows(sqlite_url, "SELECT note FROM alert_notifications ORDER BY id")
     assert [n.note for n in notes] == ["thread opened, investigation started", "no route",
-                                       "thread opened, not investigated", "resolved"]
+                                       "thread opened, not investigated", "resolved",
+                                       "fired again within the cool-down: same thread"]
+
+
+async def test_a_group_firing_again_after_its_cool_down_gets_a_new_thread_and_investigation(
+    sqlite_url: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_slack: FakeSlack
+):
+    from sqlalchemy import text
+
+    from bot.store.db import create_engine
+
+    agents = tmp_path / "agents"
+    ops_agent(agents)
+    settings = settings_for(sqlite_url, fake_llm, agents, fake_slack)
+    fake_llm.reply("First look: a bad deploy.").reply("Second look: the deploy again.")
+    served = Served(settings)
+    try:
+        await up(settings)
+        await hook(settings, AM, payload("alertmanager_firing"))
+        await eventually(lambda: roots(fake_slack), what="the first root")
+        await answered(fake_slack, roots(fake_slack)[0].result["ts"])
+        await hook(settings, AM, payload("alertmanager_resolved"))
+        await processed(sqlite_url, 2)
+        engine = create_engine(sqlite_url)  # the cool-down (1h) ran out two hours ago
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE alert_groups SET resolved_at = datetime('now', '-2 hours')"))
+        await engine.dispose()
+        await hook(settings, AM, payload("alertmanager_firing"))
+        await eventually(lambda: len(roots(fake_slack)) == 2, what="the second root")
+        await answered(fake_slack, roots(fake_slack)[1].result["ts"])
+    finally:
+        await served.stop()
+    first, second = (r.result["ts"] for r in roots(fake_slack))
+    assert [p["text"] for p in fake_slack.posts(ROOT_CHANNEL, thread_ts=second)] == ["Second look: the deploy again."]
+    inbox = await db_rows(sqlite_url, "SELECT event_key, state FROM inbox WHERE platform = 'alerts' ORDER BY id")
+    assert [(r.event_key, r.state) for r in inbox] == [("1:1", "answered"), ("1:2", "answered")]
+    sessions = await db_rows(sqlite_url, "SELECT thread FROM sessions ORDER BY created_at")
+    assert [s.thread for s in sessions] == [first, second]

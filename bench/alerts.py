@@ -1,6 +1,6 @@
 """Benchmark: alert webhooks answered while a storm arrives. `yokebot run` (its own process, SQLite or
 PostgreSQL) gets 50 Alertmanager notifications for 50 different groups within one second, one every 20 ms,
-each in its own connection, while it posts their roots to the fake Slack and runs the investigations the storm
+on keep-alive connections (as Alertmanager sends), while it posts their roots to the fake Slack and runs the investigations the storm
 limit allows (the scripted model answers after 300 ms). Measured per webhook, client side: from the POST to
 the 200 (the body is committed by then). Target: p99 < 50 ms. Afterwards every group must have its one root.
 
@@ -51,7 +51,7 @@ def body(i: int) -> bytes:
 
 async def storm(port: int, groups: int, seconds: float, first: int = 0) -> list[float]:
     gap = seconds / groups
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         async def one(i: int) -> float:
             await asyncio.sleep(i * gap)
             started = time.perf_counter()
@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     p.add_argument("--pg", action="store_true", help="also on PostgreSQL")
     args = p.parse_args(argv)
     header(f"alert webhooks: {args.groups} groups in {args.seconds:g} s")
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (a shared machine inflates these)")
     results: dict[str, dict[str, float]] = {}
     with workdir() as work:
         results["sqlite"] = asyncio.run(run(f"sqlite+aiosqlite:///{work / 'bench.db'}", work, args.groups,

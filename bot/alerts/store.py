@@ -6,7 +6,7 @@ answered only once its body is committed)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -17,6 +17,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.alerts.tables import AlertGroupRow, AlertNotificationRow
+from bot.store.claims import GroupedClaims, Key
 from bot.store.models import utcnow
 
 N = cast(Table, AlertNotificationRow.__table__)
@@ -83,6 +84,8 @@ class AlertStore:
         self.engine, self.owner, self.lease = engine, owner, timedelta(seconds=lease_seconds)
         insert = sqlite_insert if engine.dialect.name == "sqlite" else pg_insert
         self._insert_group = insert(G).on_conflict_do_nothing().returning(*G.c)
+        self._accepts: GroupedClaims[int] = GroupedClaims(self._insert_bodies)
+        self._serial = 0
 
     async def _one(self, statement: Any, params: Mapping[str, Any] | None = None) -> list[Any]:
         async with self.engine.begin() as conn:
@@ -91,12 +94,21 @@ class AlertStore:
 
     # --- webhook bodies ---------------------------------------------------------------------------------
     async def accept(self, source: str, body: str) -> int:
-        """Store a body, leased to this instance: committed when this returns (then the sender gets its 2xx)."""
+        """Store a body, leased to this instance: committed when this returns (then the sender gets its 2xx).
+        Bodies arriving while a transaction runs go into the next one, one multi-row INSERT (a storm)."""
+        self._serial += 1
+        stored = await self._accepts.claim((source, str(self._serial)), body)
+        assert stored is not None  # every key is new
+        return stored
+
+    async def _insert_bodies(self, bodies: Sequence[tuple[Key, Any]]) -> dict[Key, int]:
         now = utcnow()
-        rows = await self._one(N.insert().returning(N.c.id), {
-            "source": source, "body": body.replace("\x00", "\ufffd"), "state": "new", "note": None,
-            "lease_owner": self.owner, "lease_until": now + self.lease, "attempts": 0, "received_at": now})
-        return int(rows[0].id)
+        rows = [{"source": key[0], "body": str(body).replace("\x00", "\ufffd"), "state": "new", "note": None,
+                 "lease_owner": self.owner, "lease_until": now + self.lease, "attempts": 0, "received_at": now}
+                for key, body in bodies]
+        async with self.engine.begin() as conn:
+            ids = (await conn.execute(N.insert().returning(N.c.id, sort_by_parameter_order=True), rows)).all()
+        return {key: int(row.id) for (key, _), row in zip(bodies, ids, strict=True)}
 
     async def done(self, notification: int, note: str | None = None) -> None:
         await self._one(update(N).where(N.c.id == notification).values(

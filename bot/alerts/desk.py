@@ -17,6 +17,7 @@ second pass posts only what the first did not record."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -50,7 +51,8 @@ class AlertDesk:
         self.per_10m, self.counter, self.clock = per_10m, counter, clock
         self.locks = KeyedLocks()
         self._reserve = asyncio.Lock()  # the storm count and its reservation, one group at a time here
-        self._queue: asyncio.Queue[Stored] = asyncio.Queue()
+        # one queue per worker, a group always on the same one: a group's notifications are handled in order
+        self._queues: list[asyncio.Queue[Stored]] = [asyncio.Queue() for _ in range(WORKERS)]
         self._tasks: list[asyncio.Task[None]] = []
         self._last_accept = 0.0  # loop time of the last webhook: processing waits for a burst to end
 
@@ -62,20 +64,29 @@ class AlertDesk:
     async def accept(self, source: Source, body: bytes) -> int:
         """Check and store one webhook body; raises BadPayload (nothing stored). Processed in the background."""
         self._last_accept = asyncio.get_running_loop().time()
-        parse(source, body)
+        n = parse(source, body)
         text = body.decode("utf-8")
         notification = await self.store.accept(source, text)
         self.count(source, "received")
-        self._queue.put_nowait(Stored(notification, source, text, 0))
+        self._enqueue(Stored(notification, source, text, 0), n.group_key)
         return notification
+
+    def _enqueue(self, stored: Stored, group_key: str | None = None) -> None:
+        if group_key is None:
+            try:
+                group_key = parse(_source(stored.source), stored.body.encode()).group_key
+            except BadPayload:
+                group_key = ""
+        digest = hashlib.sha256(f"{stored.source}\x1f{group_key}".encode()).digest()
+        self._queues[digest[0] % len(self._queues)].put_nowait(stored)
 
     # --- lifecycle ---------------------------------------------------------------------------------------
     async def start(self, *, alone: bool, period: float) -> None:
         """Take over what dead instances left (all of it when alone), then work and renew leases."""
         loop = asyncio.get_running_loop()
         for stored in await self.store.take_over(every_open=alone):
-            self._queue.put_nowait(stored)
-        self._tasks = [loop.create_task(self._work(), name=f"yokebot-alerts-{i}") for i in range(WORKERS)]
+            self._enqueue(stored)
+        self._tasks = [loop.create_task(self._work(q), name=f"yokebot-alerts-{i}") for i, q in enumerate(self._queues)]
         self._tasks.append(loop.create_task(self._leases(period), name="yokebot-alerts-leases"))
 
     async def stop(self) -> None:
@@ -88,7 +99,8 @@ class AlertDesk:
 
     async def idle(self) -> None:
         """Wait until every queued body is processed (tests, `yokebot alerts test`)."""
-        await self._queue.join()
+        for queue in self._queues:
+            await queue.join()
 
     async def _leases(self, period: float) -> None:
         while True:
@@ -97,33 +109,36 @@ class AlertDesk:
                 await self.store.renew()
                 for stored in await self.store.take_over():
                     log.warning("taking over alert notification %s (its instance stopped)", stored.id)
-                    self._queue.put_nowait(stored)
+                    self._enqueue(stored)
             except Exception as exc:  # the database is away: the next round tries again
                 log.warning("alert notification leases: %s", type(exc).__name__)
 
-    async def _work(self) -> None:
+    async def _work(self, queue: asyncio.Queue[Stored]) -> None:
         while True:
-            stored = await self._queue.get()
+            stored = await queue.get()
             try:
                 await self._after_burst()
                 await self.process(stored)
             except Exception:  # left `new`: its lease runs out and it is taken over again
                 log.exception("alert notification %s could not be processed; it is retried", stored.id)
             finally:
-                self._queue.task_done()
+                queue.task_done()
 
     async def _after_burst(self) -> None:
         """Let the webhooks of a storm be answered first: posting roots and starting turns would slow their
         2xx (the sender retries what is slow). Waits at most ACK_FIRST_SECONDS."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ACK_FIRST_SECONDS
-        while (left := QUIET_SECONDS - (loop.time() - self._last_accept)) > 0 and loop.time() < deadline:
-            await asyncio.sleep(min(left, deadline - loop.time()))
+        while True:
+            left = min(QUIET_SECONDS - (loop.time() - self._last_accept), deadline - loop.time())
+            if left <= 0:
+                return
+            await asyncio.sleep(left)
 
     # --- one body ----------------------------------------------------------------------------------------
     async def process(self, stored: Stored) -> None:
         try:
-            n = parse("grafana" if stored.source == "grafana" else "alertmanager", stored.body.encode())
+            n = parse(_source(stored.source), stored.body.encode())
         except BadPayload as exc:
             await self.store.done(stored.id, str(exc))
             return
@@ -240,6 +255,10 @@ class AlertDesk:
         await threads.edit(root, render.root_text(n))
         await threads.note(root, render.refired_note(stamp(now)))
         return "fired again within the cool-down: same thread"
+
+
+def _source(name: str) -> Source:
+    return "grafana" if name == "grafana" else "alertmanager"
 
 
 def _statuses(n: Notification) -> dict[str, str]:

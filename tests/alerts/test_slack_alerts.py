@@ -234,3 +234,30 @@ async def test_a_group_firing_again_after_its_cool_down_gets_a_new_thread_and_in
     assert [(r.event_key, r.state) for r in inbox] == [("1:1", "answered"), ("1:2", "answered")]
     sessions = await db_rows(sqlite_url, "SELECT thread FROM sessions ORDER BY created_at")
     assert [s.thread for s in sessions] == [first, second]
+
+
+async def test_a_body_stored_by_a_process_that_died_before_processing_it_is_processed_at_the_next_start(
+    sqlite_url: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_slack: FakeSlack
+):
+    import json
+
+    from bot.alerts.store import AlertStore
+    from bot.store.db import create_engine, ensure_schema
+
+    engine = create_engine(sqlite_url)  # what a killed instance left: a body acknowledged, never processed
+    await ensure_schema(engine)
+    await AlertStore(engine, "dead-instance", lease_seconds=600).accept(
+        "alertmanager", json.dumps(payload("alertmanager_firing")))
+    await engine.dispose()
+    agents = tmp_path / "agents"
+    ops_agent(agents)
+    settings = settings_for(sqlite_url, fake_llm, agents, fake_slack)
+    fake_llm.reply("Taken over: a bad deploy.")
+    served = Served(settings)
+    try:  # alone on its SQLite file, the new process takes it over at once (the lease has 10 minutes to run)
+        await eventually(lambda: roots(fake_slack), timeout=30, what="the root of the stored body")
+        await answered(fake_slack, roots(fake_slack)[0].result["ts"])
+    finally:
+        await served.stop()
+    rows = await db_rows(sqlite_url, "SELECT state, attempts, note FROM alert_notifications")
+    assert [(r.state, r.attempts, r.note) for r in rows] == [("done", 1, "thread opened, investigation started")]

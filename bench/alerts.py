@@ -1,8 +1,9 @@
 """Benchmark: alert webhooks answered while a storm arrives. `yokebot run` (its own process, SQLite or
 PostgreSQL) gets 50 Alertmanager notifications for 50 different groups within one second, one every 20 ms,
-on keep-alive connections (as Alertmanager sends), while it posts their roots to the fake Slack and runs the investigations the storm
-limit allows (the scripted model answers after 300 ms). Measured per webhook, client side: from the POST to
-the 200 (the body is committed by then). Target: p99 < 50 ms. Afterwards every group must have its one root.
+on keep-alive connections (as Alertmanager sends), while it posts their roots to the fake Slack and runs the
+investigations the storm limit allows (the scripted model answers after 300 ms). Measured per webhook, client
+side: from the POST to the 200 (the body is committed by then). Target: p99 < 50 ms. Afterwards every group must
+have its one root.
 
     .venv/bin/python -m bench.alerts [--groups 50 --seconds 1] [--pg]"""
 

@@ -76,5 +76,5 @@ async def test_bodies_recorded_from_alertmanager_0_25_open_and_resolve_a_thread_
     assert root.content.startswith("🔴 **Alert firing:** `AppBroken` · severity `critical`")
     assert "Summary: `checkout is broken on 127.0.0.1:39555`" in root.content
     assert "[source](http://vm:46229/graph?g0.expr=app_broken+%3E+0&g0.tab=1)" in root.content
-    assert [p.content for p in fake_discord.posted_in(root.id)][0] == "checkout is down on 127.0.0.1:39555."
-    assert [e[2] for e in fake_discord.edits if e[1] == root.id][0].startswith("✅ **Resolved at ")
+    assert fake_discord.posted_in(root.id)[0].content == "checkout is down on 127.0.0.1:39555."
+    assert next(e[2] for e in fake_discord.edits if e[1] == root.id).startswith("✅ **Resolved at ")

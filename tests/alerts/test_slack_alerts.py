@@ -261,3 +261,35 @@ async def test_a_body_stored_by_a_process_that_died_before_processing_it_is_proc
         await served.stop()
     rows = await db_rows(sqlite_url, "SELECT state, attempts, note FROM alert_notifications")
     assert [(r.state, r.attempts, r.note) for r in rows] == [("done", 1, "thread opened, investigation started")]
+
+
+async def test_at_most_max_concurrent_investigations_run_at_once(
+    sqlite_url: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_slack: FakeSlack
+):
+    import time
+
+    from tests.fakes.openai_server import Step
+
+    agents = tmp_path / "agents"
+    ops_agent(agents)
+    settings = settings_for(sqlite_url, fake_llm, agents, fake_slack, alert_max_concurrent=1)
+    arrived: list[float] = []
+
+    def slow(_: dict) -> Step:
+        arrived.append(time.monotonic())
+        return Step("reply", content="looked", delay=0.5)
+
+    fake_llm.handler = slow
+    served = Served(settings)
+    try:
+        await up(settings)
+        for name in ("A", "B"):
+            body = payload("alertmanager_firing")
+            body["groupKey"] = f'{{}}:{{alertname="{name}"}}'
+            assert (await hook(settings, AM, body))[0] == 200
+        await eventually(lambda: len(roots(fake_slack)) == 2, what="two roots")
+        for r in roots(fake_slack):
+            await answered(fake_slack, r.result["ts"])
+    finally:
+        await served.stop()
+    assert len(arrived) == 2 and arrived[1] - arrived[0] >= 0.45  # the second waited for the first's slot

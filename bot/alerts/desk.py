@@ -17,6 +17,7 @@ second pass posts only what the first did not record."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
@@ -35,6 +36,7 @@ from bot.redact import printable
 
 log = logging.getLogger(__name__)
 WORKERS = 2
+MAX_ATTEMPTS = 5  # a body that fails this often (a channel the bot cannot post to) is given up
 QUIET_SECONDS = 0.05  # a burst of webhooks is over when none arrived for this long
 ACK_FIRST_SECONDS = 1.0  # the longest a stored body waits for the burst to end before it is processed
 
@@ -46,9 +48,9 @@ def stamp(when: datetime) -> str:
 class AlertDesk:
     def __init__(self, store: AlertStore, profiles: Mapping[str, AgentProfile], threads: Mapping[str, AlertThreads],
                  investigations: Investigations | None, *, per_10m: int, counter: EventCounter | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 retry_seconds: float = 30.0, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.store, self.profiles, self.threads, self.investigations = store, profiles, threads, investigations
-        self.per_10m, self.counter, self.clock = per_10m, counter, clock
+        self.per_10m, self.counter, self.clock, self.retry_seconds = per_10m, counter, clock, retry_seconds
         self.locks = KeyedLocks()
         self._reserve = asyncio.Lock()  # the storm count and its reservation, one group at a time here
         # one queue per worker, a group always on the same one: a group's notifications are handled in order
@@ -119,10 +121,22 @@ class AlertDesk:
             try:
                 await self._after_burst()
                 await self.process(stored)
-            except Exception:  # left `new`: its lease runs out and it is taken over again
-                log.exception("alert notification %s could not be processed; it is retried", stored.id)
+            except Exception:
+                await self._failed(stored)
             finally:
                 queue.task_done()
+
+    async def _failed(self, stored: Stored) -> None:
+        """Retried later (by any instance), MAX_ATTEMPTS times in all; then given up, with a note."""
+        if stored.attempts + 1 >= MAX_ATTEMPTS:
+            log.exception("alert notification %s failed %d times; given up", stored.id, stored.attempts + 1)
+            with contextlib.suppress(Exception):
+                await self.store.done(stored.id, f"given up after {stored.attempts + 1} attempts")
+            return
+        log.exception("alert notification %s could not be processed; retried in %.0f s", stored.id,
+                      self.retry_seconds)
+        with contextlib.suppress(Exception):  # else its lease runs out and it is taken over all the same
+            await self.store.release(stored.id, self.retry_seconds)
 
     async def _after_burst(self) -> None:
         """Let the webhooks of a storm be answered first: posting roots and starting turns would slow their

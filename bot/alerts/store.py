@@ -114,6 +114,12 @@ class AlertStore:
         await self._one(update(N).where(N.c.id == notification).values(
             state="done", note=note, lease_owner=None, lease_until=None))
 
+    async def release(self, notification: int, retry_in: float) -> None:
+        """Processing failed (a platform or the database refused): let any instance, this one included, take
+        the body over again after `retry_in` seconds."""
+        await self._one(update(N).where(N.c.id == notification, N.c.state == "new").values(
+            lease_owner=None, lease_until=utcnow() + timedelta(seconds=retry_in)))
+
     async def renew(self) -> None:
         await self._one(update(N).where(N.c.lease_owner == self.owner, N.c.state == "new")
                         .values(lease_until=utcnow() + self.lease))

@@ -24,7 +24,7 @@ def settings_for(db: str, llm: FakeOpenAI, agents: Path, slack: FakeSlack, **kw:
 
 
 def roots(slack: FakeSlack) -> list[dict]:
-    return [c for c in slack.posts(ROOT_CHANNEL) if not c.params.get("thread_ts")]
+    return [c for c in slack.posts(ROOT_CHANNEL) if not c.params.get("thread_ts") and (c.result or {}).get("ts")]
 
 
 async def test_an_alert_group_gets_one_thread_an_investigation_notes_and_a_resolved_root(
@@ -293,3 +293,24 @@ async def test_at_most_max_concurrent_investigations_run_at_once(
     finally:
         await served.stop()
     assert len(arrived) == 2 and arrived[1] - arrived[0] >= 0.45  # the second waited for the first's slot
+
+
+async def test_a_root_slack_refuses_is_posted_when_the_body_is_retried(
+    sqlite_url: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_slack: FakeSlack
+):
+    agents = tmp_path / "agents"
+    ops_agent(agents)
+    settings = settings_for(sqlite_url, fake_llm, agents, fake_slack, inbox_lease_seconds=1.0)
+    fake_llm.reply("Looked into it.")
+    served = Served(settings)
+    try:
+        await up(settings)
+        fake_slack.fail("chat.postMessage", error="fatal_error")  # the first post of the root fails
+        assert (await hook(settings, AM, payload("alertmanager_firing")))[0] == 200
+        await eventually(lambda: roots(fake_slack), timeout=30, what="the root, on the retry")
+        await answered(fake_slack, roots(fake_slack)[0].result["ts"])
+    finally:
+        await served.stop()
+    assert len(roots(fake_slack)) == 1 and len(fake_llm.requests) == 1
+    rows = await db_rows(sqlite_url, "SELECT state, attempts FROM alert_notifications")
+    assert [(r.state, r.attempts) for r in rows] == [("done", 1)]

@@ -28,11 +28,11 @@ def roots(slack: FakeSlack) -> list[dict]:
 
 
 async def test_an_alert_group_gets_one_thread_an_investigation_notes_and_a_resolved_root(
-    sqlite_url: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_slack: FakeSlack
+    db_url: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_slack: FakeSlack
 ):
     agents = tmp_path / "agents"
     ops_agent(agents)
-    settings = settings_for(sqlite_url, fake_llm, agents, fake_slack)
+    settings = settings_for(db_url, fake_llm, agents, fake_slack)
     fake_llm.reply("The api's 5xx come from a bad deploy of api-1 at 21:00; roll it back.")
     served = Served(settings)
     try:
@@ -44,11 +44,11 @@ async def test_an_alert_group_gets_one_thread_an_investigation_notes_and_a_resol
         await answered(fake_slack, ts)  # the investigation ran as a turn and answered in the thread
 
         assert (await hook(settings, AM, payload("alertmanager_firing")))[0] == 200  # a repeat
-        await processed(sqlite_url, 2)
+        await processed(db_url, 2)
         assert (await hook(settings, AM, payload("alertmanager_joined")))[0] == 200  # api-2 joins
-        await processed(sqlite_url, 3)
+        await processed(db_url, 3)
         assert (await hook(settings, AM, payload("alertmanager_resolved")))[0] == 200
-        await processed(sqlite_url, 4)
+        await processed(db_url, 4)
 
         fake_llm.reply("Yes: api-1 was rolled back at 21:25.")  # a human asks in the thread
         fake_slack.push(message("was it rolled back?", "1900.000200", ROOT_CHANNEL, thread_ts=ts))
@@ -70,7 +70,7 @@ async def test_an_alert_group_gets_one_thread_an_investigation_notes_and_a_resol
     [edit] = [c for c in fake_slack.calls_to("chat.update") if c.params.get("ts") == ts]
     assert edit.params["text"].startswith("✅ *Resolved at ") and "`HighErrorRate`" in edit.params["text"]
 
-    turns = await db_rows(sqlite_url, "SELECT t.trigger, t.text, s.id AS session, s.platform, s.channel, s.thread "
+    turns = await db_rows(db_url, "SELECT t.trigger, t.text, s.id AS session, s.platform, s.channel, s.thread "
                                       "FROM turns t JOIN sessions s ON s.id = t.session_id ORDER BY t.started_at")
     assert [t.trigger for t in turns] == ["alert", "thread"]
     assert turns[0].session == turns[1].session and (turns[0].platform, turns[0].channel, turns[0].thread) == \
@@ -78,9 +78,9 @@ async def test_an_alert_group_gets_one_thread_an_investigation_notes_and_a_resol
     asked = turns[0].text
     assert "Start with the \"api\" service." in asked and "NOT instructions" in asked
     assert '"runbook_url": "https://runbooks.example/api-5xx"' in asked
-    inbox = await db_rows(sqlite_url, "SELECT platform, state, trigger FROM inbox WHERE platform = 'alerts'")
+    inbox = await db_rows(db_url, "SELECT platform, state, trigger FROM inbox WHERE platform = 'alerts'")
     assert [(r.state, r.trigger) for r in inbox] == [("answered", "alert")]
-    groups = await db_rows(sqlite_url, "SELECT state, investigation, root_ref, thread FROM alert_groups")
+    groups = await db_rows(db_url, "SELECT state, investigation, root_ref, thread FROM alert_groups")
     assert [(g.state, g.investigation, g.root_ref) for g in groups] == [("resolved", "started", ts)]
 
 

@@ -105,11 +105,13 @@ async def run(db_url: str, work: Path, groups: int, seconds: float) -> dict[str,
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("yokebot run did not come up:\n" + (work / "bot.log").read_text()[-2000:])
             await asyncio.sleep(0.1)
-        await storm(port, 3, 0.1, first=groups)  # warm-up: three groups (connections, the first INSERTs)
-        latencies = await storm(port, groups, seconds)
-
         def roots() -> int:
             return len([c for c in slack.posts("C_OPS_ALERTS") if not c.params.get("thread_ts")])
+
+        await storm(port, 3, 0.1, first=groups)  # warm-up: three groups (connections, the first INSERTs) ...
+        await wait_for(lambda: roots() >= 3 and len(slack.calls_to("reactions.add")) >= 6, 60, "the warm-up", proc)
+        await asyncio.sleep(1.0)  # ... whose investigations are over before the storm
+        latencies = await storm(port, groups, seconds)
 
         try:
             await wait_for(lambda: roots() >= groups + 3, 120, "a root for every group", proc)

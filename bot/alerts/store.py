@@ -84,12 +84,20 @@ class AlertStore:
         self.engine, self.owner, self.lease = engine, owner, timedelta(seconds=lease_seconds)
         insert = sqlite_insert if engine.dialect.name == "sqlite" else pg_insert
         self._insert_group = insert(G).on_conflict_do_nothing().returning(*G.c)
+        self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                        if engine.dialect.name == "postgresql" else None)
         self._accepts: GroupedClaims[int] = GroupedClaims(self._insert_bodies)
         self._serial = 0
 
-    async def _one(self, statement: Any, params: Mapping[str, Any] | None = None) -> list[Any]:
+    async def _one(self, statement: Any, params: Any = None) -> list[Any]:
+        """One statement in a transaction of its own; on PostgreSQL in autocommit (one round trip, where BEGIN,
+        the statement and COMMIT were three; a single statement is atomic either way)."""
+        if self._single is not None:
+            async with self._single.connect() as conn:
+                result = await conn.execute(statement, params if params is not None else {})
+                return list(result.all()) if result.returns_rows else []
         async with self.engine.begin() as conn:
-            result = await conn.execute(statement, dict(params or {}))
+            result = await conn.execute(statement, params if params is not None else {})
             return list(result.all()) if result.returns_rows else []
 
     # --- webhook bodies ---------------------------------------------------------------------------------
@@ -106,8 +114,7 @@ class AlertStore:
         rows = [{"source": key[0], "body": str(body).replace("\x00", "\ufffd"), "state": "new", "note": None,
                  "lease_owner": self.owner, "lease_until": now + self.lease, "attempts": 0, "received_at": now}
                 for key, body in bodies]
-        async with self.engine.begin() as conn:
-            ids = (await conn.execute(N.insert().returning(N.c.id, sort_by_parameter_order=True), rows)).all()
+        ids = await self._one(N.insert().returning(N.c.id, sort_by_parameter_order=True), rows)
         return {key: int(row.id) for (key, _), row in zip(bodies, ids, strict=True)}
 
     async def done(self, notification: int, note: str | None = None) -> None:

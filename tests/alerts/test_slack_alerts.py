@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
+
 from bot.alerts.payloads import MAX_BODY_BYTES
 from tests.alerts.harness import ROOT_CHANNEL, SLACK_TOKENS, TOKEN, Served, hook, ops_agent, payload, processed, up
 from tests.chat.slack_harness import answered, message
@@ -177,9 +179,15 @@ async def test_grafana_groups_an_unrouted_group_and_the_storm_limit(
         await processed(sqlite_url, 4)
         assert (await hook(settings, "/hooks/grafana", payload("grafana_firing")))[0] == 200  # within the cool-down
         await processed(sqlite_url, 5)
+        async with aiohttp.ClientSession() as http, http.get(
+                f"http://127.0.0.1:{settings.http_port}/metrics") as resp:
+            metrics = await resp.text()
     finally:
         await served.stop()
 
+    assert 'yokebot_adapter_events_total{kind="unrouted",platform="alertmanager"} 1.0' in metrics
+    assert 'yokebot_adapter_events_total{kind="not_investigated",platform="alertmanager"} 1.0' in metrics
+    assert 'yokebot_adapter_events_total{kind="investigated",platform="grafana"} 1.0' in metrics
     [grafana, storm] = roots(fake_slack)
     assert grafana["text"].startswith("🟠 *Alert firing:* `DiskFilling` · severity `warning`")
     assert "not investigated" not in grafana["text"]

@@ -241,11 +241,12 @@ class AlertDesk:
         if group.investigation == "started":  # a first pass cut before the inbox took it: start it now, once
             await self._investigate(n, group, routed, root, threads)
         new = [a for a in n.firing if group.alerts.get(a.fingerprint) != "firing"]
-        if not new:
-            return "repeat: nothing new"
-        await threads.note(root, render.joined_note(new))
-        await self.store.set(group, alerts={**group.alerts, **_statuses(n)})
-        return f"{len(new)} new alert(s) noted"
+        if new:  # posted, then recorded: a crash in between repeats the line rather than lose it
+            await threads.note(root, render.joined_note(new))
+        statuses = {**group.alerts, **_statuses(n)}
+        if statuses != group.alerts:  # an alert that stopped firing and comes back later is new again
+            await self.store.set(group, alerts=statuses)
+        return f"{len(new)} new alert(s) noted" if new else "repeat: nothing new"
 
     async def _resolved(self, n: Notification, group: Group, now: datetime) -> str:
         if group.state == "resolved":

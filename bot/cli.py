@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from bot.commands.alerts import alerts_app
 from bot.commands.eval import register as register_eval
 from bot.commands.observe import register as register_observability
 from bot.commands.schedule import schedule_app
@@ -31,6 +32,7 @@ app.add_typer(agents_app, name="agents")
 app.add_typer(db_app, name="db")
 app.add_typer(schedule_app, name="schedule")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(alerts_app, name="alerts")  # bot/commands/alerts.py
 
 AgentOpt = Annotated[
     str | None, typer.Option("--agent", "-a", help="Agent profile to use (default: YOKEBOT_DEFAULT_AGENT).")

@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     # YOKEBOT_MODEL_PRICES='{"gpt-5-mini": {"input": 0.25, "output": 2.0}}' for `yokebot usage` cost estimates
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict[str, ModelPrice]())
 
+    # alert webhooks (docs/alerts.md): POST /hooks/alertmanager and /hooks/grafana exist only when this is set
+    webhook_token: SecretStr | None = None
+    alert_max_concurrent: int = Field(default=2, ge=1)  # investigations running at once in this process
+    alert_max_per_10m: int = Field(default=10, ge=0)  # investigations started per 10 minutes (all instances)
+
     openai_api_key: SecretStr | None = Field(default=None, validation_alias=_env("OPENAI_API_KEY"))
     openai_base_url: str | None = Field(default=None, validation_alias=_env("OPENAI_BASE_URL"))
     model_max_attempts: int = 3
@@ -155,7 +160,7 @@ class Settings(BaseSettings):
     def secret_values(self) -> list[str]:
         """Values that must never reach a log line, a model or an audit row."""
         secrets = [self.openai_api_key, self.slack_bot_token, self.slack_app_token, self.slack_signing_secret,
-                   self.discord_bot_token]
+                   self.discord_bot_token, self.webhook_token]
         return [s.get_secret_value() for s in secrets if s is not None and len(s.get_secret_value()) >= 6]
 
 

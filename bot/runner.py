@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from bot.alerts.wiring import build_alerts
 from bot.app import App, build_app, build_platforms
 from bot.chat.core.inbox_turns import Recovery, Resumable
 from bot.config import Settings
 from bot.engine.model import preload
-from bot.observability.http import add_observability_routes
+from bot.observability.http import add_alert_routes, add_observability_routes
 from bot.settle import settle
 from bot.store.filelock import lock_sqlite_for_run
 
@@ -92,6 +93,8 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         http = web.Application()
         http.router.add_get("/healthz", healthz)
         add_observability_routes(http, bot)  # /readyz, /metrics
+        alerts = build_alerts(bot)  # YOKEBOT_WEBHOOK_TOKEN set: /hooks/alertmanager, /hooks/grafana (docs/alerts.md)
+        add_alert_routes(http, alerts.webhooks if alerts is not None else None)
         platforms = build_platforms(bot)  # every configured one (bot/chat/platforms.py)
         for platform in platforms:
             platform.mount(http)  # Slack's HTTP Events mode: /slack/events; the others mount nothing
@@ -105,11 +108,15 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             stack.push_async_callback(platform.stop)  # drains turns in flight, disconnects
             await platform.identify()  # REST only: enough to answer the events recovery takes over
             resumable[platform.platform] = platform
+        if alerts is not None:
+            alerts.attach(resumable)  # posts through the adapters; its investigations recover like chat turns
         if resumable:
             # before events come in: alone on a SQLite file, every `running` turn is a dead one
             stack.push_async_callback(await start_recovery(bot, resumable, alone=run_lock is not None))
         for platform in platforms:
             await platform.start()
+        if alerts is not None:  # once the adapters can post
+            stack.push_async_callback(await alerts.start(alone=run_lock is not None))
         stack.push_async_callback(await start_scheduling(bot))  # after the adapters: it posts through them
         log.info("yokebot is running: http on %s:%s, agents %s", settings.http_host, settings.http_port,
                  ", ".join(bot.profiles))

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.engine.alert_routes import AlertRoute, AlertRouteSpec, alert_routes
 from bot.engine.cron import parse_cron, parse_every
 from bot.engine.errors import ProfileError, UnknownAgent
 from bot.engine.limits import BudgetSpec, ContextSpec
@@ -151,6 +152,7 @@ class ProfileSpec(_Strict):
     access: AccessSpec = AccessSpec()
     schedules: list[ScheduleSpec] = Field(default_factory=lambda: cast(list[ScheduleSpec], []))
     mcp: dict[str, McpServerSpec] = Field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
+    alerts: list[AlertRouteSpec] = Field(default_factory=lambda: cast(list[AlertRouteSpec], []))  # docs/alerts.md
 
     @field_validator("timezone")
     @classmethod
@@ -204,6 +206,7 @@ class AgentProfile:
     access: AccessSpec = field(default_factory=AccessSpec)
     schedules: tuple[ScheduleSpec, ...] = ()
     mcp: Mapping[str, McpServerSpec] = field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
+    alerts: tuple[AlertRoute, ...] = ()  # alert groups this agent investigates (bot/engine/alert_routes.py)
 
 
 FRONT_FIRST_LINE = 2  # the front matter starts on the line after the opening '---'
@@ -358,6 +361,7 @@ class ProfileLoader:
             access=spec.access,
             schedules=tuple(spec.schedules),
             mcp=spec.mcp,
+            alerts=alert_routes(spec.alerts),
         )
 
     def _mcp_tools(self, spec: ProfileSpec, where: str, node: yaml.Node | None, first: int) -> dict[str, ToolSettings]:

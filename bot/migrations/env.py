@@ -10,6 +10,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+import bot.alerts.tables  # noqa: F401  (the alert tables are on Base too: `alembic check` sees them)
 from bot.store.models import Base
 
 config = context.config

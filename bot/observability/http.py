@@ -29,6 +29,13 @@ class _Adapters(Protocol):
     def adapters(self) -> Mapping[str, Any]: ...
 
 
+class AlertHooks(Protocol):
+    """The alert webhooks (bot/alerts/webhooks.py), when YOKEBOT_WEBHOOK_TOKEN is set (docs/alerts.md)."""
+
+    async def alertmanager(self, request: web.Request) -> web.Response: ...
+    async def grafana(self, request: web.Request) -> web.Response: ...
+
+
 class Observed(Protocol):
     """What the routes read of the running bot (`bot.app.App` is one)."""
 
@@ -102,3 +109,10 @@ def add_observability_routes(http: web.Application, bot: Observed) -> None:
 
     http.router.add_get("/readyz", readyz)
     http.router.add_get("/metrics", metrics)
+
+
+def add_alert_routes(http: web.Application, hooks: AlertHooks | None) -> None:
+    """`POST /hooks/alertmanager` and `/hooks/grafana`; none without a webhook token: never open by default."""
+    if hooks is not None:
+        http.router.add_post("/hooks/alertmanager", hooks.alertmanager)
+        http.router.add_post("/hooks/grafana", hooks.grafana)

@@ -15,7 +15,7 @@ from bot.engine.hooks import TurnHooks
 from bot.engine.inbox import LiveKind
 from bot.engine.service import TurnRequest
 
-Trigger = Literal["mention", "dm", "thread", "console"]
+Trigger = Literal["mention", "dm", "thread", "console", "alert"]  # alert: bot/alerts (docs/alerts.md)
 
 
 class ReplySurface(ABC):

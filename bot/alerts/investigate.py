@@ -1,0 +1,81 @@
+"""An alert group's investigation is a normal turn through the inbound pipeline (bot/chat/core/pipeline.py):
+the agent's tools, sandbox, approvals, live progress, budgets and audit, trigger `alert`, answered in the group's
+thread by the platform's own reply surface.
+
+The durable inbox holds it like a chat message, under the platform name `alerts`: one row per group and
+generation (`event_key` `GROUP:GENERATION`, unique, so one group never starts two investigations); after a
+kill -9 the inbox's Recovery takes the row over and calls `rebuild` here, which asks the chat adapter named in
+the row (`via`) to rebuild its reply surface for the thread. The agent is the one the alert route named, carried
+by the origin (`AlertOrigin`), so no channel routing or access list applies: nobody asked, the monitoring did."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bot.alerts.threads import Root
+from bot.chat.core.access import ChannelName, FixedAgent, Origin
+from bot.chat.core.base import EventCounter, Inbound
+from bot.chat.core.inbox_turns import InboxClaims, Resumable
+from bot.chat.core.pipeline import Limits, Pipeline
+from bot.engine.inbox import Inbox, InboxItem, NewEvent
+from bot.engine.service import AgentService
+
+log = logging.getLogger(__name__)
+PLATFORM = "alerts"  # the inbox rows' platform (Recovery finds this object under it)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertOrigin(Origin):
+    agent: str = ""  # the agent the alert route named
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAgent(FixedAgent):
+    """The pipeline's routing for investigations: the agent on the origin (`agent`: when it names none)."""
+
+    async def agent_for(self, origin: Origin, channel_name: ChannelName | None = None) -> str:
+        return origin.agent if isinstance(origin, AlertOrigin) and origin.agent else self.agent
+
+
+class Investigations:
+    """`Resumable` for the inbox's Recovery (`pipeline`, `rebuild`); `start` begins one, exactly once."""
+
+    def __init__(self, service: AgentService, inbox: Inbox, claims: InboxClaims, chat: Mapping[str, Resumable],
+                 *, max_concurrent: int, drain_seconds: float, counter: EventCounter | None = None,
+                 default_agent: str = "ops") -> None:
+        self.inbox, self.claims, self.chat = inbox, claims, chat
+        self.pipeline = Pipeline(service, RouteAgent(default_agent), claims=claims, counter=counter,
+                                 limits=Limits(max_concurrent, drain_seconds), platform=PLATFORM)
+
+    async def start(self, event_key: str, root: Root, agent: str, trigger: str, target: dict[str, Any],
+                    prompt: str, title: str) -> bool:
+        """Store the investigation in the inbox and run it; False when it was stored before (started once)."""
+        item = await self.inbox.claim(NewEvent(
+            platform=PLATFORM, event_key=event_key, channel=root.channel, thread=root.thread, text=prompt,
+            trigger="alert", user=None,
+            reply={"via": root.platform, "agent": agent, "trigger": trigger, "target": target, "title": title}))
+        if item is None:
+            return False
+        inbound = self.rebuild(item)
+        self.claims.adopt(inbound, item)
+        self.pipeline.resume(inbound)
+        return True
+
+    def rebuild(self, item: InboxItem) -> Inbound:
+        r = item.reply
+        via = str(r["via"])
+        adapter = self.chat.get(via)
+        if adapter is None:
+            raise LookupError(f"{via} is not configured in this process: the investigation cannot be answered")
+        as_chat = replace(item, platform=via, trigger=str(r["trigger"]), reply=dict(r["target"]),
+                          text=str(r.get("title") or item.text))  # the text names a Discord thread, if one opens
+        inbound = adapter.rebuild(as_chat)
+        origin = AlertOrigin(via, item.channel, None, agent=str(r["agent"]))
+        return replace(inbound, origin=origin, text=item.text, trigger="alert", claim_key=item.event_key,
+                       addressed=None, message_id=item.event_key)
+
+    async def drain(self) -> None:
+        await self.pipeline.drain()

@@ -1,0 +1,210 @@
+"""AlertStore: the alert tables on SQLAlchemy Core, the same statements on SQLite and PostgreSQL.
+
+Every write is one short transaction of its own (never through the chat write-behind queue: a webhook is
+answered only once its body is committed)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import Table, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.alerts.tables import AlertGroupRow, AlertNotificationRow
+from bot.store.claims import GroupedClaims, Key
+from bot.store.models import utcnow
+
+N = cast(Table, AlertNotificationRow.__table__)
+G = cast(Table, AlertGroupRow.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A webhook body taken to process."""
+
+    id: int
+    source: str
+    body: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    id: int
+    source: str
+    group_key: str
+    agent: str
+    post_to: str
+    title: str
+    state: str
+    generation: int
+    alerts: Mapping[str, str]  # fingerprint -> firing | resolved
+    root_platform: str | None
+    root_channel: str | None
+    root_ref: str | None
+    thread: str | None
+    root_owner: str | None
+    investigation: str
+    cooldown_seconds: int
+    fired_at: datetime
+    resolved_at: datetime | None
+    updated_at: datetime
+
+
+def _aware(value: Any) -> Any:
+    """SQLite hands datetimes back naive (they were stored in UTC)."""
+    if isinstance(value, datetime) and value.tzinfo is None:
+        from datetime import UTC
+
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _group(row: Any) -> Group:
+    return Group(id=row.id, source=row.source, group_key=row.group_key, agent=row.agent, post_to=row.post_to,
+                 title=row.title, state=row.state, generation=row.generation, alerts=dict(row.alerts or {}),
+                 root_platform=row.root_platform, root_channel=row.root_channel, root_ref=row.root_ref,
+                 thread=row.thread, root_owner=row.root_owner, investigation=row.investigation,
+                 cooldown_seconds=row.cooldown_seconds, fired_at=_aware(row.fired_at),
+                 resolved_at=_aware(row.resolved_at), updated_at=_aware(row.updated_at))
+
+
+def group_hash(source: str, key: str) -> str:
+    return hashlib.sha256(f"{source}\x1f{key}".encode()).hexdigest()
+
+
+class AlertStore:
+    def __init__(self, engine: AsyncEngine, owner: str, lease_seconds: float = 30.0) -> None:
+        self.engine, self.owner, self.lease = engine, owner, timedelta(seconds=lease_seconds)
+        insert = sqlite_insert if engine.dialect.name == "sqlite" else pg_insert
+        self._insert_group = insert(G).on_conflict_do_nothing().returning(*G.c)
+        self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                        if engine.dialect.name == "postgresql" else None)
+        self._accepts: GroupedClaims[int] = GroupedClaims(self._insert_bodies)
+        self._serial = 0
+
+    async def _one(self, statement: Any, params: Any = None) -> list[Any]:
+        """One statement in a transaction of its own; on PostgreSQL in autocommit (one round trip, where BEGIN,
+        the statement and COMMIT were three; a single statement is atomic either way)."""
+        if self._single is not None:
+            async with self._single.connect() as conn:
+                result = await conn.execute(statement, params if params is not None else {})
+                return list(result.all()) if result.returns_rows else []
+        async with self.engine.begin() as conn:
+            result = await conn.execute(statement, params if params is not None else {})
+            return list(result.all()) if result.returns_rows else []
+
+    # --- webhook bodies ---------------------------------------------------------------------------------
+    async def accept(self, source: str, body: str) -> int:
+        """Store a body, leased to this instance: committed when this returns (then the sender gets its 2xx).
+        Bodies arriving while a transaction runs go into the next one, one multi-row INSERT (a storm)."""
+        self._serial += 1
+        stored = await self._accepts.claim((source, str(self._serial)), body)
+        assert stored is not None  # every key is new
+        return stored
+
+    async def _insert_bodies(self, bodies: Sequence[tuple[Key, Any]]) -> dict[Key, int]:
+        now = utcnow()
+        rows = [{"source": key[0], "body": str(body).replace("\x00", "\ufffd"), "state": "new", "note": None,
+                 "lease_owner": self.owner, "lease_until": now + self.lease, "attempts": 0, "received_at": now}
+                for key, body in bodies]
+        ids = await self._one(N.insert().returning(N.c.id, sort_by_parameter_order=True), rows)
+        return {key: int(row.id) for (key, _), row in zip(bodies, ids, strict=True)}
+
+    async def done(self, notification: int, note: str | None = None) -> None:
+        await self._one(update(N).where(N.c.id == notification).values(
+            state="done", note=note, lease_owner=None, lease_until=None))
+
+    async def release(self, notification: int, retry_in: float) -> None:
+        """Processing failed (a platform or the database refused): let any instance, this one included, take
+        the body over again after `retry_in` seconds."""
+        await self._one(update(N).where(N.c.id == notification, N.c.state == "new").values(
+            lease_owner=None, lease_until=utcnow() + timedelta(seconds=retry_in)))
+
+    async def renew(self) -> None:
+        await self._one(update(N).where(N.c.lease_owner == self.owner, N.c.state == "new")
+                        .values(lease_until=utcnow() + self.lease))
+
+    async def take_over(self, *, every_open: bool = False, limit: int = 100) -> list[Stored]:
+        """Bodies still `new` whose instance died (lease expired; with every_open: all but this instance's)."""
+        now = utcnow()
+        pick = select(N.c.id).where(N.c.state == "new", N.c.lease_owner.is_distinct_from(self.owner))
+        if not every_open:
+            pick = pick.where((N.c.lease_until < now) | N.c.lease_until.is_(None))
+        pick = pick.order_by(N.c.id).limit(limit).with_for_update(skip_locked=True)
+        rows = await self._one(update(N).where(N.c.id.in_(pick.scalar_subquery()))
+                               .values(lease_owner=self.owner, lease_until=now + self.lease,
+                                       attempts=N.c.attempts + 1)
+                               .returning(N.c.id, N.c.source, N.c.body, N.c.attempts))
+        return sorted((Stored(r.id, r.source, r.body, r.attempts) for r in rows), key=lambda s: s.id)
+
+    # --- groups -------------------------------------------------------------------------------------------
+    async def group_for(self, source: str, key: str, agent: str, post_to: str, title: str,
+                        cooldown_seconds: int) -> tuple[Group, bool]:
+        """The group's row, made if new: (row, made by this call). The maker holds the claim to post its root."""
+        now = utcnow()
+        made = await self._one(self._insert_group, {
+            "source": source, "group_hash": group_hash(source, key), "group_key": key, "agent": agent,
+            "post_to": post_to, "title": title[:500], "state": "firing", "generation": 1, "alerts": {},
+            "root_platform": None, "root_channel": None, "root_ref": None, "thread": None,
+            "root_owner": self.owner, "root_until": now + self.lease, "investigation": "none",
+            "investigated_at": None, "cooldown_seconds": cooldown_seconds, "fired_at": now, "resolved_at": None,
+            "updated_at": now})
+        if made:
+            return _group(made[0]), True
+        rows = await self._one(select(G).where(G.c.source == source, G.c.group_hash == group_hash(source, key)))
+        return _group(rows[0]), False
+
+    async def claim_root(self, group: Group) -> bool:
+        """Take the claim to post the group's root (none posted yet, and no live claim by another instance)."""
+        now = utcnow()
+        rows = await self._one(update(G).where(
+            G.c.id == group.id, G.c.generation == group.generation, G.c.root_ref.is_(None),
+            (G.c.root_owner == self.owner) | G.c.root_owner.is_(None) | (G.c.root_until < now))
+            .values(root_owner=self.owner, root_until=now + self.lease).returning(G.c.id))
+        return bool(rows)
+
+    async def new_generation(self, group: Group, agent: str, post_to: str, title: str,
+                             cooldown_seconds: int) -> Group | None:
+        """A resolved group firing again after its cool-down gets a new thread: the next generation, with the
+        root claim for this instance; None when another instance moved it on first."""
+        now = utcnow()
+        rows = await self._one(update(G).where(G.c.id == group.id, G.c.generation == group.generation,
+                                               G.c.state == "resolved")
+                               .values(generation=group.generation + 1, state="firing", alerts={},
+                                       agent=agent, post_to=post_to, title=title[:500], root_platform=None,
+                                       root_channel=None, root_ref=None, thread=None, root_owner=self.owner,
+                                       root_until=now + self.lease, investigation="none", investigated_at=None,
+                                       cooldown_seconds=cooldown_seconds, fired_at=now, resolved_at=None,
+                                       updated_at=now).returning(*G.c))
+        return _group(rows[0]) if rows else None
+
+    async def set(self, group: Group, **values: Any) -> None:
+        await self._one(update(G).where(G.c.id == group.id, G.c.generation == group.generation)
+                        .values(updated_at=utcnow(), **values))
+
+    async def reserve_investigation(self, group: Group, per_10m: int) -> tuple[bool, int]:
+        """Count the investigations started in the last 10 minutes (every instance), and reserve one for this
+        group if that is under `per_10m`: (reserved, how many groups wanted one in that time, this included)."""
+        now = utcnow()
+        window = now - timedelta(minutes=10)
+        async with self.engine.begin() as conn:
+            started = (await conn.execute(select(func.count()).select_from(G).where(
+                G.c.investigated_at >= window, G.c.investigation == "started"))).scalar_one()
+            wanted = (await conn.execute(select(func.count()).select_from(G).where(
+                G.c.investigated_at >= window))).scalar_one()
+            ok = started < per_10m
+            await conn.execute(update(G).where(G.c.id == group.id, G.c.generation == group.generation)
+                               .values(investigation="started" if ok else "skipped", investigated_at=now,
+                                       updated_at=now))
+        return ok, int(wanted) + 1
+
+    async def recent(self, limit: int = 20) -> list[Group]:
+        rows = await self._one(select(G).order_by(G.c.updated_at.desc(), G.c.id.desc()).limit(limit))
+        return [_group(r) for r in rows]

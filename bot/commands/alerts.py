@@ -1,0 +1,113 @@
+"""`yokebot alerts test FILE.json` and `yokebot alerts list` (docs/alerts.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from bot.commands.support import err, out, run_async, settings_or_exit
+
+alerts_app = typer.Typer(help="Alert webhooks: try a saved payload against the routes; list recent groups.",
+                         no_args_is_help=True)
+
+
+def _shown(text: str) -> str:
+    """Untrusted text for the terminal: control characters as U+FFFD, no Rich markup."""
+    from bot.redact import printable
+
+    return escape(printable(text))
+
+
+def _source(body: bytes) -> Any:
+    from bot.alerts.payloads import decode
+
+    data = decode(body)
+    return "alertmanager" if data.get("version") == "4" else "grafana"
+
+
+@alerts_app.command("test")
+def alerts_test(
+    file: Annotated[Path, typer.Argument(help="A saved Alertmanager or Grafana webhook body (JSON).")],
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's routes.")] = None,
+) -> None:
+    """Run a saved payload through the routing as if it came in: which route matches, the root message and
+    the investigation prompt, printed here (nothing is posted or stored)."""
+    from bot.alerts import render
+    from bot.alerts.payloads import BadPayload, parse
+    from bot.alerts.routing import route_for
+    from bot.app import find_profile, load_profiles
+    from bot.tools import builtin_tools
+
+    settings = settings_or_exit()
+    try:
+        body = file.read_bytes()
+        n = parse(_source(body), body)
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(exc.strerror or str(exc))}")
+        raise typer.Exit(2) from None
+    except BadPayload as exc:
+        err.print(f"[red]error:[/red] {escape(str(file))}: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+    def routed() -> Any:
+        profiles = load_profiles(settings, builtin_tools())
+        if agent is not None:
+            profiles = {agent: find_profile(profiles, settings.agents_dir, agent)}
+        return route_for(profiles, n)
+
+    found = run_async(_returning(routed))
+    out.print(f"{n.source} group {_shown(n.group_key)}: {len(n.alerts)} alert(s), {n.status}", highlight=False)
+    if found is None:
+        out.print("No route matches: it would be accepted (200), logged and counted, and not investigated.")
+        raise typer.Exit(1)
+    r = found.route
+    match = ", ".join(f"{m.label}{'=~' if m.regex else '='}{json.dumps(m.value)}" for m in r.match)
+    out.print(f"Route: agent [bold]{escape(found.agent)}[/bold], alerts[{found.index}] ({escape(match)}), "
+              f"cool-down {r.cooldown_seconds} s", highlight=False)
+    out.print(f"\n[bold]Root message for {escape(r.post_to)}:[/bold]", highlight=False)
+    out.print(_shown(render.root_text(n)), highlight=False)
+    out.print("\n[bold]Investigation prompt:[/bold]", highlight=False)
+    out.print(_shown(render.prompt(n, r)), highlight=False)
+
+
+def _returning(fn: Any) -> Any:
+    async def main() -> Any:
+        return fn()
+
+    return main
+
+
+@alerts_app.command("list")
+def alerts_list(limit: Annotated[int, typer.Option("--limit", "-n", help="How many groups.")] = 20) -> None:
+    """Recent alert groups: their state, whether they were investigated, and their thread."""
+    from rich.table import Table
+
+    from bot.alerts.store import AlertStore
+    from bot.commands.observe import readable_url
+    from bot.store.db import create_engine, ensure_schema
+
+    settings = settings_or_exit()
+
+    async def groups() -> list[Any]:
+        engine = create_engine(readable_url(settings))
+        try:
+            await ensure_schema(engine)
+            return await AlertStore(engine, "cli").recent(limit)
+        finally:
+            await engine.dispose()
+
+    found = run_async(groups)
+    if not found:
+        out.print("No alert groups yet (set YOKEBOT_WEBHOOK_TOKEN and point Alertmanager or Grafana at "
+                  "/hooks/alertmanager or /hooks/grafana; docs/alerts.md).")
+        return
+    table = Table("id", "source", "alert", "agent", "state", "investigation", "thread", "updated (UTC)")
+    for g in found:
+        thread = f"{g.root_platform}:{g.root_channel}:{g.thread}" if g.root_ref else "-"
+        table.add_row(str(g.id), g.source, _shown(g.title[:60]), g.agent, g.state, g.investigation,
+                      _shown(thread), g.updated_at.strftime("%Y-%m-%d %H:%M:%S"))
+    out.print(table)

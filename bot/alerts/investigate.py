@@ -18,8 +18,8 @@ from typing import Any
 from bot.alerts.threads import Root
 from bot.chat.core.access import ChannelName, FixedAgent, Origin
 from bot.chat.core.base import EventCounter, Inbound
-from bot.chat.core.inbox_turns import InboxClaims, Resumable
-from bot.chat.core.pipeline import Limits, Pipeline
+from bot.chat.core.inbox_turns import InboxTurns, Resumable
+from bot.chat.core.pipeline import PipelineLimits, Pipeline
 from bot.engine.inbox import Inbox, InboxItem, NewEvent
 from bot.engine.service import AgentService
 
@@ -43,12 +43,12 @@ class RouteAgent(FixedAgent):
 class Investigations:
     """`Resumable` for the inbox's Recovery (`pipeline`, `rebuild`); `start` begins one, exactly once."""
 
-    def __init__(self, service: AgentService, inbox: Inbox, claims: InboxClaims, chat: Mapping[str, Resumable],
+    def __init__(self, service: AgentService, inbox: Inbox, claims: InboxTurns, chat: Mapping[str, Resumable],
                  *, max_concurrent: int, drain_seconds: float, counter: EventCounter | None = None,
                  default_agent: str = "ops") -> None:
         self.inbox, self.claims, self.chat = inbox, claims, chat
-        self.pipeline = Pipeline(service, RouteAgent(default_agent), claims=claims, counter=counter,
-                                 limits=Limits(max_concurrent, drain_seconds), platform=PLATFORM)
+        self.pipeline = Pipeline(service, RouteAgent(default_agent), once=claims, counter=counter,
+                                 limits=PipelineLimits(max_concurrent, drain_seconds), platform=PLATFORM)
 
     async def start(self, event_key: str, root: Root, agent: str, trigger: str, target: dict[str, Any],
                     prompt: str, title: str) -> bool:

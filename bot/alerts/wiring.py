@@ -29,9 +29,9 @@ class Alerts:
         bot, s = self.bot, self.bot.settings
         chat = dict(resumable)
         self.desk.threads = {p: t for p, a in chat.items() if (t := threads_for(p, a, s.discord_attach_over_chars))}
-        if bot.inbox is not None and bot.inbox_claims is not None:
+        if bot.inbox is not None and bot.inbox_turns is not None:
             self.desk.investigations = Investigations(
-                bot.service, bot.inbox, bot.inbox_claims, chat, max_concurrent=s.alert_max_concurrent,
+                bot.service, bot.inbox, bot.inbox_turns, chat, max_concurrent=s.alert_max_concurrent,
                 drain_seconds=max(s.slack_drain_seconds, s.discord_drain_seconds), counter=bot.metrics,
                 default_agent=s.default_agent)
             resumable[PLATFORM] = self.desk.investigations

@@ -142,15 +142,17 @@ class Settings(BaseSettings):
 
     # OpenTelemetry traces (docs/observability.md), the standard variables: no endpoint, no tracing (and the
     # SDK is not imported). The exporter reads the other OTEL_* variables (headers, timeout, sampler) itself.
-    otel_traces_endpoint: str | None = Field(default=None, validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
-    otel_endpoint: str | None = Field(default=None, validation_alias=_env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    otel_traces_endpoint: str | None = Field(default=None, validation_alias=AliasChoices(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "otel_traces_endpoint"))
+    otel_endpoint: str | None = Field(default=None, validation_alias=AliasChoices(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "otel_endpoint"))
     otel_protocol: str = Field(default="http/protobuf", validation_alias=AliasChoices(
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL", "otel_protocol"))
     # only read to keep its values out of logs (an exporter's token: `Authorization=Basic ...`)
     otel_headers: SecretStr | None = Field(default=None, validation_alias=AliasChoices(
         "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS", "otel_headers"))
-    otel_capture_content: bool = Field(default=False, validation_alias=_env(
-        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"))
+    otel_capture_content: bool = Field(default=False, validation_alias=AliasChoices(
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "otel_capture_content"))
 
     def traces_endpoint(self) -> str | None:
         """Where spans go: the traces endpoint as given, else the base endpoint (`/v1/traces` added for HTTP)."""

@@ -236,3 +236,92 @@ async def test_a_refusing_collector_is_counted_as_export_failed(
         tracing = app.tracing
         await app.close()
     assert tracing is not None and tracing.dropped["export_failed"] == 2  # the turn and its model call
+
+
+async def test_an_mcp_call_over_http_carries_its_tool_spans_traceparent(
+    tmp_path: Path, fake_llm: FakeOpenAI, otlp: FakeOtlp, monkeypatch: pytest.MonkeyPatch
+):
+    from tests.mcp.conftest import FAST, TOKEN, TOKEN_ENV, HttpServer, http_server_entry
+
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    seen = tmp_path / "traceparents"
+    server = HttpServer(tmp_path, "--traceparent-file", str(seen)).start()
+    agents = tmp_path / "agents"
+    write_agent(agents, "tester", "tools: [current_time]\nmcp:" + http_server_entry(server.url, "[add]"))
+    app = None
+    try:
+        app = await traced_app(tmp_path, fake_llm, agents, otlp, **FAST)
+        before = len(seen.read_text().splitlines())  # connecting and listing happen outside any turn
+        fake_llm.calls(call("ops__add", {"a": 2, "b": 40}, "call_add")).reply("42")
+        assert (await app.service.handle(req("add 2 and 40"))).answer == "42"
+    finally:
+        if app is not None:
+            await app.close()
+        server.stop()
+    (tool,) = by_name(otlp.wait_for(1, "execute_tool ops__add"), "execute_tool ops__add")
+    during = seen.read_text().splitlines()[before:]
+    assert f"00-{tool.trace_id}-{tool.span_id}-01" in during
+    assert set(seen.read_text().splitlines()[:before]) == {"-"}  # nothing outside a tool call is traced
+
+
+def ask_env(tmp_path: Path, fake: FakeOpenAI, endpoint: str) -> dict[str, str]:
+    from tests.test_cli import base_env
+
+    env = base_env(tmp_path, fake)
+    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_SERVICE_NAME="ops-bot",
+               OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test",
+               OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer%20otlp-secret-token-9f8e")
+    return env
+
+
+def test_yokebot_ask_flushes_its_spans_before_it_exits(tmp_path: Path, fake_llm: FakeOpenAI, otlp: FakeOtlp):
+    from tests.test_cli import ops_agent, yokebot
+
+    logs = ops_agent(tmp_path)
+    fake_llm.calls(call("read_file", {"path": "/etc/passwd"}, "call_pw")).reply("Not allowed.")
+    out = yokebot("ask", "--json", "read the passwd file", env=ask_env(tmp_path, fake_llm, otlp.endpoint))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    # no waiting here: the process sent its spans before it exited
+    spans = list(otlp.spans)
+    (root,) = by_name(spans, "invoke_agent ops")
+    assert root.resource["service.name"] == "ops-bot" and root.resource["deployment.environment"] == "test"
+    assert otlp.headers[0]["Authorization"] == "Bearer otlp-secret-token-9f8e"  # OTEL_EXPORTER_OTLP_HEADERS
+    (tool,) = by_name(spans, "execute_tool read_file")
+    assert tool.status_code == 2 and tool.attributes["yokebot.tool.status"] == "denied"
+    assert "outside the allowed paths" in tool.attributes["yokebot.tool.reason"]  # the sandbox's reason
+    assert str(logs) not in json.dumps(tool.attributes)
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "cli.db") as db:
+        (turn_id,) = db.execute("SELECT id FROM turns WHERE session_id = ?", (data["session_id"],)).fetchone()
+    assert root.trace_id == turn_id
+
+
+def test_yokebot_ask_answers_when_the_collector_is_down(tmp_path: Path, fake_llm: FakeOpenAI):
+    from tests.helpers import free_port
+    from tests.test_cli import ops_agent, yokebot
+
+    ops_agent(tmp_path)
+    fake_llm.reply("Here.")
+    started = time.monotonic()
+    out = yokebot("ask", "hello", env=ask_env(tmp_path, fake_llm, f"http://127.0.0.1:{free_port()}"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Here."
+    assert time.monotonic() - started < FLUSH_SECONDS + 20  # start-up, the turn, and the bounded flush
+    assert "otlp-secret-token" not in out.stderr
+
+
+def test_without_an_endpoint_opentelemetry_is_not_even_imported(tmp_path: Path):
+    from tests.test_startup_imports import loaded_after
+
+    db = tmp_path / "y.db"
+    statement = (
+        "import asyncio, os\n"
+        "os.environ.update(OPENAI_API_KEY='sk-test', OPENAI_BASE_URL='http://127.0.0.1:9/v1')\n"
+        "from bot.app import build_app\nfrom bot.config import Settings\n"
+        f"s = Settings(_env_file=None, database_url='sqlite+aiosqlite:///{db}')\n"
+        "async def main():\n    app = await build_app(s, metrics=False)\n    await app.close()\n"
+        "asyncio.run(main())"
+    )
+    assert loaded_after(statement, ("opentelemetry", "google.protobuf")) == []

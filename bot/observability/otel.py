@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -103,10 +104,10 @@ class CountingProcessor(BatchSpanProcessor):
     """BatchSpanProcessor whose full queue (it drops the oldest span) is counted. The queue's length is
     tracked here from what goes in (`on_end`) and what the exporter takes out, through its public faces."""
 
-    def __init__(self, exporter: CountingExporter, on_drop: OnDrop, max_queue_size: int | None = None) -> None:
-        super().__init__(exporter, max_queue_size=max_queue_size)
+    def __init__(self, exporter: CountingExporter, on_drop: OnDrop) -> None:
+        self.capacity = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") or 2048)  # the SDK's default, and its variable
+        super().__init__(exporter, max_queue_size=self.capacity)
         self.counting, self.on_drop = exporter, on_drop
-        self.capacity = self._batch_processor._max_queue_size  # pyright: ignore[reportPrivateUsage]
 
     def on_end(self, span: ReadableSpan) -> None:
         if span.context is not None and span.context.trace_flags.sampled:
@@ -379,6 +380,10 @@ class Tracing:
     def __init__(self, exporter: SpanExporter, redact: Callable[[str], str], *, content: bool, default_model: str,
                  server: str | None, version: str, on_drop: OnDrop | None = None) -> None:
         self.dropped: dict[str, int] = {"queue_full": 0, "export_failed": 0}
+        # the exporter's retries of an unreachable collector are a WARNING line each: its final failure (ERROR)
+        # and our count say it once
+        sdk_log = logging.getLogger("opentelemetry.exporter")
+        sdk_log.setLevel(max(sdk_log.getEffectiveLevel(), logging.ERROR))
         self._on_drop = on_drop
         self.ids = TurnIds()
         # no atexit hook: a hanging exporter must not hold the process at exit (close bounds the flush)
@@ -421,7 +426,8 @@ class Tracing:
         try:
             await asyncio.wait_for(done.wait(), seconds)
         except TimeoutError:
-            log.warning("the trace exporter did not take the last spans within %g s; they are dropped", seconds)
+            log.warning("the OTLP endpoint did not take the last spans within %g s (is the collector up?); they are "
+                        "dropped", seconds)
 
 
 def exporter(endpoint: str, protocol: str) -> SpanExporter:

@@ -325,3 +325,30 @@ def test_without_an_endpoint_opentelemetry_is_not_even_imported(tmp_path: Path):
         "asyncio.run(main())"
     )
     assert loaded_after(statement, ("opentelemetry", "google.protobuf")) == []
+
+
+async def test_a_compaction_is_a_span_holding_its_summary_call(tmp_path: Path, fake_llm: FakeOpenAI, otlp: FakeOtlp):
+    from tests.engine.test_context import dump, thread_model
+    from tests.engine.test_context import req as console_req
+
+    agents = tmp_path / "agents"
+    write_agent(agents, "long", "tools: [dump]\nmax_iterations: 4\ncontext_window: 16000")
+    settings = make_settings(f"sqlite+aiosqlite:///{tmp_path / 'otel.db'}", fake_llm, agents, default_agent="long",
+                             otel_endpoint=otlp.endpoint)
+    app = await build_app(settings, registry={**registry(), "dump": dump})
+    fake_llm.handler = thread_model
+    try:
+        for n in range(1, 4):
+            await app.service.handle(console_req(f"question {n}"))
+        fake_llm.enforce_window(4000, "openai")  # the server refuses the long prompt: compact and retry
+        result = await app.service.handle(console_req("question 4"))
+    finally:
+        await app.close()
+    spans = [s for s in otlp.wait_for(1, "compaction test-model") if s.trace_id == result.turn_id]
+    (root,) = [s for s in spans if s.name == "invoke_agent long"]
+    compactions = by_name(spans, "compaction test-model")
+    assert compactions and all(c.parent_id == root.span_id for c in compactions)
+    summary_calls = [s for s in spans if s.name == "chat test-model" and s.attributes["yokebot.purpose"] == "compaction"]
+    assert {s.parent_id for s in summary_calls} <= {c.span_id for c in compactions}
+    refused = [s for s in spans if s.name == "chat test-model" and s.status_code == 2]
+    assert refused and refused[0].parent_id == root.span_id

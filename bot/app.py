@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from bot.chat.slack.adapter import SlackAdapter
     from bot.mcp.manager import McpManager
     from bot.observability.metrics import Metrics
+    from bot.observability.otel import Tracing
 
 
 @dataclass
@@ -69,6 +70,7 @@ class App:
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
     approvals: ApprovalDesk | None = None  # asks a human before a gated tool runs (docs/approvals.md)
     lease: InstanceLease | None = None  # PostgreSQL: this process is alive (its turns are not swept)
+    tracing: Tracing | None = None  # OTLP traces, when an endpoint is set (docs/observability.md)
 
     def profile(self, name: str) -> AgentProfile:
         return find_profile(self.profiles, self.settings.agents_dir, name)
@@ -88,6 +90,8 @@ class App:
         if close_model is not None:
             await close_model()
         await self.engine.dispose()
+        if self.tracing is not None:  # last: the turns' spans have all ended; the flush is bounded
+            await self.tracing.close()
 
 
 def model_price(settings: Settings) -> PriceOf:
@@ -158,28 +162,32 @@ async def build_app(
     prometheus = _metrics() if metrics else None
     serving = profiles if mcp_for is None else {n: p for n, p in profiles.items() if n in mcp_for}
     mcp = mcp_manager(settings, serving, registry, prometheus)  # checks the environment its servers need
+    redact = SecretRedactor([*settings.secret_values(), *(mcp.secret_values() if mcp else [])])  # MCP secrets too
+    tracing = _tracing(settings, redact, prometheus)
     engine, store = await open_store(settings)
     if model is None:
         model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,
-                                timeout=settings.model_timeout_seconds, stream=settings.model_stream)
+                                timeout=settings.model_timeout_seconds, stream=settings.model_stream,
+                                headers=tracing.model_headers if tracing else None)
     retrying = RetryingModel(model, RetryPolicy(settings.model_max_attempts, settings.model_retry_base_seconds,
                                                 settings.model_retry_max_wait_seconds))
     executor = ToolExecutor(
         registry,
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
-        redact=SecretRedactor([*settings.secret_values(), *(mcp.secret_values() if mcp else [])]),  # MCP secrets too
+        redact=redact,
     )
     notifier = AdapterNotifier(hints())
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
-    hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus))  # every turn is recorded and counted
+    hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus),  # every turn is recorded and counted
+                           *([tracing.hooks] if tracing else []))
     # PostgreSQL may be shared by several instances: one turn per thread across them
     session_lock = (PgSessionLock.for_url(settings.database_url)
                     if engine.dialect.name == "postgresql" else None)
     approvals = ApprovalDesk(ApprovalStore(engine))
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
                            notifier=notifier, memory=store, session_lock=session_lock,
-                           planner=PlanExecutor(loop), approvals=approvals)
+                           planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals)
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
     lease = None
     if engine.dialect.name == "postgresql":  # shared: other instances tell this one's turns from dead ones
@@ -187,7 +195,7 @@ async def build_app(
         lease.start()  # queued ahead of any turn row; no round trip here
     app = App(settings, engine, store, registry, profiles, notifier, service, prometheus, model,
               inbox=inbox, inbox_turns=InboxTurns(inbox, partial(side_effecting, registry)),
-              session_lock=session_lock, mcp=mcp, approvals=approvals, lease=lease)
+              session_lock=session_lock, mcp=mcp, approvals=approvals, lease=lease, tracing=tracing)
     if mcp is not None:
         try:
             await mcp.start()
@@ -201,6 +209,23 @@ def _metrics() -> Metrics:
     from bot.observability.metrics import Metrics
 
     return Metrics()
+
+
+def _tracing(settings: Settings, redact: SecretRedactor, metrics: Metrics | None) -> Tracing | None:
+    """OTLP traces when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set; otherwise the SDK is not imported."""
+    endpoint = settings.traces_endpoint()
+    if endpoint is None:
+        return None
+    try:
+        from bot.observability.otel import Tracing, exporter
+    except ImportError:
+        raise ConfigError("OTEL_EXPORTER_OTLP_ENDPOINT is set, but the OpenTelemetry SDK is not installed: "
+                          "pip install 'yokebot[otel]' (or unset the variable).") from None
+    from bot import __version__
+
+    return Tracing(exporter(endpoint, settings.otel_protocol), redact, content=settings.otel_capture_content,
+                   default_model=settings.model, server=settings.openai_base_url, version=__version__,
+                   on_drop=metrics.otel_drop if metrics else None)
 
 
 def mcp_manager(

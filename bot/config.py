@@ -145,6 +145,28 @@ class Settings(BaseSettings):
     mcp_health_seconds: float = Field(default=30.0, gt=0)  # how often a connected server is checked
     mcp_health_timeout_seconds: float = Field(default=5.0, gt=0)
 
+    # OpenTelemetry traces (docs/observability.md), the standard variables: no endpoint, no tracing (and the
+    # SDK is not imported). The exporter reads the other OTEL_* variables (headers, timeout, sampler) itself.
+    otel_traces_endpoint: str | None = Field(default=None, validation_alias=AliasChoices(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "otel_traces_endpoint"))
+    otel_endpoint: str | None = Field(default=None, validation_alias=AliasChoices(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "otel_endpoint"))
+    otel_protocol: str = Field(default="http/protobuf", validation_alias=AliasChoices(
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL", "otel_protocol"))
+    # only read to keep its values out of logs (an exporter's token: `Authorization=Basic ...`)
+    otel_headers: SecretStr | None = Field(default=None, validation_alias=AliasChoices(
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS", "otel_headers"))
+    otel_capture_content: bool = Field(default=False, validation_alias=AliasChoices(
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "otel_capture_content"))
+
+    def traces_endpoint(self) -> str | None:
+        """Where spans go: the traces endpoint as given, else the base endpoint (`/v1/traces` added for HTTP)."""
+        if self.otel_traces_endpoint:
+            return self.otel_traces_endpoint
+        if not self.otel_endpoint:
+            return None
+        return self.otel_endpoint if self.otel_protocol == "grpc" else self.otel_endpoint.rstrip("/") + "/v1/traces"
+
     def require_model_endpoint(self) -> None:
         if self.openai_api_key is None and not self.openai_base_url:
             raise ConfigError(
@@ -161,7 +183,14 @@ class Settings(BaseSettings):
         """Values that must never reach a log line, a model or an audit row."""
         secrets = [self.openai_api_key, self.slack_bot_token, self.slack_app_token, self.slack_signing_secret,
                    self.discord_bot_token, self.webhook_token]
-        return [s.get_secret_value() for s in secrets if s is not None and len(s.get_secret_value()) >= 6]
+        values = [s.get_secret_value() for s in secrets if s is not None]
+        if self.otel_headers is not None:  # `key=value,key2=value2`, values URL-encoded
+            from urllib.parse import unquote
+
+            pairs = self.otel_headers.get_secret_value().split(",")
+            values += [unquote(v.partition("=")[2]).strip() for v in pairs]
+            values += [w for v in values[-len(pairs):] for w in v.split() if len(w) >= 6]  # `Basic <token>`
+        return [v for v in values if len(v) >= 6]
 
 
 def async_database_url(value: str) -> str:

@@ -19,7 +19,7 @@ from bot.alerts.threads import Root
 from bot.chat.core.access import ChannelName, FixedAgent, Origin
 from bot.chat.core.base import EventCounter, Inbound
 from bot.chat.core.inbox_turns import InboxTurns, Resumable
-from bot.chat.core.pipeline import PipelineLimits, Pipeline
+from bot.chat.core.pipeline import Pipeline, PipelineLimits
 from bot.engine.inbox import Inbox, InboxItem, NewEvent
 from bot.engine.service import AgentService
 

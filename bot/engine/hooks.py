@@ -66,6 +66,14 @@ class TurnHooks:
         """A `mode: plan` turn's plan as it ended: steps (text, status, finding, iterations) and replans."""
         return None
 
+    async def plan_step_started(self, run: RunContext, number: int, text: str) -> None:
+        """A `mode: plan` step begins (its model attempts and tool calls follow, then `plan_step_finished`)."""
+        return None
+
+    async def plan_step_finished(self, run: RunContext, number: int, status: str) -> None:
+        """The step ended: `done` or `failed` (a step that ran out of its budget)."""
+        return None
+
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         return None
 
@@ -117,6 +125,12 @@ class CompositeHooks(TurnHooks):
 
     async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
         await self._each(lambda h: h.plan_made(run, plan))
+
+    async def plan_step_started(self, run: RunContext, number: int, text: str) -> None:
+        await self._each(lambda h: h.plan_step_started(run, number, text))
+
+    async def plan_step_finished(self, run: RunContext, number: int, status: str) -> None:
+        await self._each(lambda h: h.plan_step_finished(run, number, status))
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         await self._each(lambda h: h.turn_finished(run, outcome))

@@ -28,6 +28,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -325,8 +326,9 @@ class OpenAIChatModel:
     """ChatModel over the openai SDK (`stream`: assemble the reply from a stream, usage included)."""
 
     def __init__(self, *, api_key: str | None, base_url: str | None, timeout: float = 60.0,
-                 stream: bool = False) -> None:
+                 stream: bool = False, headers: Callable[[], Mapping[str, str]] | None = None) -> None:
         self.stream = stream
+        self.headers = headers  # extra headers per attempt (tracing's `traceparent`), asked just before it is sent
         self._options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": 0,
                                          "timeout": timeout}
         self._client: openai.AsyncOpenAI | None = None
@@ -364,14 +366,18 @@ class OpenAIChatModel:
         if self._client is not None:
             await self._client.close()
 
+    def _request_options(self) -> Any:
+        extra = self.headers() if self.headers is not None else None
+        return {**_SECURITY, "headers": dict(extra)} if extra else _SECURITY
+
     async def _plain(self, request: ModelRequest) -> ModelResponse:
-        body = await self.client.post(_PATH, cast_to=object, content=request.body(), options=_SECURITY)
+        body = await self.client.post(_PATH, cast_to=object, content=request.body(), options=self._request_options())
         return _parse(body, request.model)
 
     async def _streamed(self, request: ModelRequest, on_delta: OnDelta | None = None) -> ModelResponse:
         from openai import AsyncStream
 
         stream = await self.client.post(_PATH, cast_to=object, content=request.body(**_STREAM_OPTIONS),
-                                        options=_SECURITY, stream=True, stream_cls=AsyncStream[object])
+                                        options=self._request_options(), stream=True, stream_cls=AsyncStream[object])
         async with stream:
             return await _collect(stream, request.model, on_delta)

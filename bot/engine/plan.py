@@ -169,12 +169,14 @@ class PlanExecutor:
                 self._skip_rest(plan, i)
                 return f"I stopped at the limit of {profile.max_iterations} model calls for this agent."
             step_run = replace(run, profile=replace(profile, max_iterations=budget))
+            await hooks.plan_step_started(run, step.number, step.text)
             res = await self.loop.run(step_run, thread, step_prompt(text, plan, step), hooks)
             tally.iterations += res.iterations
             tally.usage += res.usage
             tally.tool_calls.extend(res.tool_calls)
             step.iterations, step.finding = res.iterations, res.answer
             step.status = "done" if res.stopped_by == "answer" and not res.error else "failed"
+            await hooks.plan_step_finished(run, step.number, step.status)
             if res.error:
                 tally.error, tally.stopped_by = res.error, "error"
                 self._skip_rest(plan, i + 1)

@@ -26,6 +26,7 @@ from mcp_types import CONNECTION_CLOSED, CallToolResult, Implementation
 from mcp_types import Tool as McpTool
 
 from bot.mcp.params import ServerParams
+from bot.observability.traceparent import outgoing
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,8 @@ class McpConnection:
                 transport = stdio_client(server, errlog=errlog.file)
             else:
                 # no read timeout: a call is bounded by the executor's timeout, a health check by its own
-                http = httpx2.AsyncClient(headers=p.headers, timeout=httpx2.Timeout(10.0, read=None))
+                http = httpx2.AsyncClient(headers=p.headers, timeout=httpx2.Timeout(10.0, read=None),
+                                          event_hooks={"request": [_trace_context]})
                 await stack.enter_async_context(http)
                 # no DELETE on close: after a hang it would wait out the read timeout; sessions expire anyway
                 transport = streamable_http_client(str(p.url), http_client=http, terminate_on_close=False)
@@ -225,6 +227,13 @@ class McpConnection:
         if self.state == "up":
             self._set("down", error)
         self._broken.set()
+
+
+async def _trace_context(request: httpx2.Request) -> None:
+    """A request made for a traced tool call carries its `traceparent` (the transport sends each message in
+    its sender's context, so the tool call's task is seen here)."""
+    for name, value in outgoing().items():
+        request.headers.setdefault(name, value)
 
 
 async def _list_tools(client: Client) -> list[McpTool]:

@@ -38,6 +38,9 @@ class Metrics:
                                       buckets=CALL_BUCKETS, registry=r)
         self.adapter_events = Counter("yokebot_adapter_events", "Events received by the chat adapters.",
                                       ["platform", "kind"], registry=r)
+        self.otel_dropped = Counter("yokebot_otel_spans_dropped", "Trace spans not delivered to the OTLP "
+                                    "endpoint (queue_full: the exporter fell behind; export_failed).", ["reason"],
+                                    registry=r)
         self.schedule_runs = Counter("yokebot_schedule_runs", "Scheduled agent runs.", ["schedule", "status"],
                                      registry=r)
 
@@ -49,6 +52,10 @@ class Metrics:
     def schedule_run(self, schedule: str, status: str) -> None:
         """Count one scheduled run, e.g. `("ops/nightly", "ok")`; status ok | error | skipped | missed."""
         self.schedule_runs.labels(schedule=schedule, status=status).inc()
+
+    def otel_drop(self, reason: str, spans: int) -> None:
+        """Count spans the trace exporter lost (called from its thread; prometheus-client counters are safe)."""
+        self.otel_dropped.labels(reason=reason).inc(spans)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

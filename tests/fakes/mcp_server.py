@@ -103,12 +103,27 @@ def _token_guard(app: Any, env_name: str) -> Any:
     return guarded
 
 
-async def serve_http(mcp: FakeServer, port: int, port_file: str | None, token_env: str | None) -> None:
+def _traceparent_log(app: Any, path: str) -> Any:
+    """ASGI wrapper: append each request's `traceparent` header (or `-`) to a file, a line per request."""
+
+    async def logged(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            with open(path, "a") as f:
+                f.write(dict(scope["headers"]).get(b"traceparent", b"-").decode() + "\n")
+        await app(scope, receive, send)
+
+    return logged
+
+
+async def serve_http(mcp: FakeServer, port: int, port_file: str | None, token_env: str | None,
+                     traceparent_file: str | None = None) -> None:
     import uvicorn
 
     app: Any = mcp.streamable_http_app(host="127.0.0.1")
     if token_env:
         app = _token_guard(app, token_env)
+    if traceparent_file:
+        app = _traceparent_log(app, traceparent_file)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -127,12 +142,13 @@ def main() -> None:
     parser.add_argument("--port-file")
     parser.add_argument("--bad-schema", action="store_true")
     parser.add_argument("--require-token-env")
+    parser.add_argument("--traceparent-file")
     args = parser.parse_args()
     mcp = build(args.bad_schema)
     if args.transport == "stdio":
         mcp.run("stdio")
     else:
-        asyncio.run(serve_http(mcp, args.port, args.port_file, args.require_token_env))
+        asyncio.run(serve_http(mcp, args.port, args.port_file, args.require_token_env, args.traceparent_file))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -180,7 +180,6 @@ async def fetch(url: URL, method: str, addresses: list[str], settings: HttpCheck
     connector = aiohttp.TCPConnector(resolver=PinnedResolver(url.host or "", addresses), use_dns_cache=False,
                                      ssl=context if context is not None else True, force_close=True)
     started = time.perf_counter()
-    loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=True) as http:
         try:
             async with asyncio.timeout_at(deadline):
@@ -193,20 +192,29 @@ async def fetch(url: URL, method: str, addresses: list[str], settings: HttpCheck
             raise ToolFailed(f"{method} {url} failed: {type(exc).__name__}: {exc}") from None
         async with resp:
             hop = Hop(url, resp.status, resp.reason or "", {k.lower(): v for k, v in resp.headers.items()},
-                      (time.perf_counter() - started) * 1000, _peer_cert(resp))
+                      (time.perf_counter() - started) * 1000, None)
             if method != "HEAD":
-                await _read_body(resp, hop, settings.max_body_bytes, deadline, loop)
+                await _read_body(resp, hop, settings.max_body_bytes, deadline)
+    if context is not None:
+        hop.cert = await peer_cert(url, addresses[0], context, deadline)
     return hop
 
 
-def _peer_cert(resp: aiohttp.ClientResponse) -> dict[str, Any] | None:
-    conn = resp.connection
-    transport = conn.transport if conn is not None else None
-    return transport.get_extra_info("peercert") if transport is not None else None
+async def peer_cert(url: URL, address: str, context: ssl.SSLContext, deadline: float) -> dict[str, Any] | None:
+    """The server's certificate, from a handshake of its own with the checked address, verified as the
+    request was (aiohttp releases a connection before its caller can look at it when the body is short)."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            _, writer = await asyncio.open_connection(address, url.port, ssl=context, server_hostname=url.host)
+    except (OSError, TimeoutError):
+        return None
+    try:
+        return writer.get_extra_info("peercert")
+    finally:
+        writer.close()
 
 
-async def _read_body(resp: aiohttp.ClientResponse, hop: Hop, limit: int, deadline: float,
-                     loop: asyncio.AbstractEventLoop) -> None:
+async def _read_body(resp: aiohttp.ClientResponse, hop: Hop, limit: int, deadline: float) -> None:
     chunks: list[bytes] = []
     size = 0
     try:
@@ -283,7 +291,7 @@ def report(method: str, hops: list[Hop], expect: str | None, settings: HttpCheck
 async def http_check(
     ctx: ToolContext[HttpCheckSettings],
     url: str = Field(min_length=1, max_length=2000),
-    method: Literal["GET", "HEAD"] = "GET",
+    method: str = Field(default="GET", pattern="^(GET|HEAD)$"),
     expect: str | None = Field(default=None, max_length=500),
 ) -> str:
     settings = ctx.settings

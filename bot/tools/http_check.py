@@ -16,15 +16,17 @@ import ssl
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
 from pydantic import Field, field_validator
 from yarl import URL
 
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.tooling import ToolContext, ToolSettings, tool
+
+if TYPE_CHECKING:
+    import aiohttp
+    from aiohttp.abc import AbstractResolver
 
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -144,21 +146,22 @@ async def resolve_checked(url: URL, entry: Allowed, settings: HttpCheckSettings)
     return [str(ip) for ip in addresses]
 
 
-class PinnedResolver(AbstractResolver):
-    """Answers only for the checked host, with the checked addresses."""
+def pinned_resolver(host: str, addresses: list[str]) -> AbstractResolver:
+    """A resolver that answers only for the checked host, with the checked addresses."""
+    from aiohttp.abc import AbstractResolver, ResolveResult  # imported when a check runs, not at start-up
 
-    def __init__(self, host: str, addresses: list[str]) -> None:
-        self.host, self.addresses = host, addresses
+    class PinnedResolver(AbstractResolver):
+        async def resolve(self, name: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+                          ) -> list[ResolveResult]:
+            if name != host:
+                raise OSError(f"{name} was not checked")
+            return [ResolveResult(hostname=name, host=a, port=port, proto=0, flags=socket.AI_NUMERICHOST,
+                                  family=socket.AF_INET6 if ":" in a else socket.AF_INET) for a in addresses]
 
-    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-                      ) -> list[ResolveResult]:
-        if host != self.host:
-            raise OSError(f"{host} was not checked")
-        return [ResolveResult(hostname=host, host=a, port=port, proto=0, flags=socket.AI_NUMERICHOST,
-                              family=socket.AF_INET6 if ":" in a else socket.AF_INET) for a in self.addresses]
+        async def close(self) -> None:
+            return None
 
-    async def close(self) -> None:
-        return None
+    return PinnedResolver()
 
 
 # --- one request ----------------------------------------------------------------------------------------
@@ -176,8 +179,10 @@ class Hop:
 
 
 async def fetch(url: URL, method: str, addresses: list[str], settings: HttpCheckSettings, deadline: float) -> Hop:
+    import aiohttp
+
     context = ssl.create_default_context(cafile=settings.ca_file) if url.scheme == "https" else None
-    connector = aiohttp.TCPConnector(resolver=PinnedResolver(url.host or "", addresses), use_dns_cache=False,
+    connector = aiohttp.TCPConnector(resolver=pinned_resolver(url.host or "", addresses), use_dns_cache=False,
                                      ssl=context if context is not None else True, force_close=True)
     started = time.perf_counter()
     async with aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=True) as http:
@@ -215,6 +220,8 @@ async def peer_cert(url: URL, address: str, context: ssl.SSLContext, deadline: f
 
 
 async def _read_body(resp: aiohttp.ClientResponse, hop: Hop, limit: int, deadline: float) -> None:
+    import aiohttp
+
     chunks: list[bytes] = []
     size = 0
     try:

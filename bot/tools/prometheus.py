@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
-import aiohttp
 from pydantic import Field, field_validator
 
 from bot.engine.cron import parse_every
@@ -71,6 +70,7 @@ def resolve_headers(headers: Mapping[str, str], environ: Mapping[str, str]) -> t
 async def fetch(settings: PrometheusSettings, path: str, params: dict[str, str],
                 environ: Mapping[str, str] = os.environ) -> tuple[int, bytes]:
     """(HTTP status, body) of one GET against the API; the body is capped at max_response_bytes."""
+    import aiohttp  # here: `chat` and `ask` load no serving library until a tool needs one
     headers, _ = resolve_headers(settings.headers, environ)
     timeout = aiohttp.ClientTimeout(total=settings.request_timeout)
     where = f"{settings.url}{path}"

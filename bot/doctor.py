@@ -219,6 +219,39 @@ def _agent_checks(settings: Settings, profile: Any) -> list[Check]:
     return checks
 
 
+# --- Prometheus ---------------------------------------------------------------------------------------
+async def check_prometheus(profiles: dict[str, Any]) -> list[Check]:
+    """Each Prometheus the agents' prometheus_query / prometheus_alerts name answers (GET /-/ready, or a
+    query of `1` where a Prometheus-compatible server has no /-/ready)."""
+    from bot.tools.prometheus import PrometheusSettings
+
+    servers: dict[str, tuple[PrometheusSettings, list[str]]] = {}
+    for profile in profiles.values():
+        for settings in profile.tools.values():
+            if isinstance(settings, PrometheusSettings):
+                servers.setdefault(settings.url, (settings, []))[1].append(profile.name)
+    checks = await asyncio.gather(*(_prometheus_answers(s, sorted(set(a))) for s, a in servers.values()))
+    return list(checks)
+
+
+async def _prometheus_answers(settings: Any, agents: list[str]) -> Check:
+    from bot.engine.errors import ToolFailed
+    from bot.tools.prometheus import fetch
+
+    name, fix = f"prometheus {settings.url}", f"check url: and headers: of prometheus_query in {', '.join(agents)}"
+    try:
+        settings = settings.model_copy(update={"request_timeout": TIMEOUT_SECONDS})
+        status, _ = await fetch(settings, "/-/ready", {})
+        if status == 200:
+            return ok(name, f"ready (used by {', '.join(agents)})")
+        status, body = await fetch(settings, "/api/v1/query", {"query": "1"})
+    except ToolFailed as exc:
+        return fail(name, str(exc), fix)
+    if status == 200 and b'"success"' in body:
+        return ok(name, f"answers queries (used by {', '.join(agents)})")
+    return fail(name, f"GET /-/ready and /api/v1/query answered HTTP {status}", fix)
+
+
 # --- all of it ------------------------------------------------------------------------------------------
 async def _bounded(name: str, check: Callable[[], Awaitable[Any]]) -> list[Check]:
     try:
@@ -237,5 +270,6 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks += await _bounded("database", lambda: check_database(settings))
     checks += await _bounded("slack", lambda: check_slack(settings))
     checks += await _bounded("discord", lambda: check_discord(settings))
+    checks += await _bounded("prometheus", lambda: check_prometheus(profiles))
     checks += check_platforms_configured(settings)
     return checks + agent_checks

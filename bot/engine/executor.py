@@ -20,7 +20,7 @@ from bot.engine.context import RunContext, ToolContext
 from bot.engine.errors import ToolDenied, ToolFailed, ToolRetry
 from bot.engine.messages import ToolCall, ToolResult, ToolStatus
 from bot.engine.profiles import AgentProfile
-from bot.engine.tooling import Tool, describe_validation_error
+from bot.engine.tooling import Tool, ToolOutput, describe_validation_error
 from bot.redact import cut
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,7 @@ class ToolPolicy:
     max_attempts: int = 3
     backoff_seconds: float = 0.2
     max_output_chars: int = 16_000
+    max_detail_chars: int = 500_000  # a tool's fuller result for the audit row (ToolOutput.detail)
 
 
 def identity(text: str) -> str:
@@ -58,6 +59,7 @@ class ToolExecutor:
         return replace(
             result,
             content=self._cap(result.content),
+            detail=self._cap(result.detail, self.policy.max_detail_chars) if result.detail else None,
             arguments=self._redact_args(result.arguments),
             duration_ms=duration * 1000,
             started_at=started_at,
@@ -69,8 +71,8 @@ class ToolExecutor:
         return tool is not None and tool.runs_alone
 
     # --- sandbox: redact before cutting, and the audit row's arguments too ---------------------
-    def _cap(self, text: str) -> str:
-        head, was_cut = cut(text, self.policy.max_output_chars, self.redact)
+    def _cap(self, text: str, limit: int | None = None) -> str:
+        head, was_cut = cut(text, limit or self.policy.max_output_chars, self.redact)
         if not was_cut:
             return head
         return f"{head}\n[output cut: about {len(text) - len(head)} more characters were not shown]"
@@ -157,7 +159,9 @@ class ToolExecutor:
         limit = max_attempts or ctx.settings.max_attempts or self.policy.max_attempts
         attempts = 0
 
-        def result(text: str, status: ToolStatus = "error") -> ToolResult:
+        def result(text: str | ToolOutput, status: ToolStatus = "error") -> ToolResult:
+            if isinstance(text, ToolOutput):
+                return ToolResult(call.id, call.name, raw, text.text, status, attempts=attempts, detail=text.detail)
             return ToolResult(call.id, call.name, raw, text, status, attempts=attempts)
 
         try:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 ToolStatus = Literal["ok", "error", "denied"]
+DETAIL_MARK = "[full result, for the audit only; the model did not read what follows]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,14 @@ class ToolResult:
     reason: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    detail: str | None = None  # more than the model reads, for the audit row only (ToolOutput.detail)
+
+    @property
+    def audit_text(self) -> str:
+        """The `tool_invocations.result` text: what the model read, then the detail when there is one."""
+        if not self.detail:
+            return self.content
+        return f"{self.content}\n\n{DETAIL_MARK}\n{self.detail}"
 
     def trace(self) -> dict[str, Any]:
         out = {"tool": self.tool, "arguments": self.arguments, "result": self.content, "status": self.status}

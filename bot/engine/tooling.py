@@ -15,10 +15,20 @@ from bot.engine.context import RunContext, Scope, SettingsT, ToolContext
 from bot.engine.errors import ToolFailed
 from bot.engine.toolsettings import ToolSettings
 
-__all__ = ["RunContext", "Scope", "Tool", "ToolContext", "ToolSettings", "describe_validation_error", "require",
-           "tool"]
+__all__ = ["RunContext", "Scope", "Tool", "ToolContext", "ToolOutput", "ToolSettings", "describe_validation_error",
+           "require", "tool"]
 
-ToolFn = Callable[..., Awaitable[str]]
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool returns when the audit row should hold more than the model reads: `text` for the model,
+    `detail` (a raw API response, say) only for `tool_invocations`. Both are redacted and capped."""
+
+    text: str
+    detail: str
+
+
+ToolFn = Callable[..., Awaitable[str | ToolOutput]]
 GuardFn = Callable[[ToolContext[Any], BaseModel], Awaitable[None]]
 # The approval this call needs, beyond the tool's own `approval:` (shell: the matched command rule's).
 ApprovalFn = Callable[[ToolContext[Any], BaseModel], Awaitable[ApprovalSpec | None]]
@@ -65,7 +75,7 @@ class Tool(Generic[SettingsT]):
     def parse(self, arguments: dict[str, Any]) -> BaseModel:
         return self.args_model.model_validate(arguments)
 
-    async def run(self, ctx: ToolContext[SettingsT], args: BaseModel) -> str:
+    async def run(self, ctx: ToolContext[SettingsT], args: BaseModel) -> str | ToolOutput:
         return await self.fn(ctx, **dict(args))
 
 

@@ -342,7 +342,7 @@ class SqlStore:
     async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
         self.writes.put(_INSERT_TOOL_CALL, {
             "session_id": session_id, "turn_id": turn_id, "agent": agent, "call_id": _short(result.call_id, 128),
-            "tool": _short(result.tool, 64), "arguments": result.arguments, "result": _text(result.content),
+            "tool": _short(result.tool, 64), "arguments": result.arguments, "result": _text(result.audit_text),
             "status": result.status, "reason": _text(result.reason), "attempts": result.attempts,
             "duration_ms": result.duration_ms, "created_at": result.finished_at or utcnow(),
         }, turn_id)

@@ -9,11 +9,14 @@ from bot.engine.tooling import Tool
 def builtin_tools() -> dict[str, Tool]:
     from bot.tools.current_time import current_time
     from bot.tools.grep_log import grep_log
+    from bot.tools.http_check import http_check
     from bot.tools.memory import forget, remember
     from bot.tools.notify import make_notify_tool
+    from bot.tools.prometheus import prometheus_alerts, prometheus_query
     from bot.tools.read_file import read_file
     from bot.tools.shell import shell
     from bot.tools.tail_log import tail_log
 
-    tools = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget]
+    tools = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget,
+             prometheus_query, prometheus_alerts, http_check]
     return {t.name: t for t in tools}

@@ -334,7 +334,7 @@ def _text_file(b: _Build, src: AttachmentSource, name: str, got: Fetched, share:
         b.not_read(src, name, "it is a binary file, not text", raw, kind)
         return 0
     lines = tuple(b.redact(text).split("\n"))
-    if lines and lines[-1] == "":
+    if lines and (lines[-1] == "" or (notes and len(lines) > 1)):  # a line cut by a cap is dropped
         lines = lines[:-1]
     note = "; ".join(notes)
     b.texts[name] = AttachedText(name, lines, note)

@@ -74,7 +74,7 @@ class AttachmentSource(Protocol):
     @property
     def key(self) -> str: ...  # what makes two references one file (its URL, its path)
 
-    async def fetch(self, max_bytes: int, timeout: float) -> Fetched: ...
+    async def fetch(self, max_bytes: int, seconds: float) -> Fetched: ...
 
 
 @dataclass(frozen=True, slots=True)

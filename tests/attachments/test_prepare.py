@@ -32,7 +32,7 @@ class Bytes:
     def key(self) -> str:
         return self.name
 
-    async def fetch(self, max_bytes: int, timeout: float) -> Fetched:
+    async def fetch(self, max_bytes: int, seconds: float) -> Fetched:
         return Fetched(self.data[:max_bytes], truncated=len(self.data) > max_bytes)
 
 
@@ -82,7 +82,7 @@ async def test_the_same_file_twice_is_fetched_once():
 
     @dataclass(frozen=True)
     class Counting(Bytes):
-        async def fetch(self, max_bytes: int, timeout: float) -> Fetched:
+        async def fetch(self, max_bytes: int, seconds: float) -> Fetched:
             fetched.append(self.name)
             return Fetched(self.data)
 

@@ -82,12 +82,12 @@ class FileFetcher:
     def sources(self, refs: Iterable[FileRef]) -> tuple[RemoteFile, ...]:
         return tuple(RemoteFile(r, self) for r in refs)
 
-    async def fetch(self, url: str, max_bytes: int, timeout: float) -> Fetched:
+    async def fetch(self, url: str, max_bytes: int, seconds: float) -> Fetched:
         try:
-            async with asyncio.timeout(timeout), aiohttp.ClientSession() as http:
+            async with asyncio.timeout(seconds), aiohttp.ClientSession() as http:
                 return await self._get(http, url, max_bytes)
         except TimeoutError:
-            return Fetched(None, f"the download took longer than {timeout:g} seconds")
+            return Fetched(None, f"the download took longer than {seconds:g} seconds")
         except (aiohttp.ClientError, OSError) as exc:
             log.warning("attachment: %s fetch failed: %s", self.platform, type(exc).__name__)
             return Fetched(None, f"{self.platform.capitalize()}'s file server could not be reached")
@@ -154,10 +154,10 @@ class RemoteFile:
     def key(self) -> str:
         return self.ref.url
 
-    async def fetch(self, max_bytes: int, timeout: float) -> Fetched:
+    async def fetch(self, max_bytes: int, seconds: float) -> Fetched:
         if self.ref.size is not None and self.ref.size > max_bytes and not _text_like(self.ref):
             return Fetched(None, f"it is larger than the {max_bytes >> 20} MB that are read")
-        return await self.fetcher.fetch(self.ref.url, max_bytes, timeout)
+        return await self.fetcher.fetch(self.ref.url, max_bytes, seconds)
 
 
 def _text_like(ref: FileRef) -> bool:
@@ -200,7 +200,7 @@ class LocalFile:
     def resolved(self) -> Path:
         return Path(self.path).expanduser().resolve()
 
-    async def fetch(self, max_bytes: int, timeout: float) -> Fetched:
+    async def fetch(self, max_bytes: int, seconds: float) -> Fetched:
         return await asyncio.to_thread(self._read, max_bytes)
 
     def _read(self, max_bytes: int) -> Fetched:

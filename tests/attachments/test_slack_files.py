@@ -4,12 +4,14 @@ real aiohttp, real openai SDK against the fake model), given to the model, recor
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.engine.inbox import InboxItem
 from tests.chat.slack_harness import SlackBot, answered, mention, start_bot
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, call
@@ -118,3 +120,19 @@ async def test_a_url_on_another_host_is_never_fetched(
     await answered(fake_slack, "1700.000600")
     assert "not on Slack's file servers" in user_content(fake_llm.requests[0])
     assert not any("files-pri" in str(r) for r in fake_llm.requests[1:])
+
+
+async def test_the_inbox_row_keeps_the_file_refs_and_a_rebuilt_message_fetches_them_again(
+        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    url = fake_slack.serve_file("T1/cut.log", b"kill -9 arrived here\n")
+    fake_llm.reply("first")
+    await slack_bot.deliver(with_files(mention("read it", ts="1700.000700", channel=GENERAL),
+                                       slack_file("cut.log", url)))
+    await answered(fake_slack, "1700.000700")
+    row = (await rows(slack_bot.app, "SELECT id, reply, channel, thread, text, trigger, user FROM inbox"))[0]
+    reply = json.loads(row[1]) if isinstance(row[1], str) else row[1]
+    assert reply["files"][0]["url"] == url
+    item = InboxItem(row[0], "slack", "k", row[2], row[3], row[4], row[5], row[6], reply)
+    rebuilt = slack_bot.adapter.rebuild(item)  # what recovery runs again after a restart
+    got = await rebuilt.files[0].fetch(1 << 20, 10)
+    assert got.data == b"kill -9 arrived here\n"

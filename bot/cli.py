@@ -83,10 +83,14 @@ def ask(
     approve: Annotated[bool, typer.Option(
         "--approve", help="Approve the tool calls that need a human's approval, as the terminal user "
                           "(without it, they are refused).")] = False,
+    files: Annotated[list[str] | None, typer.Option(
+        "--file", "-f", help="Attach a file (a log, a snippet, a screenshot) to the question; repeatable. "
+                             "See docs/attachments.md.")] = None,
 ) -> None:
     """Run one turn and print the answer (or, with --json, the answer and the tool-call trace)."""
     from bot.app import build_app
     from bot.chat.console.approvals import CliApprover
+    from bot.chat.core.attachments import LocalFile
     from bot.engine.service import TurnRequest
 
     approver = CliApprover(approve)
@@ -104,7 +108,8 @@ def ask(
             if session is None:
                 bot.profile(name)
             req = TurnRequest(platform="cli", channel="ask", thread=uuid.uuid4().hex, text=text, agent=name,
-                              trigger="cli", user="cli", session_id=session)
+                              trigger="cli", user="cli", session_id=session,
+                              attachments=tuple(LocalFile(p) for p in files or ()))
             return await bot.service.handle(req)
         finally:
             await bot.close()

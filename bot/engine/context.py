@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from bot.engine.approval import ApprovalDecision, ApprovalRequest
+from bot.engine.attachments import TurnFiles
 from bot.engine.ports import MemoryStore, Notifier
 from bot.engine.profiles import AgentProfile
 from bot.engine.toolsettings import ToolSettings
@@ -35,6 +36,7 @@ class RunContext:
     notifier: Notifier | None = None
     memory: MemoryStore | None = None
     approvals: ApprovalGate | None = None  # who is asked before a gated tool runs
+    files: TurnFiles | None = None  # the text files attached to this turn's message (read_attachment)
 
     @property
     def agent(self) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.engine.attachments import AttachmentRecord
 from bot.engine.context import RunContext
 from bot.engine.errors import ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, TurnOutcome, Usage
@@ -43,6 +44,10 @@ class TurnHooks:
     recorder's commit failure must), so a hook that only observes should not raise."""
 
     async def turn_started(self, run: RunContext, text: str) -> None:
+        return None
+
+    async def attachments_read(self, run: RunContext, records: tuple[AttachmentRecord, ...]) -> None:
+        """The files attached to the message, and what the model was given of each (right after started)."""
         return None
 
     async def message_appended(self, run: RunContext, message: Message) -> None:
@@ -107,6 +112,9 @@ class CompositeHooks(TurnHooks):
 
     async def turn_started(self, run: RunContext, text: str) -> None:
         await self._each(lambda h: h.turn_started(run, text))
+
+    async def attachments_read(self, run: RunContext, records: tuple[AttachmentRecord, ...]) -> None:
+        await self._each(lambda h: h.attachments_read(run, records))
 
     async def message_appended(self, run: RunContext, message: Message) -> None:
         await self._each(lambda h: h.message_appended(run, message))

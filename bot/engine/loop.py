@@ -78,7 +78,7 @@ class ReActLoop:
                            model=model, counter=counter, calibration=self.calibration, summarise=compactor,
                            store=self.summaries, session_id=run.session_id, turn_id=run.turn_id)
 
-    async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str,
+    async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str | Message,
                   hooks: TurnHooks) -> TurnOutcome:
         profile, tools = run.profile, self.executor.tools_for(run.profile)
         model = profile.model or self.default_model
@@ -96,7 +96,7 @@ class ReActLoop:
         system = await self.prompts.system_message(profile, run.scope)
         t = _Turn(run, hooks, report, self._context(run, thread, model, report), system, schemas, model,
                   LoopGuard(profile.loop_repeats), TurnBudget(profile.budget, self.price), delta)
-        await self._add(t, Message.user(text))
+        await self._add(t, text if isinstance(text, Message) else Message.user(text))  # a Message: with files
         return await self._steps(t)
 
     async def _steps(self, t: _Turn) -> TurnOutcome:

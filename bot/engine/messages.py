@@ -29,12 +29,23 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image sent with a user message (bot/engine/attachments.py): base64 data, never stored in `messages`."""
+
+    mimetype: str
+    data: str  # base64
+    sha256: str
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     role: Role
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    images: tuple[ImagePart, ...] = ()  # user messages only: sent as image parts, not kept in history
 
     @classmethod
     def system(cls, text: str) -> Message:

@@ -141,6 +141,7 @@ class ProfileSpec(_Strict):
     budget: BudgetSpec = BudgetSpec()
     loop_repeats: int = Field(default=3, ge=2, le=50)  # same tool + same arguments this often = a loop
     parallel_tool_calls: bool = True
+    vision: bool = False  # the model reads images: attached images are sent to it (docs/attachments.md)
     mode: Literal["react", "plan"] = "react"
     plan: PlanSpec = PlanSpec()
     timezone: str = "UTC"
@@ -195,6 +196,7 @@ class AgentProfile:
     budget: BudgetSpec = field(default_factory=BudgetSpec)
     loop_repeats: int = 3
     parallel_tool_calls: bool = True  # several tool calls in one model message run at once
+    vision: bool = False  # attached images are sent to the model as image parts
     mode: Literal["react", "plan"] = "react"  # plan: plan-and-execute (bot/engine/plan.py)
     plan: PlanSpec = field(default_factory=PlanSpec)
     timezone: str = "UTC"
@@ -350,6 +352,7 @@ class ProfileLoader:
             budget=spec.budget,
             loop_repeats=spec.loop_repeats,
             parallel_tool_calls=spec.parallel_tool_calls,
+            vision=spec.vision,
             mode=spec.mode,
             plan=spec.plan,
             timezone=spec.timezone,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
@@ -11,6 +12,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine import replies
+from bot.engine.attachments import AttachmentSource, Prepared, for_turn
 from bot.engine.context import ApprovalGate, RunContext, Scope
 from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
@@ -49,6 +51,7 @@ class TurnRequest:
     user: str | None = None
     session_id: str | None = None
     turn_id: str | None = None  # chosen by the caller when it must know it first (the inbox records it)
+    attachments: tuple[AttachmentSource, ...] = ()  # files attached to the message (bot/engine/attachments.py)
 
 
 # A ContextVar, not a global: each asyncio task sees its own turn, and tasks a turn spawns inherit it.
@@ -161,17 +164,22 @@ class AgentService:
         async with self.locks.hold(key), self._across(key):
             session = known or await self.open_session(req)
             profile = self.profiles(session.agent)
+            files = (await for_turn(req.text, req.attachments, profile, self.loop.default_model,
+                                    self.loop.executor.redact) if req.attachments else None)
+            profile = files.profile if files is not None else profile
             scope = Scope(session.platform, session.channel, session.thread, req.user)
             run = RunContext(session.id, req.turn_id or uuid.uuid4().hex, profile, scope, req.trigger,
-                             self.notifier, self.memory, self.approvals)
+                             self.notifier, self.memory, self.approvals, files.prepared.files if files else None)
             turn_hooks = self.hooks.plus(hooks)
             async with turn_scope(run):
-                return await self._turn(req, session, run, turn_hooks)
+                return await self._turn(req, session, run, turn_hooks, files.prepared if files else None)
 
     async def _turn(self, req: TurnRequest, session: SessionRecord, run: RunContext,
-                    turn_hooks: TurnHooks) -> TurnResult:
+                    turn_hooks: TurnHooks, files: Prepared | None = None) -> TurnResult:
         profile = run.profile
         await turn_hooks.turn_started(run, req.text)
+        if files is not None:
+            await turn_hooks.attachments_read(run, files.records)
         if is_reset(req.text):  # no model call: every platform gets it, and it works when the model is down
             await self.store.reset_thread(session.id, run.turn_id)
             outcome = TurnOutcome(RESET_ANSWER)
@@ -181,9 +189,10 @@ class AgentService:
                                                                                 profile.max_history_turns)
         try:
             if profile.mode == "plan" and self.planner is not None:  # plan-and-execute, on the same thread
-                outcome = await self.planner.run(run, history, req.text, turn_hooks)
+                outcome = await self.planner.run(run, history, files.message.content if files else req.text,
+                                                 turn_hooks)
             else:
-                outcome = await self.loop.run(run, history, req.text, turn_hooks)
+                outcome = await self.loop.run(run, history, files.message if files else req.text, turn_hooks)
         except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever
             stopped = TurnOutcome("", error=replies.TURN_STOPPED, stopped_by="interrupted")
             self._finish_in_background(run, turn_hooks, stopped)
@@ -193,5 +202,7 @@ class AgentService:
             failed = TurnOutcome("", error=f"{type(exc).__name__}: {exc}", stopped_by="error")
             await turn_hooks.turn_finished(run, failed)
             raise
+        if files is not None and files.problems:  # the user hears what could not be read, whatever the model said
+            outcome = dataclasses.replace(outcome, answer=f"{outcome.answer}\n\n_{files.answer_note()}_".strip())
         await turn_hooks.turn_finished(run, outcome)
         return TurnResult(session.id, run.turn_id, outcome)

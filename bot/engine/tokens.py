@@ -36,6 +36,7 @@ FAMILY_WINDOWS: tuple[tuple[str, int], ...] = (
 )
 DEFAULT_WINDOW = 8_192
 MESSAGE_OVERHEAD = 4  # role and separators per message (OpenAI's chat format uses 3 or 4)
+IMAGE_TOKENS = 1105  # an attached image, at most (OpenAI's high detail for 1024x1024; low detail is 85)
 CALL_OVERHEAD = 8  # id, type and separators per tool call
 PRIMING = 3  # the assistant turn the server opens after the prompt
 
@@ -102,7 +103,7 @@ class TokenCounter:
         hit = self._cache.get(m)
         if hit is not None:
             return hit
-        n = MESSAGE_OVERHEAD + self.text(m.content)
+        n = MESSAGE_OVERHEAD + self.text(m.content) + IMAGE_TOKENS * len(m.images)
         for c in m.tool_calls:
             n += CALL_OVERHEAD + self.text(c.name) + self.text(c.arguments)
         if m.name:

@@ -58,10 +58,15 @@ class StreamingChatModel(Protocol):
     async def complete_streaming(self, request: ModelRequest, on_delta: OnDelta) -> ModelResponse: ...
 
 
-def to_wire(message: Message) -> dict[str, Any]:
+def to_wire(message: Message, elide_images: bool = False) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.images:  # the audit keeps each image's hash, not its bytes (the `attachments` row has the rest)
+        out["content"] = [{"type": "text", "text": message.content}, *(
+            {"type": "image_url", "image_url": {"url": f"data:{i.mimetype};sha256,{i.sha256}" if elide_images
+                                                else f"data:{i.mimetype};base64,{i.data}"}}
+            for i in message.images)]
     if message.tool_calls:
         # "" rather than null: some local servers (llama.cpp) reject a null content next to tool_calls.
         out["tool_calls"] = [
@@ -103,13 +108,18 @@ def _encoded(message: Message) -> bytes:
 # One message's wire JSON. By identity first (a turn's calls send the same Message objects again: a dict
 # lookup, where hashing a frozen dataclass builds and hashes a tuple of its fields), then by equality
 # (messages are frozen: a thread's history read again for the next turn is equal, not identical).
-encoded = _ByIdentity[Message](1024, _encoded)
+_cached = _ByIdentity[Message](1024, _encoded)
+
+
+def encoded(message: Message) -> bytes:
+    return dumps(to_wire(message)) if message.images else _cached(message)  # images: megabytes, not cached
+
 # A tool schema's JSON: schemas are built once per tool and never changed.
 encoded_schema = _ByIdentity[dict[str, Any]](512, dumps)
 
 
 def request_payload(request: ModelRequest) -> dict[str, Any]:
-    payload: dict[str, Any] = {"model": request.model, "messages": [to_wire(m) for m in request.messages]}
+    payload: dict[str, Any] = {"model": request.model, "messages": [to_wire(m, True) for m in request.messages]}
     if request.tools:
         payload["tools"] = list(request.tools)
     if request.temperature is not None:

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.engine.inbox import OPEN_STATES
 from bot.store.models import (
+    AttachmentRow,
     InboxRow,
     LLMCallRow,
     MessageRow,
@@ -26,7 +27,7 @@ from bot.store.models import (
 
 S = SessionRow.__table__
 CHILDREN = (LLMCallRow.__table__, ToolInvocationRow.__table__, MessageRow.__table__, SummaryRow.__table__,
-            TurnRow.__table__)
+            AttachmentRow.__table__, TurnRow.__table__)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.engine.errors import SessionNotFound, YokebotError
 from bot.observability.timeparse import as_utc
-from bot.store.models import LLMCallRow, SessionRow, SummaryRow, ToolInvocationRow, TurnRow
+from bot.store.models import AttachmentRow, LLMCallRow, SessionRow, SummaryRow, ToolInvocationRow, TurnRow
 
 S, T = SessionRow.__table__, TurnRow.__table__
 L, TI, SUM = LLMCallRow.__table__, ToolInvocationRow.__table__, SummaryRow.__table__
+AT = AttachmentRow.__table__
 
 
 # --- sessions --------------------------------------------------------------------------------------------
@@ -149,6 +150,8 @@ class TurnTrace:
     unmatched_tools: list[ToolStep] = field(default_factory=lambda: list[ToolStep]())
     memory: list[MemoryStep] = field(default_factory=lambda: list[MemoryStep]())
     plan: dict[str, Any] | None = None  # mode: plan: steps (text, status, finding, iterations) and replans
+    # files attached to the message: name, mimetype, size, sha256, origin, given, detail (`attachments`)
+    attachments: list[dict[str, Any]] = field(default_factory=lambda: list[dict[str, Any]]())
 
     @property
     def prompt_tokens(self) -> int:
@@ -225,6 +228,8 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
                                     .order_by(TI.c.id))).all()
         memory = (await conn.execute(select(SUM).where(SUM.c.session_id == session.id, SUM.c.turn_id.in_(ids))
                                      .order_by(SUM.c.id))).all()
+        files = (await conn.execute(select(AT).where(AT.c.session_id == session.id, AT.c.turn_id.in_(ids))
+                                    .order_by(AT.c.id))).all()
     out: list[TurnTrace] = []
     for number, r in picked:
         finished = as_utc(r.finished_at) if r.finished_at else None
@@ -232,5 +237,7 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
                       bool(r.hit_limit), as_utc(r.started_at), finished, r.stopped_by, plan=r.plan)
         _assemble(t, [x for x in llm if x.turn_id == r.id], [x for x in tools if x.turn_id == r.id])
         t.memory = [MemoryStep(m.kind, m.folded_turns, m.content) for m in memory if m.turn_id == r.id]
+        t.attachments = [{k: getattr(f, k) for k in ("name", "mimetype", "size", "sha256", "origin", "given",
+                                                     "detail")} for f in files if f.turn_id == r.id]
         out.append(t)
     return SessionTrace(session, out)

@@ -123,6 +123,10 @@ def turn_tree(t: TurnTrace) -> Tree:
                          (f" · trace {t.id}", "dim"))
     tree = Tree(head)
     tree.add(Text.assemble(("user: ", "bold"), preview(t.text, 400)))
+    for f in t.attachments:  # names and details come from whoever attached the file: shown printable
+        tree.add(Text.assemble(("file: ", "bold"), printable(f"{f['name']} · {f['mimetype']} · {f['size']:,} bytes"
+                                                             f" · {f['origin']} · {f['given']}: {f['detail']}",
+                                                             one_line=True), (f" · sha256 {f['sha256'][:12]}", "dim")))
     if t.plan:
         _plan_node(tree, t.plan)
     for step in t.steps:

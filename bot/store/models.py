@@ -162,6 +162,23 @@ class ToolInvocationRow(Base):
     __table_args__ = (Index("ix_tool_invocations_session_id_id", "session_id", "id"),)
 
 
+class AttachmentRow(Base):
+    """A file attached to a turn's message and what the model was given of it (bot/engine/attachments.py)."""
+
+    __tablename__ = "attachments"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(32), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    mimetype: Mapped[str] = mapped_column(String(128))
+    size: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    origin: Mapped[str] = mapped_column(String(255))  # slack / discord / file, and the host or the path
+    given: Mapped[str] = mapped_column(String(32))  # text, text-cut, image, image-not-shown, not-read
+    detail: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class MemoryRow(Base):
     __tablename__ = "memories"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

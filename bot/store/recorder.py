@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.engine.attachments import AttachmentRecord
 from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, ToolResult, TurnOutcome
 from bot.engine.wire import response_dict
+from bot.store.attachments import record_attachments
 from bot.store.repositories import LLMCallRecord, SqlStore
 
 
@@ -19,6 +21,9 @@ class SqlRecorder(TurnHooks):
 
     async def turn_started(self, run: RunContext, text: str) -> None:
         await self.store.start_turn(run.session_id, run.turn_id, run.trigger, run.scope.user, text)
+
+    async def attachments_read(self, run: RunContext, records: tuple[AttachmentRecord, ...]) -> None:
+        record_attachments(self.store.writes, run.session_id, run.turn_id, records)
 
     async def message_appended(self, run: RunContext, message: Message) -> None:
         await self.store.append(run.session_id, run.turn_id, message)

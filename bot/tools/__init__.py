@@ -7,6 +7,7 @@ from bot.engine.tooling import Tool
 
 
 def builtin_tools() -> dict[str, Tool]:
+    from bot.tools.attachments import read_attachment
     from bot.tools.current_time import current_time
     from bot.tools.grep_log import grep_log
     from bot.tools.http_check import http_check
@@ -18,5 +19,6 @@ def builtin_tools() -> dict[str, Tool]:
     from bot.tools.tail_log import tail_log
 
     tools = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget,
-             prometheus_query, prometheus_alerts, http_check]
+             prometheus_query, prometheus_alerts, http_check,
+             read_attachment]
     return {t.name: t for t in tools}

@@ -151,6 +151,9 @@ class FakeDiscord:
         self._sockets: list[web.WebSocketResponse] = []  # gateway connections (two bots may share a token)
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{name:.*}", self._attachment)  # the CDN, on the same host and port
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.file_gets: list[tuple[str, str | None]] = []  # (name, Authorization header)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
         self.server = LoopbackServer(app)
 
@@ -237,6 +240,28 @@ class FakeDiscord:
             self.message_data(mid, channel, content, author, guild=guild, mention_bot=mention_bot),
         )
         return mid
+
+    def dm_with_files(self, content: str, files: list[tuple[str, bytes, str]], author: int = ALICE,
+                      urls: dict[str, str] | None = None) -> int:
+        """A DM carrying attachments (name, bytes, content type), served at the fake CDN; `urls` overrides
+        the URL given for a name (another host, an expired link)."""
+        mid = self.new_id()
+        data = self.message_data(mid, DM_CHANNEL, content, author, guild=False)
+        for name, body, ctype in files:
+            self.files[name] = (body, ctype)
+            url = (urls or {}).get(name, f"{self.server.url}/attachments/{mid}/{name}")
+            data["attachments"].append({"id": str(self.new_id()), "filename": name, "size": len(body), "url": url,
+                                        "proxy_url": url, "content_type": ctype})
+        self.dispatch("MESSAGE_CREATE", data)
+        return mid
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"].split("/", 1)[-1]
+        self.file_gets.append((name, request.headers.get("Authorization")))
+        if name not in self.files:
+            return web.Response(status=404, text="expired")
+        body, ctype = self.files[name]
+        return web.Response(body=body, content_type=ctype)
 
     def edit_message(self, mid: int, channel: int, content: str, author: int = ALICE) -> None:
         data = self.message_data(mid, channel, content, author, mention_bot=f"<@{BOT_ID}>" in content)

@@ -110,6 +110,11 @@ class FakeSlack:
         self.usergroups: dict[str, list[str]] = {"S_ONCALL": ["U_ALICE"]}  # user group ID -> its members
         self.messages: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (channel, thread ts) -> messages
         self.uploads: dict[str, bytes] = {}
+        # files served at /files-pri/<name> (url_private_download): bytes and content type; the bot token is
+        # checked as Slack does (a wrong or missing one gets the sign-in page, 200 text/html)
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.file_token = "xoxb-test-bot-token"
+        self.file_gets: list[tuple[str, str | None]] = []  # (path, Authorization header)
         self.acks: list[str] = []
         self.ack_times: dict[str, float] = {}  # envelope_id -> time.perf_counter() when its ack arrived
         self.connections = 0
@@ -122,6 +127,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/link", self._link)
+        app.router.add_get("/files-pri/{name:.*}", self._file)
         self.server = LoopbackServer(app)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -140,6 +146,28 @@ class FakeSlack:
     @property
     def api_url(self) -> str:
         return f"{self.server.url}/api/"
+
+    def file_url(self, name: str) -> str:
+        return f"{self.server.url}/files-pri/{name}"
+
+    def serve_file(self, name: str, data: bytes, content_type: str = "text/plain") -> str:
+        """Serve `data` at a url_private_download URL; returns it."""
+        self.files[name] = (data, content_type)
+        return self.file_url(name)
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        self.file_gets.append((name, request.headers.get("Authorization")))
+        if request.headers.get("Authorization") != f"Bearer {self.file_token}":
+            return web.Response(text="<html>Sign in to Slack</html>", content_type="text/html")
+        if name.startswith("redirect/"):  # a redirect within the file host
+            raise web.HTTPFound(f"/files-pri/{name.removeprefix('redirect/')}")
+        if name.startswith("login/"):  # a redirect to a sign-in page elsewhere
+            raise web.HTTPFound("http://login.example.invalid/signin")
+        if name not in self.files:
+            return web.Response(status=404, text="file not found")
+        data, ctype = self.files[name]
+        return web.Response(body=data, content_type=ctype)
 
     # --- scripting and inspection -----------------------------------------------------------------------
     def fail(

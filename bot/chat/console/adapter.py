@@ -19,6 +19,7 @@ from rich.text import Text
 
 from bot.chat.console import view as view
 from bot.chat.core.access import Origin
+from bot.chat.core.attachments import LocalFile
 from bot.chat.core.base import Inbound, ReplySurface
 from bot.chat.core.wiring import console_pipeline
 from bot.engine.context import RunContext
@@ -171,10 +172,13 @@ class ConsoleAdapter:
         self._turn: asyncio.Task[TurnResult | None] | None = None
         self._reader: LineReader | None = None
         self._reply: ConsoleReply | None = None
+        self._files: list[LocalFile] = []  # `/file PATH`: attached to the next message
 
     def inbound(self, text: str) -> Inbound:
         self._reply = ConsoleReply(self.console, self.thread)
-        return Inbound(Origin("console", "terminal", "terminal"), self.thread, text, "console", self._reply)
+        files, self._files = tuple(self._files), []
+        return Inbound(Origin("console", "terminal", "terminal"), self.thread, text, "console", self._reply,
+                       files=files)
 
     async def ask_user(self, question: str) -> str | None:
         """A line typed in answer to `question` mid-turn (an approval), with the spinner paused."""
@@ -243,5 +247,9 @@ class ConsoleAdapter:
             text = line.strip()
             if text in ("/quit", "/exit"):
                 return
+            if text.startswith("/file "):  # attach a file to the next message (docs/attachments.md)
+                self._files.append(LocalFile(text[6:].strip()))
+                self.console.print(f"(attached {self._files[-1].name!r} to your next message)", markup=False)
+                continue
             if text:
                 await self._one(text)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from bot.chat.core.access import Origin
+from bot.engine.attachments import AttachmentSource
 from bot.engine.hooks import TurnHooks
 from bot.engine.inbox import LiveKind
 from bot.engine.service import TurnRequest
@@ -74,6 +75,7 @@ class Inbound:
     # the reply target as plain data (message ts, reply thread…): the durable inbox stores it with the claim,
     # and the adapter's `rebuild` makes the reply surface from it again after a restart
     target: Mapping[str, Any] = field(default_factory=lambda: dict[str, Any]())
+    files: tuple[AttachmentSource, ...] = ()  # attached files (bot/chat/core/attachments.py); refs in target
 
     @property
     def platform(self) -> str:
@@ -82,7 +84,7 @@ class Inbound:
     def to_request(self, agent: str, thread: str) -> TurnRequest:
         o = self.origin
         return TurnRequest(platform=o.platform, channel=o.channel, thread=thread, text=self.text, agent=agent,
-                           trigger=self.trigger, user=o.user)
+                           trigger=self.trigger, user=o.user, attachments=self.files)
 
 
 class Directory(Protocol):

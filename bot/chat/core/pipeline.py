@@ -167,7 +167,7 @@ class Pipeline:
                 self.count("refused")
                 await inbound.reply.deliver(REFUSED)
                 return None
-        if not inbound.text.strip():
+        if not inbound.text.strip() and not inbound.files:
             await inbound.reply.deliver(EMPTY)
             return None
         return await self._turn(inbound, agent)

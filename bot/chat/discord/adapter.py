@@ -25,6 +25,7 @@ from discord.abc import Messageable
 
 from bot.chat.core.access import AccessList, Origin, entries
 from bot.chat.core.approvals import ApprovalDesk
+from bot.chat.core.attachments import FileFetcher, FileRef, refs_from, refs_json
 from bot.chat.core.base import Directory, EventClaims, EventCounter, Inbound, Trigger
 from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
@@ -132,6 +133,7 @@ class DiscordAdapter:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.settings = settings
+        self.files = FileFetcher(self.platform, settings.discord_api_url)  # attachments, from Discord's CDN
         # inbox: the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py); without it, `claims`
         # (processed_events), so instances sharing the database answer a message once, but a crash loses it
         self.pipeline = pipeline(settings, service, profiles, claims, self, metrics, inbox)
@@ -277,8 +279,12 @@ class DiscordAdapter:
         target = {"message": str(message.id), "channel": str(where),
                   "guild": str(message.guild.id) if message.guild is not None else None,
                   "roles": sorted(origin.groups)}
+        files = tuple(FileRef(self.platform, a.filename, a.url, a.content_type or "", a.size)
+                      for a in message.attachments)
+        target |= {"files": refs_json(files)} if files else {}
         return Inbound(origin, thread, text, trigger, reply, message_id=str(message.id),
-                       claim_key=str(message.id), groups_known=not origin.dm, target=target)
+                       claim_key=str(message.id), groups_known=not origin.dm, target=target,
+                       files=self.files.sources(files))
 
     def _reply(self, message: discord.Message | discord.PartialMessage, channel: Messageable, thread: str,
                text: str, trigger: Trigger, rest: discord.Client | None = None) -> DiscordReply:
@@ -299,7 +305,8 @@ class DiscordAdapter:
         origin = Origin(self.platform, item.channel, item.user, dm=dm, groups=frozenset(t.get("roles") or ()))
         reply = self._reply(message, channel, item.thread, item.text, trigger, rest=self.client)
         return Inbound(origin, item.thread, item.text, trigger, reply, message_id=str(message.id),
-                       claim_key=item.event_key, groups_known=not dm, target=t)
+                       claim_key=item.event_key, groups_known=not dm, target=t,
+                       files=self.files.sources(refs_from(t)))
 
     # --- what the pipeline may look up (bot/chat/discord/directory.py) --------------------------------------
     async def channel_name(self, channel: str) -> str | None:

@@ -22,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.chat.core.access import AccessList, Origin, entries
 from bot.chat.core.approvals import ApprovalDesk
+from bot.chat.core.attachments import FileFetcher, refs_from, refs_json
 from bot.chat.core.base import Directory, EventClaims, EventCounter, Inbound
 from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Pipeline, PipelineLimits, Receipt
@@ -69,6 +70,7 @@ class SlackAdapter:
         self.settings = settings
         self.mode = "socket" if settings.slack_app_token is not None else "http"
         self._token = settings.slack_bot_token.get_secret_value()
+        self.files = FileFetcher(PLATFORM, settings.slack_api_url, self._token)  # attached files
         self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
         self.web, self.poster, self.directory = self.outbox.web, self.outbox.poster, self.outbox.directory
         self.groups, self.threads = UserGroups(self.web), ThreadMemory(self.web)
@@ -187,14 +189,16 @@ class SlackAdapter:
                                   live_options(self.settings)),
                        message_id=m.ts, claim_key=f"{m.channel}:{m.ts}",
                        addressed=addressed if m.trigger == "thread" else None,
-                       target={"ts": m.ts, "reply_thread": m.reply_thread, "event_id": m.event_id})
+                       target={"ts": m.ts, "reply_thread": m.reply_thread, "event_id": m.event_id,
+                               **({"files": refs_json(m.files)} if m.files else {})},
+                       files=self.files.sources(m.files))
 
     def rebuild(self, item: InboxItem) -> Inbound:
         """The message of an inbox row taken over after a restart, as `_inbound` made it (recovery)."""
         t = item.reply
         trigger = item.trigger if item.trigger in ("mention", "dm", "thread") else "mention"
         return self._inbound(SlackMessage(item.channel, str(t["ts"]), item.thread, t.get("reply_thread"),
-                                          item.text, item.user, trigger, t.get("event_id")))
+                                          item.text, item.user, trigger, t.get("event_id"), refs_from(t)))
 
     def mount_approvals(self, desk: ApprovalDesk) -> None:
         """Approve / Deny buttons and their clicks (`block_actions`, through Bolt)."""

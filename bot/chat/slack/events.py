@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.chat.core.attachments import FileRef
 from bot.chat.core.base import EventClaims, Trigger
 
 __all__ = ["EventClaims"]  # kept importable from here (bench/slack_ack.py)
@@ -39,6 +40,7 @@ class SlackMessage:
     user: str | None
     trigger: Trigger
     event_id: str | None
+    files: tuple[FileRef, ...] = ()  # `files` on the event (fetched from url_private_download)
 
     @property
     def dm(self) -> bool:
@@ -88,7 +90,19 @@ def _inbound(event: Mapping[str, Any], me: BotIdentity, trigger: Trigger, event_
     else:
         session_thread = reply_to = str(thread_ts or ts)
     return SlackMessage(channel, ts, session_thread, reply_to, strip_mention(str(event.get("text") or ""),
-                        me.user_id), event.get("user"), trigger, event_id)
+                        me.user_id), event.get("user"), trigger, event_id, files_of(event))
+
+
+def files_of(event: Mapping[str, Any]) -> tuple[FileRef, ...]:
+    """The files shared with the message (snippets too); a file without a download URL is skipped."""
+    out: list[FileRef] = []
+    for f in event.get("files") or ():
+        url = f.get("url_private_download") or f.get("url_private") if isinstance(f, Mapping) else None
+        if url:
+            size = f.get("size")
+            out.append(FileRef(PLATFORM, str(f.get("name") or f.get("title") or "file"), str(url),
+                               str(f.get("mimetype") or ""), size if isinstance(size, int) else None))
+    return tuple(out)
 
 
 def classify(body: Mapping[str, Any], me: BotIdentity, rules: EventRules) -> SlackMessage | Ignored:

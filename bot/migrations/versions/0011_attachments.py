@@ -2,14 +2,14 @@
 was given of each)
 
 Revision ID: 0011_attachments
-Revises: 0009_turn_owners
+Revises: 0010_alerts
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0011_attachments'
-down_revision = '0009_turn_owners'
+down_revision = '0010_alerts'
 branch_labels = None
 depends_on = None
 

@@ -31,6 +31,7 @@ from bot.engine.service import AgentService
 from bot.engine.tooling import Tool
 from bot.engine.wire import ChatModel
 from bot.observability.hooks import MetricsHooks
+from bot.observability.logs import redact_also
 from bot.observability.usage import price_for
 from bot.redact import SecretRedactor
 from bot.store.approvals import ApprovalStore
@@ -156,6 +157,8 @@ async def build_app(
     prometheus = _metrics() if metrics else None
     serving = profiles if mcp_for is None else {n: p for n, p in profiles.items() if n in mcp_for}
     mcp = mcp_manager(settings, serving, registry, prometheus)  # checks the environment its servers need
+    if mcp is not None:
+        redact_also(mcp.secret_values())  # the log redacts the servers' ${VAR} values too
     engine, store = await open_store(settings)
     if model is None:
         model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,

@@ -160,3 +160,23 @@ def shell_isolation(tool_settings: Mapping[str, object]) -> str | None:
         return None
     mode: Isolation = getattr(shell, "isolation", "required")
     return probe().describe(mode)
+
+
+PR_SET_DUMPABLE = 4
+
+
+def not_dumpable() -> bool:
+    """Make this process unreadable through /proc by other processes of the same user (its environment,
+    memory, file descriptors) and refuse ptrace, gdb and core dumps: prctl(PR_SET_DUMPABLE, 0). Root and
+    holders of CAP_SYS_PTRACE still can. False where the OS has no prctl (not Linux)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name or not hasattr(os, "sched_getaffinity"):  # Linux only
+        return False
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

@@ -28,7 +28,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
-
 EVIL = "\x1b]0;pwned\x07\x1b[31m[bold red]red[/bold red]\x9b2J tail"
 
 

@@ -33,6 +33,7 @@ from bot.engine.service import AgentService
 from bot.engine.tooling import Tool
 from bot.engine.wire import ChatModel
 from bot.observability.hooks import MetricsHooks
+from bot.observability.logs import redact_also
 from bot.observability.usage import price_for
 from bot.redact import SecretRedactor
 from bot.store.approvals import ApprovalStore
@@ -164,6 +165,8 @@ async def build_app(
     mcp = mcp_manager(settings, serving, registry, prometheus)  # checks the environment its servers need
     redact = SecretRedactor([*settings.secret_values(), *(mcp.secret_values() if mcp else [])])  # MCP secrets too
     tracing = _tracing(settings, redact, prometheus)
+    if mcp is not None:
+        redact_also(mcp.secret_values())  # the log redacts the servers' ${VAR} values too
     engine, store = await open_store(settings)
     if model is None:
         model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,

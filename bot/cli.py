@@ -19,6 +19,7 @@ from bot.commands.schedule import schedule_app
 from bot.commands.support import chat_log, err, out, run_async, settings_or_exit, setup_logging
 from bot.engine.errors import YokebotError
 from bot.mcp.cli import mcp_app
+from bot.tools.isolation import not_dumpable
 
 if TYPE_CHECKING:  # what a command needs loads when it runs: `yokebot --help` imports no SQLAlchemy, no SDKs
     from bot.config import Settings
@@ -51,6 +52,7 @@ def chat(
     from bot.engine.model import preload
 
     settings = settings_or_exit()
+    not_dumpable()  # same-user processes (an MCP server, a shell command) cannot read our /proc entries
     log_stream = chat_log(settings)
 
     async def main() -> None:
@@ -96,6 +98,7 @@ def ask(
     approver = CliApprover(approve)
 
     settings = settings_or_exit()
+    not_dumpable()
     setup_logging(settings, quiet=True)
 
     async def main() -> Any:
@@ -151,6 +154,7 @@ def run() -> None:
     from bot.runner import serve
 
     settings = settings_or_exit()
+    not_dumpable()
     setup_logging(settings)
     if settings.slack_bot_token is None and settings.discord_bot_token is None:
         logging.getLogger("bot.cli").warning("%s.", NO_PLATFORM[0].upper() + NO_PLATFORM[1:])

@@ -82,6 +82,10 @@ class SecretRedactor:
     def __init__(self, values: Iterable[str] = ()) -> None:
         self.values = sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
 
+    def add(self, values: Iterable[str]) -> None:
+        """More values to replace (an MCP server's `${VAR}` values, known once the profiles are read)."""
+        self.values = sorted({*self.values, *(v for v in values if len(v) >= 6)}, key=len, reverse=True)
+
     def __call__(self, text: str) -> str:
         for value in self.values:
             if value in text:

@@ -38,6 +38,23 @@ def identity(text: str) -> str:
     return text
 
 
+MAX_ARGUMENT_DEPTH = 64  # no tool takes arguments nested deeper; validators recurse, and 20,000 levels crash them
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and objects nest in decoded JSON (iteratively: the check itself cannot overflow)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            if depth > MAX_ARGUMENT_DEPTH:
+                return depth
+            items = cast(dict[str, Any], node).values() if isinstance(node, dict) else cast(list[Any], node)
+            stack.extend((item, depth + 1) for item in items)
+    return deepest
+
+
 class ToolExecutor:
     def __init__(
         self,
@@ -93,11 +110,17 @@ class ToolExecutor:
         if tool is None:
             available = ", ".join(sorted(tools)) or "none"
             return fail(f"Error: there is no tool named {call.name!r}. Available tools: {available}.")
+        too_deep = (f"Error: the arguments for {call.name} nest deeper than {MAX_ARGUMENT_DEPTH} levels; "
+                    "send them flatter.")
         try:
             raw: Any = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError as exc:
             return fail(f"Error: the arguments for {call.name} are not valid JSON ({exc.msg}). "
                         "Send a JSON object that fits the tool's schema.")
+        except RecursionError:
+            return fail(too_deep, call.arguments[:2000])
+        if nesting(raw) > MAX_ARGUMENT_DEPTH:  # before pydantic and jsonschema, which recurse
+            return fail(too_deep, call.arguments[:2000])
         if not isinstance(raw, dict):
             return fail(f"Error: the arguments for {call.name} must be a JSON object.")
         raw = cast(dict[str, Any], raw)

@@ -27,7 +27,7 @@ def signature(call: ToolCall) -> tuple[str, str]:
     """Name and arguments, the arguments normalised (key order and spacing do not make a call new)."""
     try:
         args = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True, separators=(",", ":"))
-    except ValueError:
+    except (ValueError, RecursionError):  # 20,000 levels of nesting: compared as written
         args = call.arguments.strip()
     return call.name, args
 

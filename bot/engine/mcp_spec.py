@@ -16,14 +16,16 @@ tools it may call. Data only: `bot/mcp` connects to the servers; the engine impo
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.engine.toolsettings import ToolSettings
 
-SERVER_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]|_(?!_)){0,29}$")  # no "__": that separates server and tool
+# No "__" and no "_" at the end: then the first "__" of a model name ends the server's name, so a model name
+# has exactly one (server, tool) reading ("c_" + "_x" and "c" + "__x" would both be "c____x").
+SERVER_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]|_(?!_|$)){0,29}$")
 MODEL_TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # what OpenAI accepts as a function name
 ENV_REF_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SEPARATOR = "__"
@@ -32,6 +34,12 @@ SEPARATOR = "__"
 def namespaced(server: str, tool: str) -> str:
     """The name the model sees: `grafana__query_prometheus`."""
     return f"{server}{SEPARATOR}{tool}"
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """(server, tool) of a model name, or None for a name without the separator (a built-in tool)."""
+    server, sep, tool = name.partition(SEPARATOR)
+    return (server, tool) if sep and tool else None
 
 
 class McpToolSettings(ToolSettings):
@@ -49,6 +57,11 @@ class McpServerSpec(BaseModel):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=lambda: cast(dict[str, str], {}))
     timeout: float = Field(default=30.0, gt=0, le=3600)  # per call, unless the tool's settings say otherwise
+    # stdio only: the OS sandbox the command runs in (bot/tools/isolation.py, docs/sandbox.md)
+    isolation: Literal["required", "preferred"] = "required"
+    network: bool = True  # most servers call an API; `false` gives the server no network at all
+    read: tuple[str, ...] = ()  # paths the server may read (relative to the agent's folder)
+    write: tuple[str, ...] = ()  # paths the server may read and write
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
 
     @property
@@ -89,8 +102,10 @@ class McpServerSpec(BaseModel):
     def _one_transport(self) -> McpServerSpec:
         if (self.command is None) == (self.url is None):
             raise ValueError("give exactly one of command (stdio) or url (streamable HTTP)")
-        if self.url is not None and (self.args or self.env or self.cwd):
-            raise ValueError("args, env and cwd are for stdio servers (command:), not for url:")
+        if self.url is not None and (self.args or self.env or self.cwd or self.read or self.write
+                                     or not self.network or "isolation" in self.model_fields_set):
+            raise ValueError("args, env, cwd, read, write, network and isolation are for stdio servers "
+                             "(command:), not for url:")
         if self.command is not None and self.headers:
             raise ValueError("headers are for HTTP servers (url:), not for command:")
         return self
@@ -103,7 +118,7 @@ def mcp_tool_settings(servers: dict[str, McpServerSpec]) -> dict[str, McpToolSet
     for server, spec in servers.items():
         if not SERVER_NAME_RE.match(server):
             raise McpSpecError(("mcp", server), "not a valid server name (lowercase letters, digits, - and "
-                               "single _, at most 30 characters)")
+                               "single _ not at the end, at most 30 characters)")
         for tool, conf in spec.allowed().items():
             name = namespaced(server, tool)
             if not MODEL_TOOL_NAME_RE.match(name):

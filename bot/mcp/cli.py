@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from bot.engine.errors import ConfigError, YokebotError
+from bot.redact import printable
 
 if TYPE_CHECKING:  # loaded when the command runs: `yokebot --help` stays quick
     from bot.config import Settings
@@ -67,16 +70,22 @@ def tools_command(
         settings = Settings()
         tools, missing = asyncio.run(offered_tools(settings, agent, server))
     except YokebotError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(printable(str(exc)))}", highlight=False)
         raise typer.Exit(1) from None
     if as_json:
         print(json.dumps({"tools": tools, "allowed_not_offered": missing}, indent=2))
         return
     table = Table("tool", "model name", "allowed", "schema", "description")
-    for t in tools:
-        table.add_row(t["tool"], t["model_name"], "yes" if t["allowed"] else "no",
-                      "ok" if t["schema_problem"] is None else f"refused: {t['schema_problem']}",
-                      (t["description"] or "-").splitlines()[0][:100])
+    for t in tools:  # names and descriptions are the server's: Text (no markup), control characters shown
+        table.add_row(shown(t["tool"]), shown(t["model_name"]), "yes" if t["allowed"] else "no",
+                      shown("ok" if t["schema_problem"] is None else f"refused: {t['schema_problem']}"),
+                      shown(((t["description"] or "-").splitlines() or ["-"])[0][:100]))
     out.print(table)
     if missing:
-        err.print(f"[yellow]allowed but not offered:[/yellow] {', '.join(missing)}", highlight=False)
+        err.print(f"[yellow]allowed but not offered:[/yellow] {escape(printable(', '.join(missing)))}",
+                  highlight=False)
+
+
+def shown(text: str) -> Text:
+    """A server's text for the terminal: one line, control characters as U+FFFD, markup not interpreted."""
+    return Text(printable(text, one_line=True))

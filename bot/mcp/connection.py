@@ -8,8 +8,10 @@ supervisor task enters and leaves the `Client`; callers just send requests on it
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -25,13 +27,18 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult, Implementation
 from mcp_types import Tool as McpTool
 
+from bot.engine.errors import ConfigError
 from bot.mcp.params import ServerParams
 from bot.observability.traceparent import outgoing
+from bot.redact import SecretRedactor, printable
+from bot.tools.isolation import SAFE_PATH, bwrap_path, probe, server_sandbox
 
 log = logging.getLogger(__name__)
 
 State = Literal["starting", "up", "down", "stopped"]
 STOP_SECONDS = 10.0
+STDERR_TAIL_LINES = 5  # a server that dies at start is shown with its last words
+STDERR_TAIL_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +67,14 @@ def describe(exc: BaseException) -> str:
 
 
 class _StderrToLog:
-    """A pipe for a stdio server's stderr; a thread turns its lines into log records (no terminal noise)."""
+    """A pipe for a stdio server's stderr; a thread turns its lines into log records (no terminal noise),
+    redacted, and keeps the last few for the error of a server that died."""
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, redact: Callable[[str], str]) -> None:
         read_fd, write_fd = os.pipe()
         self.file: TextIO = os.fdopen(write_fd, "w")  # closed by close()
+        self._redact = redact
+        self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._logger = logging.getLogger(f"bot.mcp.server.{server}")
         self._thread = threading.Thread(target=self._pump, args=(read_fd,), daemon=True, name=f"mcp-{server}")
         self._thread.start()
@@ -72,10 +82,39 @@ class _StderrToLog:
     def _pump(self, read_fd: int) -> None:
         with os.fdopen(read_fd, "r", errors="replace") as lines:
             for line in lines:
-                self._logger.info("%s", line.rstrip()[:2000])
+                text = printable(self._redact(line.rstrip()[:2000]), one_line=True)
+                if text.strip():
+                    self._tail.append(text[:STDERR_TAIL_CHARS])
+                self._logger.info("%s", text)
 
     def close(self) -> None:
         self.file.close()  # the thread ends when the server's copy is closed too
+
+    def tail(self, wait: float) -> str:
+        """The last lines of stderr, once the server's end is closed too (or after `wait` seconds)."""
+        self._thread.join(wait)
+        return " | ".join(self._tail)
+
+
+def launch(params: ServerParams) -> tuple[str, list[str], dict[str, str]]:
+    """(command, args, environment) that start a stdio server: inside bubblewrap when it works here (its
+    own PID namespace and /proc, the files its entry grants), else as it is if `isolation: preferred`.
+    ConfigError when isolation is required and not available, or the command is not found."""
+    command, cwd = str(params.command), params.cwd or os.getcwd()
+    found = shutil.which(command, path=os.environ.get("PATH", SAFE_PATH)) if "/" not in command else (
+        os.path.join(cwd, command))
+    if found is None or not os.path.exists(found):
+        raise ConfigError(f"The command {command!r} of the MCP server {params.name!r} was not found")
+    available = probe()
+    bwrap = bwrap_path()
+    if bwrap is None:
+        if params.isolation == "required":
+            raise ConfigError(f"The MCP server {params.name!r} must run isolated (isolation: required), and "
+                              f"{available.detail}; install bubblewrap, or set `isolation: preferred` on it")
+        return found, list(params.args), dict(params.env)
+    inside = {"PATH": f"{os.path.dirname(found)}:{SAFE_PATH}", "HOME": "/tmp", **params.env}  # noqa: S108
+    argv = server_sandbox(bwrap, [found, *params.args], cwd, params.read, params.write, params.network)
+    return argv[0], argv[1:], inside
 
 
 class McpConnection:
@@ -92,7 +131,16 @@ class McpConnection:
         self._settled = asyncio.Event()  # the first attempt ended (up or down)
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._redact = SecretRedactor(params.secrets)
+        self._errlog: _StderrToLog | None = None
 
+    def describe(self, exc: BaseException) -> str:
+        """`describe`, with the server's secrets redacted and no control characters: for logs, the model
+        and `mcp tools`; a server that died before it was up adds its stderr's last lines."""
+        text = describe(exc)
+        if self.connects == 0 and self._errlog is not None and (tail := self._errlog.tail(1.0)):
+            text += f" (its stderr ended: {tail})"
+        return printable(self._redact(text), one_line=True)
     @property
     def name(self) -> str:
         return self.params.name
@@ -132,8 +180,9 @@ class McpConnection:
                 await self._session()
             except Exception as exc:
                 if not self._stop.is_set():
-                    log.warning("MCP server %s: %s (retrying in %g s)", self.name, describe(exc), delay)
-                    self._set("down", describe(exc))
+                    why = await asyncio.to_thread(self.describe, exc)  # may wait a moment for stderr's end
+                    log.warning("MCP server %s: %s (retrying in %g s)", self.name, why, delay)
+                    self._set("down", why)
             self._client = None
             self._settled.set()
             if self._stop.is_set():
@@ -186,9 +235,11 @@ class McpConnection:
         async with AsyncExitStack() as stack:
             transport: Any
             if p.transport == "stdio":
-                errlog = _StderrToLog(self.name)
+                self._errlog = None
+                command, args, env = await asyncio.to_thread(launch, p)  # the first probe runs bwrap once
+                errlog = self._errlog = _StderrToLog(self.name, self._redact)
                 stack.callback(errlog.close)
-                server = StdioServerParameters(command=str(p.command), args=list(p.args), env=p.env, cwd=p.cwd)
+                server = StdioServerParameters(command=command, args=args, env=env, cwd=p.cwd)
                 transport = stdio_client(server, errlog=errlog.file)
             else:
                 # no read timeout: a call is bounded by the executor's timeout, a health check by its own
@@ -215,13 +266,13 @@ class McpConnection:
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise  # the server answered with an error: the model reads it
-            self._lost(describe(exc))
-            raise ServerLost(f"the MCP server {self.name!r} went away during the call ({exc}); "
+            self._lost(self.describe(exc))
+            raise ServerLost(f"the MCP server {self.name!r} went away during the call ({self.describe(exc)}); "
                              "it is being restarted") from None
         except Exception as exc:
-            self._lost(describe(exc))
+            self._lost(self.describe(exc))
             raise ServerLost(f"the connection to the MCP server {self.name!r} broke during the call "
-                             f"({describe(exc)}); it is being reconnected") from None
+                             f"({self.describe(exc)}); it is being reconnected") from None
 
     def _lost(self, error: str) -> None:
         if self.state == "up":

@@ -21,7 +21,7 @@ from bot.engine.errors import ConfigError
 from bot.engine.mcp_spec import McpServerSpec, namespaced
 from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Tool
-from bot.mcp.connection import McpConnection, Timing
+from bot.mcp.connection import McpConnection, Timing, launch
 from bot.mcp.params import ServerParams, resolve
 from bot.mcp.schema import schema_problem
 from bot.mcp.tools import make_tool
@@ -82,8 +82,11 @@ class McpManager:
         return [s for plan in self.plans.values() for s in plan.params.secrets]
 
     async def start(self) -> None:
-        """Connect every server at once; raise ConfigError for a connected server whose allowed tools
-        cannot be offered (after stopping them all)."""
+        """Connect every server at once; raise ConfigError for a stdio server that must run isolated where it
+        cannot, or a connected server whose allowed tools cannot be offered (after stopping them all)."""
+        for plan in self.plans.values():
+            if plan.params.transport == "stdio":
+                await asyncio.to_thread(launch, plan.params)  # ConfigError: not found, or cannot be isolated
         for name, plan in self.plans.items():
             self.connections[name] = McpConnection(plan.params, self.timing, self._register)
         await asyncio.gather(*(c.start() for c in self.connections.values()))
@@ -116,7 +119,7 @@ class McpManager:
                 problems.append(f"tool {remote!r} is refused: {problem}" + (
                     f" (it offers: {known})" if tool is None else ""))
                 continue
-            self.registry[name] = make_tool(conn, tool, plan.spec.timeout)
+            self.registry[name] = make_tool(conn, tool, plan.spec)
         self.problems[conn.name] = problems
         for p in problems:
             log.error("MCP server %s: %s", conn.name, p)
@@ -132,15 +135,15 @@ class McpManager:
             self.metrics.tools.labels(server=name).set(len(registered) if conn.state == "up" else 0)
 
     def states(self) -> dict[str, dict[str, Any]]:
-        """For `/readyz` (information: a down MCP server does not make the bot unready)."""
+        """For `/readyz`, which anyone who reaches the port may read: states and counts, never an error's
+        text (a server's error may quote what it was sent); the log has the texts. Information only: a
+        down MCP server does not make the bot unready."""
         self.refresh_metrics()
         out: dict[str, dict[str, Any]] = {}
         for name, conn in self.connections.items():
             entry: dict[str, Any] = {"state": conn.state, "transport": conn.params.transport,
                                      "connects": conn.connects}
-            if conn.error:
-                entry["error"] = conn.error
             if self.problems.get(name):
-                entry["refused"] = self.problems[name]
+                entry["refused_tools"] = len(self.problems[name])
             out[name] = entry
         return out

@@ -24,6 +24,10 @@ class ServerParams:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=lambda: dict[str, str]())
     secrets: tuple[str, ...] = ()  # values taken from the environment: redacted wherever they appear
+    isolation: str = "required"  # stdio: required | preferred (bot/tools/isolation.py)
+    network: bool = True
+    read: tuple[str, ...] = ()  # absolute paths
+    write: tuple[str, ...] = ()
 
     def where(self) -> str:
         """For messages and `/readyz`: the command or URL, never a header or an environment value."""
@@ -52,4 +56,7 @@ def resolve(name: str, spec: McpServerSpec, agent_dir: Path, environ: Mapping[st
     return ServerParams(
         name=name, transport=spec.transport, command=spec.command, args=spec.args, env=env, cwd=cwd,
         url=spec.url, headers=headers, secrets=tuple(v for v in used if len(v) >= 6),
+        isolation=spec.isolation, network=spec.network,
+        read=tuple(str((agent_dir / Path(p).expanduser()).resolve()) for p in spec.read),
+        write=tuple(str((agent_dir / Path(p).expanduser()).resolve()) for p in spec.write),
     )

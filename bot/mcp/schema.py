@@ -4,6 +4,7 @@ validates arguments against it. A schema the API would reject would fail every t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -12,6 +13,9 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.exceptions import ValidationError as SchemaValidationError
 
 _TOP_LEVEL_FORBIDDEN = ("anyOf", "oneOf", "allOf", "enum", "not")
+# An input schema is sent with every model request of the agent; a few KB is usual, the largest real ones
+# are tens of KB. Past this it is refused before anything walks it (a 6 MB schema took over a minute).
+MAX_SCHEMA_CHARS = 100_000
 
 
 def schema_problem(schema: Any) -> str | None:
@@ -19,6 +23,10 @@ def schema_problem(schema: Any) -> str | None:
     if not isinstance(schema, dict):
         return "the input schema is not a JSON object"
     schema = cast(dict[str, Any], schema)
+    size = len(json.dumps(schema, ensure_ascii=False, default=str))
+    if size > MAX_SCHEMA_CHARS:
+        return (f"the input schema is {size:,} characters of JSON, more than the {MAX_SCHEMA_CHARS:,} a tool "
+                "may send to the model with every request")
     if schema.get("type") != "object":
         return f"the input schema must have type \"object\" at the top level (it has {schema.get('type')!r})"
     for key in _TOP_LEVEL_FORBIDDEN:

@@ -13,8 +13,8 @@ from mcp_types import CallToolResult
 from mcp_types import Tool as McpTool
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from bot.engine.errors import ToolFailed
-from bot.engine.mcp_spec import McpToolSettings, namespaced
+from bot.engine.errors import ToolDenied, ToolFailed
+from bot.engine.mcp_spec import McpServerSpec, McpToolSettings, namespaced
 from bot.engine.tooling import Tool, ToolContext
 from bot.mcp.connection import McpConnection, ServerLost, ServerUnavailable
 from bot.mcp.schema import argument_problem
@@ -66,9 +66,17 @@ def render(result: CallToolResult) -> str:
     return text[:MAX_RESULT_CHARS]
 
 
-def make_tool(connection: McpConnection, spec: McpTool, timeout: float) -> Tool:
+def make_tool(connection: McpConnection, spec: McpTool, server: McpServerSpec) -> Tool:
     name = namespaced(connection.name, spec.name)
     remote = spec.name
+    key = server.connection_key()
+
+    async def guard(ctx: ToolContext, _: BaseModel) -> None:
+        """Only an agent that declares this very server (alike) and allows this tool reaches it: the
+        registry is shared, the declaration is the caller's own."""
+        declared = ctx.run.profile.mcp.get(connection.name)
+        if declared is None or declared.connection_key() != key or remote not in declared.allowed():
+            raise ToolDenied(f"{name} belongs to an MCP server this agent does not declare with that tool")
 
     async def call(ctx: ToolContext, /, **arguments: Any) -> str:
         try:
@@ -85,7 +93,7 @@ def make_tool(connection: McpConnection, spec: McpTool, timeout: float) -> Tool:
     description = (spec.description or spec.title or f"{remote} (from the MCP server {connection.name})").strip()
     return Tool(
         name=name, description=description, args_model=_args_model(name, spec.input_schema), fn=call,
-        settings_model=McpToolSettings, timeout=timeout, side_effects=not read_only(spec),
+        settings_model=McpToolSettings, guard=guard, timeout=server.timeout, side_effects=not read_only(spec),
         runs_alone=not read_only(spec),  # may have side effects: keep the model's order unless the server says so
     )
 

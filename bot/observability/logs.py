@@ -124,6 +124,15 @@ def configure(level: int | str, fmt: str = "text", secrets: Iterable[str] = (),
     return handler
 
 
+def redact_also(values: Iterable[str]) -> None:
+    """Add secret values to the installed handler's redactor (an MCP server's `${VAR}` values)."""
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, _HANDLER_MARK, False):
+            for f in handler.filters:
+                if isinstance(f, RedactFilter) and isinstance(f.redact, SecretRedactor):
+                    f.redact.add(values)
+
+
 def setup_logging(settings: Settings, quiet: bool = False, stream: IO[str] | None = None) -> logging.Handler:
     """From Settings: level YOKEBOT_LOG_LEVEL (WARNING when quiet), format YOKEBOT_LOG_FORMAT, its secrets."""
     level = logging.WARNING if quiet else getattr(logging, settings.log_level.upper(), logging.INFO)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -67,7 +68,8 @@ def _tool_node(parent: Tree, t: ToolStep, turn_started: datetime | None = None) 
     # when it started, counted from the turn's start: calls of one model reply that ran at once show it
     at = f" · at +{(t.started_at - turn_started).total_seconds():.2f} s" \
         if t.started_at is not None and turn_started is not None else ""
-    label = Text.assemble(("tool ", "bold"), (t.tool, "cyan"), " ", preview(t.arguments, 100), " · ",
+    label = Text.assemble(("tool ", "bold"), (printable(t.tool, one_line=True), "cyan"), " ",
+                          preview(t.arguments, 100), " · ",
                           (t.status, style), f" · {t.attempts} attempt(s){at} · {t.duration_ms:.0f} ms")
     node = parent.add(label)
     if t.reason:
@@ -88,7 +90,8 @@ def _memory_node(parent: Tree, m: MemoryStep) -> None:
 
 
 def _model_node(parent: Tree, m: ModelStep, turn_started: datetime | None = None) -> None:
-    head = Text.assemble(("model ", "bold"), (PURPOSE_LABEL.get(m.purpose, ""), "yellow"), (m.model, "magenta"),
+    head = Text.assemble(("model ", "bold"), (PURPOSE_LABEL.get(m.purpose, ""), "yellow"),
+                         (printable(m.model, one_line=True), "magenta"),
                          f" · attempt {m.attempt} · {m.prompt_tokens}+{m.completion_tokens} tokens"
                          f" · {m.latency_ms:.0f} ms")
     if m.error:
@@ -105,7 +108,8 @@ def _plan_node(parent: Tree, plan: dict[str, Any]) -> None:
     """mode: plan: each step with its status, model calls and finding, then the replans."""
     node = parent.add(Text("plan", style="bold magenta"))
     for s in plan.get("steps", []):
-        node.add(Text.assemble(f"{s['number']}. {s['text']} ", (f"[{s['status']}, {s['iterations']} call(s)]", "dim"),
+        node.add(Text.assemble(printable(f"{s['number']}. {s['text']} ", one_line=True),
+                               (printable(f"[{s['status']}, {s['iterations']} call(s)]"), "dim"),
                                f": {preview(s['finding'], 200)}" if s.get("finding") else ""))
     for r in plan.get("replans", []):
         node.add(Text(printable(f"replanned after step {r['after_step']} ({r['reason']}): " + "; ".join(r["steps"])),
@@ -116,7 +120,7 @@ def turn_tree(t: TurnTrace) -> Tree:
     style = STATUS_STYLE.get(t.status, "")
     took = f" · {(t.finished_at - t.started_at).total_seconds():.1f} s" if t.finished_at else ""
     head = Text.assemble((f"Turn {t.number}", "bold"), f" · {stamp(t.started_at)} · {t.trigger}",
-                         f" by {t.user}" if t.user else "", " · ", (t.status, style),
+                         printable(f" by {t.user}", one_line=True) if t.user else "", " · ", (t.status, style),
                          f" · stopped by {t.stopped_by}" if t.stopped_by else "",
                          f" · {len(t.steps)} model call(s)",
                          f" · {t.prompt_tokens}+{t.completion_tokens} tokens{took}",
@@ -149,7 +153,7 @@ def turn_tree(t: TurnTrace) -> Tree:
 def trace_header(tr: SessionTrace) -> Text:
     s = tr.session
     return Text.assemble(("Session ", "bold"), (s.id, "bold"),
-                         f" · {s.platform} {where(s.channel, s.thread)} · agent {s.agent}"
+                         printable(f" · {s.platform} {where(s.channel, s.thread)} · agent {s.agent}", one_line=True),
                          f" · {s.turns} turn(s) · {s.tokens:,} tokens")
 
 
@@ -165,8 +169,14 @@ def trace_dict(tr: SessionTrace) -> dict[str, Any]:
     return {"session": {**asdict(tr.session), "tokens": tr.session.tokens}, "turns": turns}
 
 
+# JSON escapes C0 controls itself; DEL and the C1 controls (CSI \x9b, OSC \x9d) it leaves raw with
+# ensure_ascii=False, and a terminal showing the JSON would act on them. They occur only inside strings.
+_RAW_CONTROL = re.compile("[\x7f-\x9f]")
+
+
 def trace_json(tr: SessionTrace) -> str:
-    return json.dumps(trace_dict(tr), default=_json_default, ensure_ascii=False, indent=2)
+    text = json.dumps(trace_dict(tr), default=_json_default, ensure_ascii=False, indent=2)
+    return _RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # --- usage ---------------------------------------------------------------------------------------------

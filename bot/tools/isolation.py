@@ -78,6 +78,58 @@ def sandboxed(
     return args
 
 
+# What a program that talks to the network needs (names, certificates), read-only.
+NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/gai.conf", "/etc/ssl", "/etc/ca-certificates",
+                 "/etc/pki", "/etc/alternatives")
+
+
+def installation(command: str) -> list[str]:
+    """The folders a command outside /usr needs to run, read-only: the folder its resolved file was installed
+    in (`/opt/node-20` for `/opt/node-20/bin/node`, the pyenv prefix of a venv's python), and the virtualenv
+    the command sits in (its site-packages)."""
+    found: list[str] = []
+    real = os.path.realpath(command)
+    if not real.startswith(("/usr/", "/bin/", "/sbin/")):
+        found.append(os.path.dirname(os.path.dirname(real)))
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(command)))
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+        found.append(venv)
+    return found
+
+
+def server_sandbox(
+    bwrap: str, argv: Sequence[str], cwd: str, read: Sequence[str], write: Sequence[str], network: bool,
+) -> list[str]:
+    """The bwrap command line for a long-running server (an MCP stdio server): its own PID namespace and
+    /proc (no other process of ours is visible, so neither yokebot's environment nor its memory), no
+    capabilities, a private /tmp, the system read-only, its command's installation and `cwd` and `read`
+    read-only, `write` read-write, the network only if `network`. The environment is the bwrap process's
+    own (so values never appear on a command line that `ps` shows)."""
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+    if network:
+        args.append("--share-net")
+    args += _system_args()
+    for f in NETWORK_FILES if network else ("/etc/alternatives",):
+        args += ["--ro-bind-try", f, f]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 (a fresh, private /tmp)
+    bound: list[str] = []
+
+    def bind(flag: str, path: str) -> None:
+        for name in dict.fromkeys([os.path.realpath(path), os.path.abspath(path)]):  # file, and the name used
+            if name == "/" or not os.path.exists(name) or any(name == b or name.startswith(b + "/") for b in bound):
+                continue
+            args.extend([flag, name, name])
+            bound.append(name)
+
+    for path in [*installation(argv[0]), argv[0], cwd, *read]:
+        bind("--ro-bind", path)
+    bound.clear()  # a writable folder may lie under a read-only one: bwrap mounts it over
+    for path in write:
+        bind("--bind", path)
+    args += ["--chdir", cwd, "--", *argv]
+    return args
+
+
 @functools.cache
 def probe() -> Availability:
     """Can bwrap make a sandbox here? Runs `true` in exactly the sandbox commands get (once per process)."""
@@ -108,3 +160,23 @@ def shell_isolation(tool_settings: Mapping[str, object]) -> str | None:
         return None
     mode: Isolation = getattr(shell, "isolation", "required")
     return probe().describe(mode)
+
+
+PR_SET_DUMPABLE = 4
+
+
+def not_dumpable() -> bool:
+    """Make this process unreadable through /proc by other processes of the same user (its environment,
+    memory, file descriptors) and refuse ptrace, gdb and core dumps: prctl(PR_SET_DUMPABLE, 0). Root and
+    holders of CAP_SYS_PTRACE still can. False where the OS has no prctl (not Linux)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name or not hasattr(os, "sched_getaffinity"):  # Linux only
+        return False
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

@@ -152,14 +152,16 @@ def test_mcp_tools_run_alone_unless_their_server_says_they_only_read():
     from mcp_types import Tool as McpTool
     from mcp_types import ToolAnnotations
 
+    from bot.engine.mcp_spec import McpServerSpec
     from bot.mcp.tools import make_tool
 
     conn: Any = SimpleNamespace(name="srv")
     schema = {"type": "object", "properties": {}}
     reader = McpTool(name="look", input_schema=schema, annotations=ToolAnnotations(read_only_hint=True))
     writer = McpTool(name="restart", input_schema=schema)
-    assert not make_tool(conn, reader, 5).runs_alone
-    assert make_tool(conn, writer, 5).runs_alone
+    spec = McpServerSpec(command="srv", timeout=5)
+    assert not make_tool(conn, reader, spec).runs_alone
+    assert make_tool(conn, writer, spec).runs_alone
 
 
 async def test_the_trace_shows_when_each_call_of_one_reply_started(bot: App, fake_llm: FakeOpenAI):

@@ -27,6 +27,7 @@ def stdio_server(tools: str, *extra: str, env: str = "") -> str:
   ops:
     command: {sys.executable}
     args: [{args}]{env_line}
+    read: ["{FAKE.parent}"]
     timeout: 5
     tools: {tools}"""
 

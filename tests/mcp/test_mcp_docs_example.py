@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -31,8 +30,9 @@ async def test_the_worked_example_runs_as_documented(tmp_path: Path, fake_llm: F
     server, section = example_blocks()
     agents = tmp_path / "agents"
     yaml.safe_load(section)  # it is valid YAML as printed
+    assert "command: /srv/yokebot/.venv/bin/python" in section
+    section = section.replace("/srv/yokebot/.venv/bin/python", sys.executable)  # this checkout's venv
     write_agent(agents, "ops", f"description: ops\n{section}", files={"mcp/disk.py": server})
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # python3 with the SDK
     app = await build_app(make_settings(f"sqlite+aiosqlite:///{tmp_path / 'y.db'}", fake_llm, agents,
                                         default_agent="ops", **FAST), registry=registry())
     try:

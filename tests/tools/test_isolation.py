@@ -132,3 +132,48 @@ def test_run_and_agents_show_say_how_shell_runs(sandbox: Sandbox, tmp_path: Path
     out = yokebot("agents", "show", "sbx", env={**env, "COLUMNS": "300"})
     assert out.returncode == 0, out.stderr
     assert f"shell: {expected}" in out.stdout or expected in out.stdout
+
+
+SERVER_PROBE = """
+import os, socket, sys
+out = []
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close(); out.append("net")
+except OSError:
+    out.append("no-net")
+out.append("home" if os.path.exists(sys.argv[2]) else "no-home")
+open(os.path.join(sys.argv[3], "written"), "w").write("x")
+out.append(str(len([p for p in os.listdir("/proc") if p.isdigit()])))
+print(" ".join(out))
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("network", [True, False])
+def test_a_server_sandbox_grants_its_files_and_network_only(tmp_path: Path, network: bool):
+    """An MCP stdio server's sandbox: the network as its entry says, `write:` writable, nothing else of the
+    host's files (the checkout's .env, a home directory), and only its own processes in /proc."""
+    import socket
+    import subprocess
+    import sys
+
+    from bot.tools.isolation import bwrap_path, server_sandbox
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    secret_dir = tmp_path / "home"
+    secret_dir.mkdir()
+    writable = tmp_path / "cache"
+    writable.mkdir()
+    argv = [sys.executable, "-c", SERVER_PROBE, str(listener.getsockname()[1]), str(secret_dir), str(writable)]
+    bwrap = bwrap_path()
+    assert bwrap is not None
+    cmd = server_sandbox(bwrap, argv, "/", [], [str(writable)], network)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    listener.close()
+    assert done.returncode == 0, done.stderr
+    net, home, procs = done.stdout.split()
+    assert net == ("net" if network else "no-net") and home == "no-home"
+    assert int(procs) <= 3  # bwrap's init and the server: no process of the host
+    assert (writable / "written").read_text() == "x"

@@ -12,6 +12,7 @@ import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.status import Status
@@ -125,13 +126,16 @@ class LineReader:
         self.tty = sys.stdin.isatty() and sys.stdout.isatty()
         self._queue: asyncio.Queue[str | None] | None = None
         self._session: object | None = None
+        self.ended = False  # end of input was read (by any question): every later read is None at once
 
     async def read(self, prompt: str = PROMPT) -> str | None:
+        if self.ended and (self._queue is None or self._queue.empty()):
+            return None
         if self.tty:
             return await self._prompt(prompt)
         if self._queue is None:
             self._queue = asyncio.Queue()
-            self._start_thread(asyncio.get_running_loop(), self._queue)
+            self._start_thread(asyncio.get_running_loop(), self._queue, self._end)
         self.console.print(prompt, end="", style="bold cyan", highlight=False)
         return await self._queue.get()
 
@@ -143,18 +147,26 @@ class LineReader:
         session: PromptSession[str] = self._session  # type: ignore[assignment]
         try:
             return await session.prompt_async(prompt)
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
+            self.ended = True
+            return None
+        except KeyboardInterrupt:
             return None
 
     def interrupt(self) -> None:
         if self._queue is not None:
             self._queue.put_nowait(None)
 
+    def _end(self) -> None:
+        self.ended = True
+
     @staticmethod
-    def _start_thread(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
+    def _start_thread(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None],
+                      end: Callable[[], None]) -> None:
         def pump() -> None:
             for line in sys.stdin:
                 loop.call_soon_threadsafe(queue.put_nowait, line)
+            loop.call_soon_threadsafe(end)
             loop.call_soon_threadsafe(queue.put_nowait, None)
 
         threading.Thread(target=pump, name="yokebot-stdin", daemon=True).start()

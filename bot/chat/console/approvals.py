@@ -10,6 +10,7 @@ from typing import Literal
 from rich.console import Console
 from rich.markup import escape
 
+from bot.redact import printable
 from bot.store.approvals import Approval
 
 Verdict = tuple[Literal["approved", "denied"], str]
@@ -31,7 +32,8 @@ class ConsoleApprover:
 
     async def decide(self, approval: Approval) -> Verdict | str:
         self.console.print(f"[bold yellow]Approval needed:[/bold yellow] the agent wants to run "
-                           f"[cyan]{escape(approval.tool)}[/cyan] {escape(approval.arguments)}")
+                           f"[cyan]{escape(printable(approval.tool, one_line=True))}[/cyan] "
+                           f"{escape(printable(approval.arguments, one_line=True))}", highlight=False)
         answer = await self.ask("approve? (y/N) ")
         who = terminal_user()
         if answer is not None and answer.strip().lower() in ("y", "yes"):

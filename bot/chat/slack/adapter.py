@@ -31,6 +31,7 @@ from bot.chat.core.wiring import platform_pipeline
 from bot.chat.slack.assistant import build_assistant, prompts_from
 from bot.chat.slack.directory import ThreadMemory, UserGroups
 from bot.chat.slack.events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
+from bot.chat.slack.http_guard import slack_body_guard
 from bot.chat.slack.output import SlackReply
 from bot.chat.slack.rest import SlackOutbox, web_client
 from bot.config import Settings
@@ -110,6 +111,7 @@ class SlackAdapter:
         """HTTP Events mode: serve `/slack/events` on yokebot's HTTP server."""
         if self.mode == "http":
             http.router.add_post(EVENTS_PATH, self.handle_http)
+            http.middlewares.append(slack_body_guard(EVENTS_PATH))  # a malformed body: 400, not Bolt's 500
             self._mounted = True
 
     def is_connected(self) -> bool:

@@ -51,25 +51,39 @@ def chat(
     settings = settings_or_exit()
     log_stream = chat_log(settings)
 
-    async def main() -> None:
+    async def main() -> int | None:
         name = agent or settings.default_agent
         bot = await build_app(settings, metrics=False, mcp_for={name})  # only this agent's MCP servers start
         try:
-            bot.profile(name)
+            profile = bot.profile(name)
             alerts = TerminalAlerts(out)  # notify shows alerts here (console:terminal, or unconfigured platforms)
             bot.notifier.register(alerts)  # type: ignore[arg-type]
             bot.notifier.fallback = alerts
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             preload()  # the model SDK loads in a thread while the prompt waits for the first line
-            console = ConsoleAdapter(bot.service, name, out, thread=thread)
+            console = ConsoleAdapter(bot.service, name, out, thread=thread, notes=shell_notes(profile.tools))
             if bot.approvals is not None:  # gated tools ask right here (y/N)
                 bot.approvals.register_inline("console", ConsoleApprover(out, console.ask_user))
             await console.repl()
+            return console.stop_signal
         finally:
             await bot.close()
             log_stream.close()
 
-    run_async(main)
+    stopped_by = run_async(main)
+    if stopped_by is not None:  # SIGTERM or SIGHUP: the conventional status of a process ended by a signal
+        raise typer.Exit(128 + stopped_by)
+
+
+def shell_notes(tools: Any) -> tuple[str, ...]:
+    """The line `chat` prints at start when this agent's `shell` is refused here (no working bubblewrap)."""
+    from bot.tools.isolation import probe
+
+    shell = tools.get("shell")
+    if shell is None or getattr(shell, "isolation", "required") != "required" or probe().available:
+        return ()
+    return (f"shell is refused for this agent: {probe().detail}. Its other tools work; `yokebot doctor` says "
+            "more (docs/sandbox.md).",)
 
 
 @app.command()

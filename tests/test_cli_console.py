@@ -160,8 +160,8 @@ def test_ctrl_c_stops_the_turn_not_the_chat(tmp_path: Path, fake_llm: FakeOpenAI
     sessions = json.loads(yokebot("sessions", "--json", env=env).stdout)
     traced = json.loads(yokebot("trace", sessions[0]["id"], "--json", env=env).stdout)
     statuses = [t["status"] for t in traced["turns"]]
-    assert statuses == ["error", "ok"], statuses
-    assert "stopped" in traced["turns"][0]["error"]
+    assert statuses == ["stopped", "ok"], statuses
+    assert traced["turns"][0]["stopped_by"] == "user"
 
 
 def test_ctrl_c_at_the_prompt_leaves_at_once(tmp_path: Path, fake_llm: FakeOpenAI):

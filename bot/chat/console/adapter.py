@@ -34,6 +34,7 @@ from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import USER_STOP, ToolCall, ToolResult, TurnResult
 from bot.engine.service import AgentService
 from bot.redact import printable
+from bot.tools.notify import TERMINAL_ONLY
 
 PROMPT = "you> "
 
@@ -56,13 +57,13 @@ class TerminalAlerts:
 
     async def post(self, channel: str, text: str) -> str:
         view.print_text(self.console, view.alert(f"console:{channel}", text, "shown in this terminal"))
-        return "terminal"
+        return TERMINAL_ONLY
 
     async def post_instead(self, target: str, text: str) -> str:
         platform = target.partition(":")[0]
         note = f"{platform} is not configured in `yokebot chat`, so it is shown here only"
         view.print_text(self.console, view.alert(target, text, note))
-        return f"shown in the terminal only; {platform} is not configured in this process"
+        return f"{TERMINAL_ONLY} ({platform} is not configured in this process)"
 
 
 class LiveView(TurnHooks):

@@ -88,7 +88,7 @@ def shell_notes(tools: Any) -> tuple[str, ...]:
 
 @app.command()
 def ask(
-    text: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    text: Annotated[str, typer.Argument(help="What to ask the agent; `-` reads it from standard input.")],
     agent: AgentOpt = None,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Continue this session id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the turn as JSON (answer, trace).")] = False,
@@ -102,6 +102,11 @@ def ask(
     from bot.engine.service import TurnRequest
 
     approver = CliApprover(approve)
+    if text == "-":  # `journalctl -n 50 | yokebot ask -`
+        text = sys.stdin.read()
+        if not text.strip():
+            err.print("[red]error:[/red] nothing to ask: standard input was empty.", highlight=False)
+            raise typer.Exit(2)
 
     settings = settings_or_exit()
     setup_logging(settings, quiet=True)
@@ -175,7 +180,7 @@ def no_agents(settings: Settings) -> str:
     where = settings.agents_dir.expanduser().resolve()
     found = "does not exist" if not where.is_dir() else "holds no <name>/AGENT.md"
     return (f"No agent profiles: {where} {found}. Set YOKEBOT_AGENTS_DIR to the folder with your agents "
-            "(the checkout's agents/ folder has ops and reporter), or run yokebot from the checkout.")
+            "(the checkout's agents/ folder has ops, reporter and host), or run yokebot from the checkout.")
 
 
 @app.command()

@@ -159,7 +159,7 @@ def test_compose_runs_the_sandbox_reads_host_logs_and_keeps_the_password_out_of_
     assert set(bot["security_opt"]) == {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"}
     assert "cap_add" not in bot and not bot.get("privileged")
     assert "adm" in bot["group_add"]  # host logs are root:adm 0640
-    assert bot["build"]["args"]["EXTRA_PACKAGES"].startswith("${YOKEBOT_EXTRA_PACKAGES")
+    assert bot["build"]["args"]["EXTRA_PACKAGES"].startswith("${EXTRA_PACKAGES")
 
 
 def test_the_image_user_may_read_adm_logs_and_mcp_packages_can_be_added():

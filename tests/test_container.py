@@ -174,7 +174,7 @@ def test_asyncpg_takes_the_password_from_pgpassword_when_the_url_has_none(monkey
     from asyncpg import connect_utils
 
     monkeypatch.setenv("PGPASSWORD", "s3cr@t/with:signs")
-    addrs, params = connect_utils._parse_connect_dsn_and_args(
+    _addrs, params = connect_utils._parse_connect_dsn_and_args(
         dsn="postgresql://yokebot@postgres:5432/yokebot", host=None, port=None, user=None, password=None,
         passfile=None, database=None, ssl=None, direct_tls=None, server_settings=None,
         target_session_attrs=None, krbsrvname=None, gsslib=None, service=None, servicefile=None)

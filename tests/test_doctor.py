@@ -112,7 +112,6 @@ def test_the_sandbox_check_says_what_the_ops_agent_can_run_without_bubblewrap(mo
     from bot.cli import shell_notes
     from bot.engine.profiles import ProfileLoader
     from bot.tools import builtin_tools, isolation
-
     from tests.test_cli import ROOT
 
     ops = ProfileLoader(ROOT / "agents", builtin_tools()).load("ops")

@@ -49,6 +49,7 @@ def chat(
     from bot.engine.model import preload
 
     settings = settings_or_exit()
+    agent_or_exit(settings, agent or settings.default_agent)
     log_stream = chat_log(settings)
 
     async def main() -> int | None:
@@ -110,6 +111,8 @@ def ask(
 
     settings = settings_or_exit()
     setup_logging(settings, quiet=True)
+    if session is None:
+        agent_or_exit(settings, agent or settings.default_agent)
 
     async def main() -> Any:
         name = agent or settings.default_agent
@@ -174,6 +177,20 @@ def run() -> None:
         err.print(f"[red]error:[/red] port {settings.http_port} is already in use; stop the other process or set "
                   "YOKEBOT_HTTP_PORT to a free port.", highlight=False)
         raise typer.Exit(1) from None
+
+
+def agent_or_exit(settings: Settings, name: str) -> None:
+    """Before any database is opened (a SQLite file would be created): is there an agent of that name?"""
+    base = settings.agents_dir.expanduser()
+    if (base / name / "AGENT.md").is_file():
+        return
+    known = sorted(p.parent.name for p in base.glob("*/AGENT.md")) if base.is_dir() else []
+    if not known:
+        err.print(f"[red]error:[/red] {escape(no_agents(settings))}", highlight=False)
+    else:
+        err.print(f"[red]error:[/red] {escape(f'No agent named {name!r} in {base.resolve()} (known agents: ')}"
+                  f"{escape(', '.join(known))}).", highlight=False)
+    raise typer.Exit(1)
 
 
 def no_agents(settings: Settings) -> str:

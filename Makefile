@@ -27,7 +27,7 @@ TEST_WORKERS ?= 4
 test: $(STAMP)          ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)
 	$(BIN)/pytest -n $(TEST_WORKERS)
 
-test-fast: $(STAMP)     ## everything but the slow tests (real yokebot processes) and PostgreSQL: about a minute
+test-fast: $(STAMP)     ## everything but the slow tests (real yokebot processes) and PostgreSQL (575 of ~730)
 	$(BIN)/pytest -n $(TEST_WORKERS) -m "not slow and not postgres"
 
 lint: $(STAMP)

@@ -21,8 +21,14 @@ chat: $(STAMP)          ## talk to the default agent in the terminal (SQLite in 
 run: $(STAMP)           ## start adapters, scheduler and HTTP server
 	$(BIN)/yokebot run
 
-test: $(STAMP)          ## the whole suite (PostgreSQL tests skip when no server is reachable)
-	$(BIN)/pytest
+# Most tests wait on sockets and child processes rather than the CPU: four workers keep two cores busy.
+TEST_WORKERS ?= 4
+
+test: $(STAMP)          ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)
+	$(BIN)/pytest -n $(TEST_WORKERS)
+
+test-fast: $(STAMP)     ## everything but the slow tests (real yokebot processes) and PostgreSQL (575 of ~730)
+	$(BIN)/pytest -n $(TEST_WORKERS) -m "not slow and not postgres"
 
 lint: $(STAMP)
 	$(BIN)/ruff check bot tests $(wildcard bench)

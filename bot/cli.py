@@ -53,32 +53,47 @@ def chat(
 
     settings = settings_or_exit()
     not_dumpable()  # same-user processes (an MCP server, a shell command) cannot read our /proc entries
+    agent_or_exit(settings, agent or settings.default_agent)
     log_stream = chat_log(settings)
 
-    async def main() -> None:
+    async def main() -> int | None:
         name = agent or settings.default_agent
         bot = await build_app(settings, metrics=False, mcp_for={name})  # only this agent's MCP servers start
         try:
-            bot.profile(name)
+            profile = bot.profile(name)
             alerts = TerminalAlerts(out)  # notify shows alerts here (console:terminal, or unconfigured platforms)
             bot.notifier.register(alerts)  # type: ignore[arg-type]
             bot.notifier.fallback = alerts
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             preload()  # the model SDK loads in a thread while the prompt waits for the first line
-            console = ConsoleAdapter(bot.service, name, out, thread=thread)
+            console = ConsoleAdapter(bot.service, name, out, thread=thread, notes=shell_notes(profile.tools))
             if bot.approvals is not None:  # gated tools ask right here (y/N)
                 bot.approvals.register_inline("console", ConsoleApprover(out, console.ask_user))
             await console.repl()
+            return console.stop_signal
         finally:
             await bot.close()
             log_stream.close()
 
-    run_async(main)
+    stopped_by = run_async(main)
+    if stopped_by is not None:  # SIGTERM or SIGHUP: the conventional status of a process ended by a signal
+        raise typer.Exit(128 + stopped_by)
+
+
+def shell_notes(tools: Any) -> tuple[str, ...]:
+    """The line `chat` prints at start when this agent's `shell` is refused here (no working bubblewrap)."""
+    from bot.tools.isolation import probe
+
+    shell = tools.get("shell")
+    if shell is None or getattr(shell, "isolation", "required") != "required" or probe().available:
+        return ()
+    return (f"shell is refused for this agent: {probe().detail}. Its other tools work; `yokebot doctor` says "
+            "more (docs/sandbox.md).",)
 
 
 @app.command()
 def ask(
-    text: Annotated[str, typer.Argument(help="What to ask the agent.")],
+    text: Annotated[str, typer.Argument(help="What to ask the agent; `-` reads it from standard input.")],
     agent: AgentOpt = None,
     session: Annotated[str | None, typer.Option("--session", "-s", help="Continue this session id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the turn as JSON (answer, trace).")] = False,
@@ -96,10 +111,17 @@ def ask(
     from bot.engine.service import TurnRequest
 
     approver = CliApprover(approve)
+    if text == "-":  # `journalctl -n 50 | yokebot ask -`
+        text = sys.stdin.read()
+        if not text.strip():
+            err.print("[red]error:[/red] nothing to ask: standard input was empty.", highlight=False)
+            raise typer.Exit(2)
 
     settings = settings_or_exit()
     not_dumpable()
     setup_logging(settings, quiet=True)
+    if session is None:
+        agent_or_exit(settings, agent or settings.default_agent)
 
     async def main() -> Any:
         name = agent or settings.default_agent
@@ -168,11 +190,25 @@ def run() -> None:
         raise typer.Exit(1) from None
 
 
+def agent_or_exit(settings: Settings, name: str) -> None:
+    """Before any database is opened (a SQLite file would be created): is there an agent of that name?"""
+    base = settings.agents_dir.expanduser()
+    if (base / name / "AGENT.md").is_file():
+        return
+    known = sorted(p.parent.name for p in base.glob("*/AGENT.md")) if base.is_dir() else []
+    if not known:
+        err.print(f"[red]error:[/red] {escape(no_agents(settings))}", highlight=False)
+    else:
+        err.print(f"[red]error:[/red] {escape(f'No agent named {name!r} in {base.resolve()} (known agents: ')}"
+                  f"{escape(', '.join(known))}).", highlight=False)
+    raise typer.Exit(1)
+
+
 def no_agents(settings: Settings) -> str:
     where = settings.agents_dir.expanduser().resolve()
     found = "does not exist" if not where.is_dir() else "holds no <name>/AGENT.md"
     return (f"No agent profiles: {where} {found}. Set YOKEBOT_AGENTS_DIR to the folder with your agents "
-            "(the checkout's agents/ folder has ops and reporter), or run yokebot from the checkout.")
+            "(the checkout's agents/ folder has ops, reporter and host), or run yokebot from the checkout.")
 
 
 @app.command()

@@ -1,5 +1,6 @@
 """`yokebot doctor`: is this installation ready to answer? Checks the model endpoint (and that it serves the
-model), the database, the Slack and Discord tokens, and the agents; each problem comes with what to fix.
+model), the database, the Slack tokens (both, and whether they are swapped) and the Discord token, the shell
+sandbox (bubblewrap, user namespaces), and the agents; each problem comes with what to fix.
 Nothing is written: a missing SQLite file is reported, not created."""
 
 from __future__ import annotations
@@ -133,8 +134,14 @@ async def check_slack(settings: Settings) -> list[Check]:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.web.async_client import AsyncWebClient
 
-    client = AsyncWebClient(token=settings.slack_bot_token.get_secret_value(), base_url=settings.slack_api_url,
-                            timeout=int(TIMEOUT_SECONDS))
+    bot_token = settings.slack_bot_token.get_secret_value()
+    app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token is not None else None
+    if bot_token.startswith("xapp-") or (app_token or "").startswith("xox"):
+        return [fail("slack", "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are swapped: the bot token starts with xoxb-, "
+                              "the app-level token with xapp-",
+                     "put the Bot User OAuth Token (xoxb-…) in SLACK_BOT_TOKEN and the app-level token (xapp-…) in "
+                     "SLACK_APP_TOKEN")]
+    client = AsyncWebClient(token=bot_token, base_url=settings.slack_api_url, timeout=int(TIMEOUT_SECONDS))
     try:
         resp = await client.auth_test()
     except SlackApiError as exc:
@@ -144,10 +151,30 @@ async def check_slack(settings: Settings) -> list[Check]:
         return [fail("slack", f"cannot reach the Slack API at {settings.slack_api_url} ({_first_line(exc)})",
                      "check the network, a proxy, or SLACK_API_URL")]
     checks = [ok("slack", f"token works: bot {resp.get('user')} ({resp.get('user_id')}) in {resp.get('team')}")]
-    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+    if app_token is not None:
+        checks.append(await _check_app_token(settings, app_token))
+    elif settings.slack_signing_secret is None:
         checks.append(fail("slack", "neither SLACK_APP_TOKEN nor SLACK_SIGNING_SECRET is set",
                            "set SLACK_APP_TOKEN (xapp-…, Socket Mode) or SLACK_SIGNING_SECRET (HTTP Events)"))
     return checks
+
+
+async def _check_app_token(settings: Settings, app_token: str) -> Check:
+    """Socket Mode's first call (`apps.connections.open`): the URL it returns is left unused and expires."""
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    client = AsyncWebClient(token=app_token, base_url=settings.slack_api_url, timeout=int(TIMEOUT_SECONDS))
+    try:
+        await client.apps_connections_open(app_token=app_token)
+    except SlackApiError as exc:
+        return fail("slack", f"Slack rejected SLACK_APP_TOKEN for Socket Mode ({exc.response.get('error')})",
+                    "create an app-level token with the connections:write scope (Basic Information → App-Level "
+                    "Tokens) and turn Socket Mode on; or use HTTP mode with SLACK_SIGNING_SECRET instead")
+    except Exception as exc:
+        return fail("slack", f"cannot reach the Slack API at {settings.slack_api_url} ({_first_line(exc)})",
+                    "check the network, a proxy, or SLACK_API_URL")
+    return ok("slack", "app-level token works: Socket Mode can connect")
 
 
 async def check_discord(settings: Settings) -> list[Check]:
@@ -179,6 +206,46 @@ def check_platforms_configured(settings: Settings) -> list[Check]:
                      "`yokebot chat` works without them")]
     return []
 
+
+# --- the shell sandbox ----------------------------------------------------------------------------------
+def _userns_off() -> str | None:
+    """Why user namespaces are off for unprivileged users here, when a sysctl says so."""
+    for path, off in (("/proc/sys/kernel/unprivileged_userns_clone", "0"), ("/proc/sys/user/max_user_namespaces", "0"),
+                      ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1")):
+        try:
+            if Path(path).read_text().strip() == off:
+                return f"{path.removeprefix('/proc/sys/').replace('/', '.')} = {off}"
+        except OSError:
+            continue
+    return None
+
+
+def check_sandbox(profiles: dict[str, Any]) -> list[Check]:
+    """Does bubblewrap make a sandbox here (installed, user namespaces allowed)? What does each agent's `shell` do?"""
+    from bot.tools.isolation import probe
+
+    found = probe()
+    with_shell = {name: p.tools["shell"] for name, p in sorted(profiles.items()) if "shell" in p.tools}
+    if found.available:
+        return [ok("sandbox", f"{found.detail} makes sandboxes here (user namespaces work): shell commands run "
+                              "isolated, read-only, without network")]
+    sysctl = _userns_off()
+    fix = ("install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap)" if "not installed" in found.detail
+           else f"allow user namespaces ({sysctl}: set it back with sysctl)" if sysctl
+           else "allow user namespaces for bwrap (in a container: the security_opt of docker-compose.yml)")
+    checks = [warn("sandbox", f"no OS sandbox: {found.detail}", fix)]
+    for name, shell in with_shell.items():
+        if getattr(shell, "isolation", "required") == "required":
+            checks.append(warn(f"agent {name}", "shell is refused without the sandbox (isolation: required); its "
+                                                "other tools (logs, files, notify) work",
+                               f"{fix}; or set isolation: preferred for shell in its AGENT.md (path checks only)"))
+        else:
+            checks.append(warn(f"agent {name}", "shell runs WITHOUT the sandbox (isolation: preferred): path "
+                                                "checks only, the network and the whole filesystem reachable", fix))
+    return checks
+
+
+# --- Prometheus and Alertmanager: checks go here (run_checks calls them after the chat platforms) -----------
 
 # --- agents ---------------------------------------------------------------------------------------------
 def load_agents(settings: Settings) -> tuple[dict[str, Any], list[Check]]:
@@ -272,4 +339,6 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks += await _bounded("discord", lambda: check_discord(settings))
     checks += await _bounded("prometheus", lambda: check_prometheus(profiles))
     checks += check_platforms_configured(settings)
+    # (the Prometheus/Alertmanager checks belong here)
+    checks += check_sandbox(profiles)
     return checks + agent_checks

@@ -20,6 +20,20 @@ from tests.helpers import registry, write_agent
 PG_ADMIN_URL = os.environ.get("YOKEBOT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("YOKEBOT_REQUIRE_PG") == "1"
 
+# Modules whose tests start real `yokebot` processes (seconds each): `slow`, so `make test-fast` leaves them out.
+SLOW_MODULES = ("tests/recovery/", "tests/eval/test_eval_cli.py", "tests/bench/", "tests/test_cli", "tests/test_doctor.py",
+                "tests/mcp/test_mcp_processes.py", "tests/mcp/test_mcp_startup.py", "tests/scheduling/test_cli.py",
+                "tests/approvals/test_terminal.py", "tests/observability/test_run.py", "tests/test_startup_imports.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    for item in items:
+        where = item.path.resolve().relative_to(root).as_posix()
+        if where.startswith(SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)
+
+
 TEST_AGENT = """
 description: test agent
 tools: [echo, boom, slow, flaky, current_time]

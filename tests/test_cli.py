@@ -153,3 +153,35 @@ def test_an_unknown_model_is_a_configuration_error_not_try_again_later(tmp_path:
     assert f"the model 'cli-model' is not known at {fake_llm.base_url} (HTTP 404)" in answer
     assert "set YOKEBOT_MODEL" in answer and "try again later" not in answer
     assert len(fake_llm.requests) == 1  # not retried either
+
+
+def test_ask_dash_reads_the_question_from_standard_input(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_agent(tmp_path)
+    fake_llm.reply("Read it.")
+    out = yokebot("ask", "-", env=base_env(tmp_path, fake_llm), stdin="what do these lines say?\nline two\n")
+    assert out.returncode == 0, out.stderr
+    assert fake_llm.requests[0]["messages"][-1]["content"] == "what do these lines say?\nline two\n"
+    out = yokebot("ask", "-", env=base_env(tmp_path, fake_llm), stdin="")
+    assert out.returncode == 2 and "standard input was empty" in out.stderr
+
+
+def test_start_up_logs_leave_out_alembic_info_and_the_voice_and_token_warnings():
+    import io
+    import logging
+
+    from bot.observability.logs import configure
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    handler = configure(logging.INFO, stream=stream)
+    try:
+        logging.getLogger("alembic.runtime.migration").info("Context impl SQLiteImpl.")
+        logging.getLogger("discord.client").warning("PyNaCl is not installed, voice will NOT be supported")
+        logging.getLogger("slack_bolt.yokebot").warning("As you gave `client` as well, `token` will be unused.")
+        logging.getLogger("bot.store.db").info("migrating database from empty to 0009")
+        logging.getLogger("discord.client").warning("logging in using static token")
+    finally:
+        root.removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert "migrating database" in lines[0] and "static token" in lines[1]

@@ -78,7 +78,8 @@ def test_notify_in_chat_without_slack_shows_the_alert_in_the_terminal(tmp_path: 
     assert "slack is not configured" in out.stdout
     assert "← ok" in out.stdout  # the tool call succeeded
     tool_result = next(m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool")["content"]
-    assert "shown in the terminal only" in tool_result
+    assert "shown in this terminal only; nobody was notified" in tool_result
+    assert "Posted" not in tool_result
 
 
 def test_chat_log_lines_go_to_the_log_file_not_between_answers(tmp_path: Path, fake_llm: FakeOpenAI, capsys):
@@ -160,8 +161,8 @@ def test_ctrl_c_stops_the_turn_not_the_chat(tmp_path: Path, fake_llm: FakeOpenAI
     sessions = json.loads(yokebot("sessions", "--json", env=env).stdout)
     traced = json.loads(yokebot("trace", sessions[0]["id"], "--json", env=env).stdout)
     statuses = [t["status"] for t in traced["turns"]]
-    assert statuses == ["error", "ok"], statuses
-    assert "stopped" in traced["turns"][0]["error"]
+    assert statuses == ["stopped", "ok"], statuses
+    assert traced["turns"][0]["stopped_by"] == "user"
 
 
 def test_ctrl_c_at_the_prompt_leaves_at_once(tmp_path: Path, fake_llm: FakeOpenAI):

@@ -140,3 +140,15 @@ def test_read_only_commands_do_not_create_a_database(tmp_path: Path):
     assert list(tmp_path.glob("yokebot.db*")) == []
     out = yokebot("sessions", "--json", env=env, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "[]" and "no database at" in out.stderr
+
+
+def test_ask_and_chat_outside_the_checkout_fail_before_creating_a_database(tmp_path: Path, fake_llm: FakeOpenAI):
+    env = base_env(tmp_path, fake_llm)
+    del env["YOKEBOT_AGENTS_DIR"], env["YOKEBOT_DATABASE_URL"]  # the defaults: ./agents and ./yokebot.db
+    for args, stdin in ((("ask", "hi"), None), (("chat",), "hi\n")):
+        out = yokebot(*args, env=env, cwd=tmp_path, stdin=stdin)
+        assert out.returncode == 1, out.stderr
+        line = one_sentence(out.stderr)
+        assert str(tmp_path / "agents") in line and "ops, reporter and host" in line
+    assert list(tmp_path.glob("yokebot.db*")) == []
+    assert fake_llm.requests == []

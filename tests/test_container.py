@@ -144,3 +144,38 @@ def test_the_image_builds_and_its_cli_runs():
     bwrap = subprocess.run(["docker", "run", "--rm", tag, "bwrap", "--version"], capture_output=True, text=True,
                            timeout=120)
     assert bwrap.returncode == 0, bwrap.stderr
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", "docker-compose.scale.yml"])
+def test_compose_runs_the_sandbox_reads_host_logs_and_keeps_the_password_out_of_the_url(name: str):
+    bot = yaml.safe_load((ROOT / name).read_text())["services"]["yokebot"]
+    assert bot["env_file"] == ".env"  # every setting from one file, not re-listed here
+    env = bot["environment"]
+    assert not any(k.startswith(("OPENAI_", "SLACK_", "DISCORD_")) for k in env)
+    url = env["YOKEBOT_DATABASE_URL"]
+    assert "${" not in url and ":" not in url.split("://", 1)[1].split("@")[0]  # user only, no password
+    assert env["PGPASSWORD"].startswith("${POSTGRES_PASSWORD")  # what asyncpg reads when the URL has none
+    # bubblewrap needs namespaces and its own /proc: the minimal options, no capabilities, not privileged
+    assert set(bot["security_opt"]) == {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"}
+    assert "cap_add" not in bot and not bot.get("privileged")
+    assert "adm" in bot["group_add"]  # host logs are root:adm 0640
+    assert bot["build"]["args"]["EXTRA_PACKAGES"].startswith("${EXTRA_PACKAGES")
+
+
+def test_the_image_user_may_read_adm_logs_and_mcp_packages_can_be_added():
+    steps = instructions()
+    assert any("useradd" in s and "--groups adm" in s for s in steps)
+    assert 'ARG EXTRA_PACKAGES=""' in steps
+    assert any("apt-get install" in s and "bubblewrap ${EXTRA_PACKAGES}" in s for s in steps)
+    assert "nodejs npm git" in DOCKERFILE  # documented where the argument is
+
+
+def test_asyncpg_takes_the_password_from_pgpassword_when_the_url_has_none(monkeypatch: pytest.MonkeyPatch):
+    from asyncpg import connect_utils
+
+    monkeypatch.setenv("PGPASSWORD", "s3cr@t/with:signs")
+    _addrs, params = connect_utils._parse_connect_dsn_and_args(
+        dsn="postgresql://yokebot@postgres:5432/yokebot", host=None, port=None, user=None, password=None,
+        passfile=None, database=None, ssl=None, direct_tls=None, server_settings=None,
+        target_session_attrs=None, krbsrvname=None, gsslib=None, service=None, servicefile=None)
+    assert params.password == "s3cr@t/with:signs"

@@ -31,6 +31,7 @@ def test_all_good(tmp_path: Path, fake_llm: FakeOpenAI, fake_slack: FakeSlack, f
     assert f"✓ model: {fake_llm.base_url} serves cli-model" in text
     assert "✓ database:" in text and "no file yet" in text
     assert "✓ slack: token works" in text and "✓ discord: token works" in text
+    assert "✓ slack: app-level token works: Socket Mode can connect" in text
     assert "✓ agents: ops in" in text and text.endswith("Ready.")
     assert not (tmp_path / "cli.db").exists()  # doctor writes nothing
     assert "xoxb-fake" not in out.stdout + out.stderr
@@ -85,3 +86,45 @@ def test_no_endpoint_and_a_bad_database(tmp_path: Path):
     assert "✗ model: no model endpoint is configured" in text and "OPENAI_BASE_URL" in text
     assert "✗ database: cannot open postgresql+asyncpg://nobody@127.0.0.1:9/x" in text
     assert "roots" not in text or "missing on this machine" in text
+
+
+def test_swapped_slack_tokens_and_an_app_token_slack_refuses(tmp_path: Path, fake_llm: FakeOpenAI,
+                                                             fake_slack: FakeSlack):
+    ops_agent(tmp_path)
+    env = base_env(tmp_path, fake_llm) | {"SLACK_BOT_TOKEN": "xapp-1-fake-123456", "SLACK_APP_TOKEN": "xoxb-fake-123456",
+                                          "SLACK_API_URL": fake_slack.api_url}
+    out, text = doctor(env)
+    assert out.returncode == 1 and "✗ slack: SLACK_BOT_TOKEN and SLACK_APP_TOKEN are swapped" in text
+    assert "xoxb-fake-123456" not in out.stdout
+
+    fake_slack.fail("apps.connections.open", error="invalid_auth")
+    env |= {"SLACK_BOT_TOKEN": "xoxb-fake-123456", "SLACK_APP_TOKEN": "xapp-1-fake-123456"}
+    out, text = doctor(env)
+    assert out.returncode == 1
+    assert "✓ slack: token works" in text
+    assert "✗ slack: Slack rejected SLACK_APP_TOKEN for Socket Mode (invalid_auth)" in text
+    assert "connections:write" in text
+
+
+def test_the_sandbox_check_says_what_the_ops_agent_can_run_without_bubblewrap(monkeypatch):
+    """bubblewrap is installed on this machine: its absence is simulated where the probe answers."""
+    from bot import doctor as doctor_module
+    from bot.cli import shell_notes
+    from bot.engine.profiles import ProfileLoader
+    from bot.tools import builtin_tools, isolation
+    from tests.test_cli import ROOT
+
+    ops = ProfileLoader(ROOT / "agents", builtin_tools()).load("ops")
+    found = isolation.probe()
+    if found.available:
+        (check,) = doctor_module.check_sandbox({"ops": ops})
+        assert check.ok and not check.warning and "user namespaces work" in check.detail
+        assert shell_notes(ops.tools) == ()
+    missing = isolation.Availability(False, "bubblewrap is not installed (apt-get install bubblewrap)")
+    monkeypatch.setattr(isolation, "probe", lambda: missing)
+    sandbox, agent = doctor_module.check_sandbox({"ops": ops})
+    assert sandbox.warning and "no OS sandbox" in sandbox.detail and "apt-get install bubblewrap" in sandbox.fix
+    assert agent.name == "agent ops" and "shell is refused" in agent.detail and "other tools" in agent.detail
+    assert "isolation: preferred" in agent.fix
+    (note,) = shell_notes(ops.tools)
+    assert note.startswith("shell is refused for this agent") and "yokebot doctor" in note

@@ -114,8 +114,11 @@ class ToolResult:
         return {**out, "reason": self.reason} if self.reason else out  # e.g. who approved or denied it
 
 
-StopReason = Literal["answer", "iteration_limit", "loop", "error", "interrupted"]
-TurnStatus = Literal["ok", "limit", "error"]
+StopReason = Literal["answer", "iteration_limit", "loop", "error", "interrupted", "user"]
+TurnStatus = Literal["ok", "limit", "error", "stopped"]
+# The cancellation message of a turn its user stopped (Ctrl-C in `yokebot chat`): `task.cancel(USER_STOP)`. The
+# service records such a turn as `stopped` by `user`, not as an error; any other cancellation is a shutdown.
+USER_STOP = "stopped by the user"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,9 @@ class TurnOutcome:
 
     @property
     def status(self) -> TurnStatus:
-        """The `turns.status` column: error, limit (stopped before a final answer), or ok."""
+        """The `turns.status` column: stopped (by its user), error, limit (stopped before a final answer), or ok."""
+        if self.stopped_by == "user":
+            return "stopped"
         if self.error:
             return "error"
         return "ok" if self.stopped_by == "answer" else "limit"

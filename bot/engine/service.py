@@ -17,7 +17,7 @@ from bot.engine.context import ApprovalGate, RunContext, Scope
 from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
-from bot.engine.messages import TurnOutcome, TurnResult
+from bot.engine.messages import USER_STOP, TurnOutcome, TurnResult
 from bot.engine.plan import PlanExecutor
 from bot.engine.ports import MemoryStore, Notifier, SessionLock, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
@@ -193,8 +193,11 @@ class AgentService:
                                                  turn_hooks)
             else:
                 outcome = await self.loop.run(run, history, files.message if files else req.text, turn_hooks)
-        except asyncio.CancelledError:  # shutdown: the turn's row says so rather than `running` forever
-            stopped = TurnOutcome("", error=replies.TURN_STOPPED, stopped_by="interrupted")
+        except asyncio.CancelledError as exc:  # its user or a shutdown: the row says which, never `running` forever
+            if USER_STOP in exc.args:
+                stopped = TurnOutcome("", error=USER_STOP, stopped_by="user")
+            else:
+                stopped = TurnOutcome("", error=replies.TURN_STOPPED, stopped_by="interrupted")
             self._finish_in_background(run, turn_hooks, stopped)
             raise
         except Exception as exc:

@@ -100,9 +100,21 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         return None
 
 
+# Start-up lines that say nothing to a yokebot user: (logger prefix, words of the message). discord.py warns of
+# voice support (yokebot never joins a voice channel); Bolt warns that `token` is unused next to the `client`
+# yokebot gives it (the client carries that token).
+NOISE = (("discord.client", "voice will NOT be supported"), ("slack_bolt", "`token` will be unused"))
+
+
+class NoiseFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(record.name.startswith(prefix) and words in str(record.msg) for prefix, words in NOISE)
+
+
 def make_handler(fmt: str, secrets: Iterable[str], stream: IO[str] | None = None) -> logging.Handler:
     handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else StderrHandler()
     handler.setFormatter(JsonFormatter() if fmt.lower() == "json" else TextFormatter())
+    handler.addFilter(NoiseFilter())
     handler.addFilter(TurnFilter())
     handler.addFilter(RedactFilter(SecretRedactor(secrets)))
     setattr(handler, _HANDLER_MARK, True)
@@ -121,6 +133,9 @@ def configure(level: int | str, fmt: str = "text", secrets: Iterable[str] = (),
     # HTTP client libraries' DEBUG lines are request dumps (headers included): never below WARNING
     for name in ("httpx", "httpcore", "openai", "aiosqlite", "asyncio"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    # Alembic's INFO lines (plugins, "Context impl", each revision's docstring) come at every start; yokebot's
+    # own "migrating database from X to Y" says what matters. DEBUG shows them again.
+    logging.getLogger("alembic").setLevel(logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING)
     return handler
 
 

@@ -18,7 +18,8 @@ from bot.observability.queries import MemoryStep, ModelStep, SessionSummary, Ses
 from bot.observability.usage import UsageReport, UsageRow
 from bot.redact import printable
 
-STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan"}
+STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan",
+                "stopped": "yellow"}
 PREVIEW = 160
 
 
@@ -121,7 +122,7 @@ def turn_tree(t: TurnTrace) -> Tree:
     took = f" · {(t.finished_at - t.started_at).total_seconds():.1f} s" if t.finished_at else ""
     head = Text.assemble((f"Turn {t.number}", "bold"), f" · {stamp(t.started_at)} · {t.trigger}",
                          printable(f" by {t.user}", one_line=True) if t.user else "", " · ", (t.status, style),
-                         f" · stopped by {t.stopped_by}" if t.stopped_by else "",
+                         f" · stopped by {t.stopped_by}" if t.stopped_by and t.stopped_by != "user" else "",
                          f" · {len(t.steps)} model call(s)",
                          f" · {t.prompt_tokens}+{t.completion_tokens} tokens{took}",
                          (f" · trace {t.id}", "dim"))
@@ -139,7 +140,9 @@ def turn_tree(t: TurnTrace) -> Tree:
         _memory_node(tree, memory)
     for orphan in t.unmatched_tools:
         _tool_node(tree, orphan, t.started_at)
-    if t.error and t.stopped_by == "interrupted":  # a stop or restart cut it short: the note says what followed
+    if t.stopped_by == "user":  # Ctrl-C in `yokebot chat`: the user's choice, not a failure
+        tree.add(Text("stopped by the user before it finished", style="yellow"))
+    elif t.error and t.stopped_by == "interrupted":  # a shutdown or restart cut it short: the note says what followed
         tree.add(Text(f"interrupted: {printable(t.error)}", style="magenta"))
     elif t.error:
         tree.add(Text(f"error: {printable(t.error)}", style="bold red"))

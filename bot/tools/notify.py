@@ -19,6 +19,10 @@ from bot.engine.tooling import Tool, ToolContext, ToolSettings, tool
 
 MAX_MESSAGE_CHARS = 3000
 
+# The ref a notifier returns when the alert only reached the terminal of `yokebot chat` (bot/chat/console): the
+# rest of it says why (", slack is not configured in this process").
+TERMINAL_ONLY = "terminal only"
+
 
 class NotifySpec(ToolSettings):
     """The agent's notify policy: the profile's `notify:` block."""
@@ -182,6 +186,9 @@ def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | N
             raise
         if window > 0:
             alerts.record(key, ref)
+        if ref.startswith(TERMINAL_ONLY):  # `yokebot chat`: the model must not believe anyone was told
+            why = ref[len(TERMINAL_ONLY):]
+            return f"Not posted to {target}: shown in this terminal only; nobody was notified{why}."
         return f"Posted to {target} (ref {ref})."
 
     return notify

@@ -169,6 +169,7 @@ async def test_a_click_after_a_restart_resolves_the_row_and_says_it_did_not_run(
         fake_discord.click(f"{ACTION_APPROVE}:{approval_id}", post, BOB, to=-1)  # the new connection
         await eventually(lambda: any("no longer running" in t for t in texts(fake_discord, asked)),
                          what="the thread told it did not run")
+        await eventually(lambda: fake_discord.callbacks, what="the click's answer")  # it may follow the text
         assert fake_discord.callbacks[0].type == 7 and RESTARTS["nginx"] == 0
         (row,) = await approval_rows(app)
         assert (row.status, row.decided_by, row.outcome) == ("approved", str(BOB), "not_run")

@@ -1,18 +1,25 @@
 """The terminal front end: a REPL on the same AgentService, a spinner while the agent works, tool calls
 shown as they happen (bot/chat/console/view.py draws them).
 
-Ctrl-C while a turn runs stops that turn only (its row says it was stopped) and returns to the prompt;
-Ctrl-C (or Ctrl-D, or /quit) at the prompt leaves. On a terminal the prompt is prompt_toolkit's (line
-editing, history); from a pipe, lines are read by a daemon thread, so a Ctrl-C never waits for Enter."""
+Ctrl-C while a turn runs stops that turn only (recorded as `stopped` by the user) and returns to the prompt;
+Ctrl-C, Ctrl-D or /quit at the prompt leaves; Ctrl-D while a turn runs leaves once its answer is in. SIGTERM
+and SIGHUP (the terminal closed) end a running turn as `interrupted` and leave. On a terminal the prompt is
+prompt_toolkit's (line editing, history), told to leave SIGINT to us: by default it removes the process's
+SIGINT handler when each prompt ends, and Ctrl-C during the turn that follows did nothing. While a turn
+runs the terminal stays in its normal mode and lines typed ahead are kept for the prompt. From a pipe,
+lines are read by a daemon thread, so a Ctrl-C never waits for Enter."""
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
+import functools
+import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections import deque
 
 from rich.console import Console
 from rich.status import Status
@@ -25,9 +32,10 @@ from bot.chat.core.base import Inbound, ReplySurface
 from bot.chat.core.wiring import console_pipeline
 from bot.engine.context import RunContext
 from bot.engine.hooks import ModelAttempt, TurnHooks
-from bot.engine.messages import ToolCall, ToolResult, TurnResult
+from bot.engine.messages import USER_STOP, ToolCall, ToolResult, TurnResult
 from bot.engine.service import AgentService
 from bot.redact import printable
+from bot.tools.notify import TERMINAL_ONLY
 
 PROMPT = "you> "
 
@@ -50,13 +58,13 @@ class TerminalAlerts:
 
     async def post(self, channel: str, text: str) -> str:
         view.print_text(self.console, view.alert(f"console:{channel}", text, "shown in this terminal"))
-        return "terminal"
+        return TERMINAL_ONLY
 
     async def post_instead(self, target: str, text: str) -> str:
         platform = target.partition(":")[0]
         note = f"{platform} is not configured in `yokebot chat`, so it is shown here only"
         view.print_text(self.console, view.alert(target, text, note))
-        return f"shown in the terminal only; {platform} is not configured in this process"
+        return f"{TERMINAL_ONLY} ({platform} is not configured in this process)"
 
 
 class LiveView(TurnHooks):
@@ -119,54 +127,99 @@ class ConsoleReply(ReplySurface):
 
 
 class LineReader:
-    """Lines typed by the user; None at end of input. `interrupt()` makes a pending read return None."""
+    """Lines typed by the user; None at end of input. `interrupt()` makes a pending read return None.
+
+    On a terminal, `watch()` reads what is typed while a turn runs (the terminal in its normal line mode):
+    whole lines wait for the next prompt, Ctrl-D on an empty line (end of input) leaves after the turn."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
         self.tty = sys.stdin.isatty() and sys.stdout.isatty()
+        self.eof = False  # Ctrl-D while a turn ran (terminal) or the end of piped input
+        self._closed = False
         self._queue: asyncio.Queue[str | None] | None = None
         self._session: object | None = None
-        self.ended = False  # end of input was read (by any question): every later read is None at once
+        self._ahead: deque[str] = deque()  # lines typed while a turn ran
+        self._partial = ""  # typed while a turn ran, without Enter yet: the next prompt starts with it
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._watching = False
 
-    async def read(self, prompt: str = PROMPT) -> str | None:
-        if self.ended and (self._queue is None or self._queue.empty()):
+    async def read(self, prompt: str = PROMPT, typed_ahead: bool = True) -> str | None:
+        """The next line. `typed_ahead=False` (an approval's question) ignores lines typed before it was asked."""
+        if self._closed:
             return None
         if self.tty:
-            return await self._prompt(prompt)
+            if typed_ahead and self._ahead:
+                line = self._ahead.popleft()
+                self.console.print(Text.assemble((prompt, "bold cyan"), printable(line)), highlight=False)
+                return line
+            if self.eof:
+                return None
+            return await self._prompt(prompt, typed_ahead)
         if self._queue is None:
             self._queue = asyncio.Queue()
-            self._start_thread(asyncio.get_running_loop(), self._queue, self._end)
+            self._start_thread(asyncio.get_running_loop(), self._queue)
         self.console.print(prompt, end="", style="bold cyan", highlight=False)
-        return await self._queue.get()
+        line = await self._queue.get()
+        if line is None:  # the end of piped input, whichever question read it: every later read is None too
+            self.eof = self._closed = True
+        return line
 
-    async def _prompt(self, prompt: str) -> str | None:
+    async def _prompt(self, prompt: str, typed_ahead: bool) -> str | None:
         from prompt_toolkit import PromptSession
 
         if self._session is None:
             self._session = PromptSession[str]()
         session: PromptSession[str] = self._session  # type: ignore[assignment]
+        default, self._partial = (self._partial, "") if typed_ahead else ("", self._partial)
         try:
-            return await session.prompt_async(prompt)
-        except EOFError:
-            self.ended = True
-            return None
-        except KeyboardInterrupt:
+            # handle_sigint=False: the adapter's SIGINT handler stays installed for the turn after this prompt
+            return await session.prompt_async(prompt, default=default, handle_sigint=False)
+        except (EOFError, KeyboardInterrupt):
             return None
 
     def interrupt(self) -> None:
+        """Leave: a pending or later read returns None."""
+        self._closed = True
         if self._queue is not None:
             self._queue.put_nowait(None)
+        app = getattr(self._session, "app", None)
+        if app is not None and app.is_running:
+            app.exit(exception=EOFError())
 
-    def _end(self) -> None:
-        self.ended = True
+    def watch(self) -> None:
+        """While a turn runs: read what the user types (a terminal only)."""
+        if not self.tty or self._watching or self.eof:
+            return
+        with contextlib.suppress(OSError, ValueError, NotImplementedError):
+            asyncio.get_running_loop().add_reader(sys.stdin.fileno(), self._readable)
+            self._watching = True
+
+    def unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            with contextlib.suppress(OSError, ValueError, NotImplementedError):
+                asyncio.get_running_loop().remove_reader(sys.stdin.fileno())
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(sys.stdin.fileno(), 4096)
+        except OSError:  # the terminal is gone (SIGHUP follows)
+            data = b""
+        if not data:  # Ctrl-D on an empty line: the end of input
+            self.eof = True
+            self.unwatch()
+            self.console.print("[dim](Ctrl-D: leaving when this turn ends; Ctrl-C stops it now)[/dim]",
+                               highlight=False)
+            return
+        *lines, self._partial = (self._partial + self._decoder.decode(data)).split("\n")
+        self._ahead.extend(lines)
 
     @staticmethod
-    def _start_thread(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None],
-                      end: Callable[[], None]) -> None:
+    def _start_thread(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | None]) -> None:
         def pump() -> None:
             for line in sys.stdin:
                 loop.call_soon_threadsafe(queue.put_nowait, line)
-            loop.call_soon_threadsafe(end)
             loop.call_soon_threadsafe(queue.put_nowait, None)
 
         threading.Thread(target=pump, name="yokebot-stdin", daemon=True).start()
@@ -175,12 +228,15 @@ class LineReader:
 class ConsoleAdapter:
     platform = "console"
 
-    def __init__(self, service: AgentService, agent: str, console: Console | None = None, thread: str | None = None):
+    def __init__(self, service: AgentService, agent: str, console: Console | None = None, thread: str | None = None,
+                 notes: tuple[str, ...] = ()):
         self.service = service
         self.agent = agent
         self.console = console or Console()
         self.thread = thread or agent
+        self.notes = notes  # one line each under the greeting (shell refused here, …)
         self.pipeline = console_pipeline(service, agent)
+        self.stop_signal: int | None = None  # SIGTERM or SIGHUP ended the chat
         self._turn: asyncio.Task[TurnResult | None] | None = None
         self._reader: LineReader | None = None
         self._reply: ConsoleReply | None = None
@@ -193,15 +249,19 @@ class ConsoleAdapter:
                        files=files)
 
     async def ask_user(self, question: str) -> str | None:
-        """A line typed in answer to `question` mid-turn (an approval), with the spinner paused."""
+        """A line typed in answer to `question` mid-turn (an approval), with the spinner paused. Lines typed
+        before the question was asked do not answer it."""
         if self._reader is None:
             return None
         reply = self._reply
         if reply is not None:
             reply.status.stop()
+        self._reader.unwatch()
         try:
-            return await self._reader.read(question)
+            return await self._reader.read(question, typed_ahead=False)
         finally:
+            if self._turn is not None:
+                self._reader.watch()
             if reply is not None:
                 reply.status.start()
 
@@ -210,9 +270,18 @@ class ConsoleAdapter:
         return await self.pipeline.answer(self.inbound(text))
 
     def _on_interrupt(self) -> None:
+        """Ctrl-C: stop the running turn (its user's choice), or leave at the prompt."""
+        if self._turn is not None and not self._turn.done():
+            self._turn.cancel(USER_STOP)
+        elif self._reader is not None:
+            self._reader.interrupt()
+
+    def _on_stop(self, signum: int) -> None:
+        """SIGTERM or SIGHUP: end the running turn as interrupted (as a shutdown does) and leave."""
+        self.stop_signal = signum
         if self._turn is not None and not self._turn.done():
             self._turn.cancel()
-        elif self._reader is not None:
+        if self._reader is not None:
             self._reader.interrupt()
 
     async def _settle(self) -> None:
@@ -223,38 +292,56 @@ class ConsoleAdapter:
 
     async def _one(self, text: str) -> None:
         self._turn = asyncio.ensure_future(self.turn(text))
+        if self._reader is not None:
+            self._reader.watch()
         try:
             result = await self._turn
         except asyncio.CancelledError:
             if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
                 raise  # the chat itself is being stopped
+            if self._reply is not None:
+                self._reply.status.stop()
             await self._settle()
-            self.console.print("[yellow](stopped; the turn is recorded as stopped)[/yellow]")
+            if self.stop_signal is None:
+                self.console.print("[yellow](stopped; the turn is recorded as stopped by you)[/yellow]")
             return
         finally:
             self._turn = None
+            if self._reader is not None:
+                self._reader.unwatch()
         if result is not None and result.hit_iteration_limit:
             self.console.print("[yellow](iteration limit reached)[/yellow]")
 
     async def repl(self) -> None:
         self.console.print(f"[bold]yokebot[/bold] — talking to agent [cyan]{self.agent}[/cyan]. "
                            "Ctrl-C stops a turn; Ctrl-C at the prompt, Ctrl-D or /quit leaves.")
+        for note in self.notes:
+            self.console.print(Text(printable(note), style="yellow"), highlight=False)
         self._reader = LineReader(self.console)
         loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers on Windows loops
-            loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
+        handlers = {signal.SIGINT: self._on_interrupt}
+        for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if signum is not None:
+                handlers[signum] = functools.partial(self._on_stop, signum)
+        installed: list[int] = []
+        for signum, handler in handlers.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers on Windows loops
+                loop.add_signal_handler(signum, handler)
+                installed.append(signum)
         try:
             await self._loop(self._reader)
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
+            for signum in installed:
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(signum)
             await self._settle()
 
     async def _loop(self, reader: LineReader) -> None:
-        while True:
+        while self.stop_signal is None:
             line = await reader.read()
             if line is None:
-                self.console.print()
+                if self.stop_signal is None:
+                    self.console.print()
                 return
             text = line.strip()
             if text in ("/quit", "/exit"):

@@ -11,7 +11,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine import replies
-from bot.engine.context import ApprovalGate, RunContext, Scope
+from bot.engine.context import ApprovalGate, RunContext, Scope, Trigger
 from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
@@ -45,7 +45,7 @@ class TurnRequest:
     thread: str
     text: str
     agent: str
-    trigger: str = "message"  # console | mention | dm | thread | schedule
+    trigger: Trigger = "message"
     user: str | None = None
     session_id: str | None = None
     turn_id: str | None = None  # chosen by the caller when it must know it first (the inbox records it)

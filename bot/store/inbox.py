@@ -20,6 +20,7 @@ from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from bot.engine.context import Trigger
 from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
 from bot.engine.messages import TurnOutcome
 from bot.store.claims import GroupedClaims, Key
@@ -38,7 +39,8 @@ _RENEW = (update(INBOX).where(INBOX.c.lease_owner == bindparam("b_owner"), INBOX
 
 def _item(row: Any) -> InboxItem:
     return InboxItem(id=row.id, platform=row.platform, event_key=row.event_key, channel=row.channel,
-                     thread=row.thread, text=row.text, trigger=row.trigger, user=row.user, reply=dict(row.reply or {}),
+                     thread=row.thread, text=row.text, trigger=cast(Trigger, row.trigger), user=row.user,
+                     reply=dict(row.reply or {}),
                      state=row.state, attempts=row.attempts, agent=row.agent, turn_id=row.turn_id,
                      effects=tuple(row.effects or ()), live=_live(row))
 

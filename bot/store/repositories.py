@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
+from bot.engine.context import Trigger
 from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome, Usage
 from bot.engine.ports import MemoryItem, SessionRecord
 from bot.engine.window import HistoryTurn, Thread
@@ -303,7 +304,7 @@ class SqlStore:
         }, turn_id)
 
     # --- turns ----------------------------------------------------------------------------------------------
-    async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None:
+    async def start_turn(self, session_id: str, turn_id: str, trigger: Trigger, user: str | None, text: str) -> None:
         now = utcnow()
         self.writes.put(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
                                        "user": _short(user, 255), "text": _text(text), "started_at": now,

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from bot.chat.core.access import Origin
+from bot.engine.context import Trigger as Trigger  # one Trigger, the engine's
 from bot.engine.service import TurnRequest
-
-Trigger = Literal["mention", "dm", "thread", "console"]
 
 
 class ReplySurface(Protocol):

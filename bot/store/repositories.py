@@ -61,13 +61,8 @@ _INSERT_LLM_CALL, _INSERT_TOOL_CALL = insert(L), insert(TI)
 _SESSION_BY_ID = select(S).where(S.c.id == bindparam("b_id"))
 _TOUCH_SESSION = update(S).where(S.c.id == bindparam("b_id"))
 _FINISH_TURN = update(T).where(T.c.id == bindparam("b_id"))
-# History in one round trip: the id of the user message that opens the oldest kept turn, else everything.
-_OLDEST_KEPT = (select(M.c.id).where(M.c.session_id == bindparam("b_session"), M.c.role == "user")
-                .order_by(M.c.id.desc()).offset(bindparam("b_skip")).limit(1).scalar_subquery())
-_HISTORY = (select(M)
-            .where(M.c.session_id == bindparam("b_session"), M.c.id >= func.coalesce(_OLDEST_KEPT, 0))
-            .order_by(M.c.id))
-# A thread = the latest summary (or reset) and the turns after the message it reaches.
+# A thread in two round trips: the latest summary (or reset), then the turns after the message it reaches
+# (from the id of the user message that opens the oldest kept turn).
 _LATEST_SUMMARY = (select(SUM.c.kind, SUM.c.content, SUM.c.through_message_id)
                    .where(SUM.c.session_id == bindparam("b_session")).order_by(SUM.c.id.desc()).limit(1))
 _OLDEST_KEPT_AFTER = (select(M.c.id).where(M.c.session_id == bindparam("b_session"), M.c.role == "user",
@@ -259,15 +254,9 @@ class SqlStore:
         return _session(rows[0]) if rows else None
 
     # --- history --------------------------------------------------------------------------------------------
-    async def history(self, session_id: str, max_turns: int) -> list[Message]:
-        """The last `max_turns` turns, read from the (session_id, id) index: cost does not grow with the table."""
-        if max_turns <= 0:
-            return []
-        rows = await self._rows(_HISTORY, {"b_session": session_id, "b_skip": max_turns - 1})
-        return [_message(r) for r in rows]
-
     async def load_thread(self, session_id: str, max_turns: int) -> Thread:
-        """The latest summary and at most `max_turns` turns after it, each with its turn id."""
+        """The latest summary and at most `max_turns` turns after it, each with its turn id, read from the
+        (session_id, id) index: cost does not grow with the table."""
         found = await self._rows(_LATEST_SUMMARY, {"b_session": session_id})
         summary, after = (found[0].content or None, int(found[0].through_message_id)) if found else (None, 0)
         if max_turns <= 0:

@@ -67,7 +67,8 @@ async def test_plan_steps_run_through_the_loop_and_the_answer_reports_each(tmp_p
         traced = await trace(app.engine, result.session_id)
         assert traced.turns[0].plan is not None and traced.turns[0].plan["steps"][1]["finding"] == "beta is fine"
         # the thread shows the plan: it is an assistant message of the session
-        history = await app.store.history(result.session_id, 5)
+        thread = await app.store.load_thread(result.session_id, 5)
+        history = [m for t in thread.turns for m in t.messages]
         assert any(m.role == "assistant" and m.content.startswith("Plan:\n1. Echo alpha") for m in history)
     finally:
         await app.close()

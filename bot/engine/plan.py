@@ -19,7 +19,7 @@ from bot.engine.loop import ReActLoop
 from bot.engine.messages import Message, StopReason, ToolResult, TurnOutcome, Usage
 from bot.engine.window import Thread
 
-StepStatus = Literal["pending", "done", "failed", "skipped"]
+PlanStepStatus = Literal["pending", "done", "failed", "skipped"]
 _ITEM = re.compile(r"^\s*(\d{1,2})[.)]\s+(.+?)\s*$")
 
 PLAN_PROMPT = (
@@ -37,7 +37,7 @@ REPLAN_PROMPT = (
 class PlanStep:
     number: int
     text: str
-    status: StepStatus = "pending"
+    status: PlanStepStatus = "pending"
     finding: str = ""
     iterations: int = 0
 

@@ -19,7 +19,7 @@ L, TI, SUM = LLMCallRow.__table__, ToolInvocationRow.__table__, SummaryRow.__tab
 
 # --- sessions --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SessionSummary:
+class SessionOverview:
     id: str
     platform: str
     channel: str
@@ -49,15 +49,15 @@ def _summary_query() -> Any:
     )
 
 
-def _summary(row: Any) -> SessionSummary:
-    return SessionSummary(row.id, row.platform, row.channel, row.thread, row.agent, int(row.turns),
+def _summary(row: Any) -> SessionOverview:
+    return SessionOverview(row.id, row.platform, row.channel, row.thread, row.agent, int(row.turns),
                           as_utc(row.created_at), as_utc(row.updated_at), int(row.p), int(row.c))
 
 
 async def list_sessions(
     engine: AsyncEngine, *, platform: str | None = None, channel: str | None = None, agent: str | None = None,
     since: datetime | None = None, limit: int = 20,
-) -> list[SessionSummary]:
+) -> list[SessionOverview]:
     """Most recently active first. `channel` matches the channel id or name as stored."""
     query = _summary_query()
     if platform:
@@ -73,7 +73,7 @@ async def list_sessions(
         return [_summary(r) for r in (await conn.execute(query)).all()]
 
 
-async def find_session(engine: AsyncEngine, ref: str) -> SessionSummary:
+async def find_session(engine: AsyncEngine, ref: str) -> SessionOverview:
     """By id, or by a unique prefix of it (what fits in a terminal column is enough)."""
     ref = ref.strip()
     query = _summary_query().where(or_(S.c.id == ref, S.c.id.startswith(ref, autoescape=True))).limit(3)
@@ -161,7 +161,7 @@ class TurnTrace:
 
 @dataclass
 class SessionTrace:
-    session: SessionSummary
+    session: SessionOverview
     turns: list[TurnTrace]
 
 
@@ -199,7 +199,7 @@ def _pick(turns: list[Any], number: int | None) -> list[tuple[int, Any]]:
     return [numbered[index]]
 
 
-async def reset_session(engine: AsyncEngine, session_ref: str) -> SessionSummary:
+async def reset_session(engine: AsyncEngine, session_ref: str) -> SessionOverview:
     """`yokebot sessions reset`: the thread's later turns carry nothing from before (the audit trail stays)."""
     from bot.store.repositories import SqlStore
 

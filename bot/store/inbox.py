@@ -23,7 +23,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from bot.engine.context import Trigger
 from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
 from bot.engine.messages import TurnOutcome
-from bot.store.claims import GroupedClaims, Key
+from bot.store.claims import BatchedInsert, Key
 from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
 from bot.store.owner import instance_id
 from bot.store.repositories import SqlStore
@@ -59,7 +59,7 @@ class SqlInbox:
         self.store = store
         self.owner = owner or instance_id()  # the app passes the store's: one id per process (leases, turns)
         self.lease = timedelta(seconds=lease_seconds)
-        self._claims: GroupedClaims[InboxItem] = GroupedClaims(self._insert_new)
+        self._claims: BatchedInsert[InboxItem] = BatchedInsert(self._insert_new)
         self._effects: dict[int, list[str]] = {}
         self._turns: dict[int, str] = {}  # inbox id -> the turn now running it
         self._heartbeat: asyncio.Task[None] | None = None

@@ -25,7 +25,7 @@ from bot.engine.context import Trigger
 from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome, Usage
 from bot.engine.ports import MemoryItem, SessionRecord
 from bot.engine.window import HistoryTurn, Thread
-from bot.store.claims import GroupedClaims
+from bot.store.claims import BatchedInsert
 from bot.store.models import (
     Base,
     LLMCallRow,
@@ -39,7 +39,7 @@ from bot.store.models import (
     utcnow,
 )
 from bot.store.owner import instance_id
-from bot.store.writer import Fold, WriteBehind
+from bot.store.writer import FoldedUpdate, WriteBehind
 
 Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
 
@@ -195,14 +195,14 @@ class SqlStore:
         # in the batch that starts it is one INSERT (nothing in a batch reads a turn row)
         self.writes = WriteBehind(engine, outage_seconds=outage_seconds,
                                   reorderable=(_INSERT_TURN, _INSERT_MESSAGE, _INSERT_LLM_CALL, _INSERT_TOOL_CALL),
-                                  folds=(Fold(_FINISH_TURN, "b_id", _INSERT_TURN, "id"),))
+                                  folds=(FoldedUpdate(_FINISH_TURN, "b_id", _INSERT_TURN, "id"),))
         self._recent = RecentSessions()
         self._touches = Touches()
         # PostgreSQL: a statement that stands alone runs in autocommit (one round trip, where BEGIN, the
         # statement and COMMIT or ROLLBACK were three; a single statement is atomic either way)
         self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else None)
-        self._claims: GroupedClaims[bool] = GroupedClaims(self._insert_new_events)
+        self._claims: BatchedInsert[bool] = BatchedInsert(self._insert_new_events)
 
     async def _rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
         """Run one statement that returns rows (`write`: it changes something, and commits)."""

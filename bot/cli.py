@@ -250,7 +250,10 @@ def policy_yaml(policy: dict[str, Any]) -> str:
     """A tool's sandbox policy as the YAML it is written in (AGENT.md), not as Python reprs."""
     import yaml
 
-    return yaml.safe_dump(policy, sort_keys=False, default_flow_style=None, width=1_000_000).rstrip()
+    # types-PyYAML types safe_dump's `**kwds` loosely: partly unknown under strict, a stub's gap
+    dumped: str = yaml.safe_dump(  # pyright: ignore[reportUnknownMemberType]
+        policy, sort_keys=False, default_flow_style=None, width=1_000_000)
+    return dumped.rstrip()
 
 
 def context_line(profile: Any, model: str) -> str:

@@ -171,8 +171,10 @@ def _tool_step(r: Any) -> ToolStep:
 
 
 def _model_step(r: Any) -> tuple[ModelStep, list[str]]:
-    message = (r.response or {}).get("message") or {}
-    call_ids = [c.get("id", "") for c in message.get("tool_calls") or []]
+    response: dict[str, Any] = r.response or {}
+    message: dict[str, Any] = response.get("message") or {}
+    calls: list[dict[str, Any]] = message.get("tool_calls") or []
+    call_ids = [str(c.get("id", "")) for c in calls]
     step = ModelStep(r.model, r.attempt, r.prompt_tokens, r.completion_tokens, float(r.latency_ms),
                      r.finish_reason, r.error, message.get("content") or "", purpose=r.purpose)
     return step, call_ids

@@ -3,10 +3,12 @@ fresh tool objects where a tool keeps state across runs (notify's recent alerts)
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.engine.tooling import Tool
 
 
-def builtin_tools() -> dict[str, Tool]:
+def builtin_tools() -> dict[str, Tool[Any]]:
     from bot.tools.current_time import current_time
     from bot.tools.grep_log import grep_log
     from bot.tools.memory import forget, remember
@@ -15,5 +17,5 @@ def builtin_tools() -> dict[str, Tool]:
     from bot.tools.shell import shell
     from bot.tools.tail_log import tail_log
 
-    tools = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget]
+    tools: list[Tool[Any]] = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget]
     return {t.name: t for t in tools}

@@ -76,7 +76,7 @@ class SqlInbox:
         now = utcnow()
         rows = [_new_row(cast(NewEvent, e), self.owner, now + self.lease, now) for _, e in events]
         insert = (sqlite_insert if self.dialect == "sqlite" else pg_insert)(INBOX).on_conflict_do_nothing()
-        inserted = await self.store._rows(insert.returning(*INBOX.c), rows, write=True)
+        inserted = await self.store.rows(insert.returning(*INBOX.c), rows, write=True)
         return {(r.platform, r.event_key): _item(r) for r in inserted}
 
     # --- a turn's life -------------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ class SqlInbox:
         if tool in effects:
             return
         effects.append(tool)
-        await self.store._execute(_START, {"b_id": item.id, "effects": list(effects), "state": "running",
+        await self.store.execute(_START, {"b_id": item.id, "effects": list(effects), "state": "running",
                                            "turn_id": self._turns.get(item.id, item.turn_id), "updated_at": utcnow()})
 
     async def live_message(self, item: InboxItem, kind: LiveKind, ref: str) -> None:
@@ -111,7 +111,7 @@ class SqlInbox:
 
     # --- leases ------------------------------------------------------------------------------------------
     async def renew(self) -> None:
-        await self.store._execute(_RENEW, {"b_owner": self.owner, "b_until": utcnow() + self.lease})
+        await self.store.execute(_RENEW, {"b_owner": self.owner, "b_until": utcnow() + self.lease})
 
     def start_heartbeat(self) -> None:
         if self._heartbeat is None:
@@ -146,7 +146,7 @@ class SqlInbox:
         pick = pick.order_by(INBOX.c.id).limit(limit).with_for_update(skip_locked=True)
         stmt = (update(INBOX).where(INBOX.c.id.in_(pick.scalar_subquery()))
                 .values(lease_owner=self.owner, lease_until=now + self.lease, updated_at=now).returning(*INBOX.c))
-        rows = await self.store._rows(stmt, {}, write=True)
+        rows = await self.store.rows(stmt, {}, write=True)
         return sorted((_item(r) for r in rows), key=lambda i: i.id)
 
     # --- interrupted turns -------------------------------------------------------------------------------
@@ -156,15 +156,15 @@ class SqlInbox:
         messages leave the session history (a rerun answers the same message; llm_calls and
         tool_invocations keep what the interrupted attempt did)."""
         now = utcnow()
-        await self.store._execute(update(T).where(T.c.id == turn_id, T.c.status == "running")
+        await self.store.execute(update(T).where(T.c.id == turn_id, T.c.status == "running")
                                   .values(interrupted_row(note, now)), {})
         if forget_history:
-            await self.store._execute(delete(M).where(M.c.turn_id == turn_id), {})
+            await self.store.execute(delete(M).where(M.c.turn_id == turn_id), {})
 
     async def interrupt_running_turns(self, note: str) -> int:
         """Every turn still `running` ends stopped by `interrupted`: for a process alone on its (SQLite) database at
         start-up, where nothing can still be running (`yokebot ask` and schedules included)."""
-        rows = await self.store._rows(update(T).where(T.c.status == "running")
+        rows = await self.store.rows(update(T).where(T.c.status == "running")
                                       .values(interrupted_row(note, utcnow()))
                                       .returning(T.c.id), {}, write=True)
         return len(rows)

@@ -23,7 +23,7 @@ from bot.app import App, build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.engine.model import preload  # noqa: E402
 from bot.engine.tooling import Tool, ToolContext, tool  # noqa: E402
-from bot.settle import settle  # noqa: E402
+from bot.gc_freeze import freeze_startup_objects  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("YOKEBOT_BENCH_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
 SYSTEM_PROMPT = "You are a benchmark agent. Call the tools you are asked to call, then answer in one line."
@@ -121,9 +121,9 @@ async def bench_app(db_url: str, base_url: str, workdir: Path) -> AsyncIterator[
 
 async def ready(app: App) -> None:
     """What `yokebot run` does once it is up: the model SDK loaded, then the start-up objects frozen out of
-    the garbage collector's way (bot/settle.py)."""
+    the garbage collector's way (bot/gc_freeze.py)."""
     await asyncio.wrap_future(preload())
-    settle()
+    freeze_startup_objects()
 
 
 def sqlite_url(workdir: Path, name: str = "bench.db") -> str:

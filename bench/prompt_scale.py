@@ -1,9 +1,10 @@
 """Benchmark 3: prompt assembly at scale, and the size of a 'hello' prompt.
 
 A database grows to 100, 1,000 and 10,000 sessions of 50 messages each (bulk-loaded); at each size we time
-building the prompt for one random session, the way a turn does it: `store.history(...)` then
-`PromptBuilder.build(...)` (system prompt, memory recall, history truncation, tool schemas), with the
-shipped `ops` profile. The time must not grow with the table.
+building the prompt for one random session, the way a turn does it: `store.load_thread(...)`, then
+`PromptBuilder.system_message(...)` (system prompt, memory recall) and the turn's window fitting the thread
+and the tool schemas (`ThreadWindow.prepare`), with the shipped `ops` profile. The time must not grow
+with the table.
 
 Tokens are estimated as characters / 4 of the JSON request body (OpenAI's rule of thumb for English; no
 tokenizer is installed because tiktoken downloads its encodings at run time, which this machine cannot)."""
@@ -25,7 +26,9 @@ from bench._common import ROOT, header, median_ms, percentile, pg_available, pg_
 from bot.engine.messages import Message
 from bot.engine.profiles import AgentProfile, ProfileLoader
 from bot.engine.prompt import PromptBuilder
+from bot.engine.tokens import Calibration, TokenCounter, default_window
 from bot.engine.tooling import Scope
+from bot.engine.window import Thread, ThreadWindow
 from bot.engine.wire import ModelRequest, request_payload
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
@@ -143,14 +146,29 @@ class Loader:
             await conn.close()
 
 
+MODEL = "gpt-5-mini"
+COUNTER = TokenCounter(MODEL)  # one per model and process, as the loop keeps it
+
+
+async def first_prompt(builder: PromptBuilder, profile: AgentProfile, scope: Scope,
+                       thread: Thread) -> tuple[tuple[Message, ...], tuple[dict[str, Any], ...]]:
+    """The first model call of a turn on `thread`: its messages and tool schemas (no compaction call)."""
+    tools = builtin_tools()
+    schemas = tuple(tools[n].schema() for n in profile.tools if n in tools)
+    window = ThreadWindow(thread, spec=profile.context, window=profile.context_window or default_window(MODEL),
+                          model=MODEL, counter=COUNTER, calibration=Calibration())
+    system = await builder.system_message(profile, scope)
+    fitted = await window.prepare(system, [Message.user("hello")], schemas)
+    return fitted.messages, schemas
+
+
 async def build_once(store: SqlStore, builder: PromptBuilder, profile: AgentProfile, sid: str) -> float:
-    tools = {n: t for n, t in builtin_tools().items() if n in profile.tools}
     start = time.perf_counter()
-    history = await store.history(sid, profile.max_history_turns)
-    prompt = await builder.build(profile, Scope("bench", "c1", "t"), [*history, Message.user("hello")], tools)
+    thread = await store.load_thread(sid, profile.max_history_turns)
+    messages, _ = await first_prompt(builder, profile, Scope("bench", "c1", "t"), thread)
     elapsed = time.perf_counter() - start
-    if len(prompt.messages) < 40:
-        raise RuntimeError(f"the history of {sid} came back short ({len(prompt.messages)} messages)")
+    if len(messages) < 40:
+        raise RuntimeError(f"the history of {sid} came back short ({len(messages)} messages)")
     return elapsed
 
 
@@ -188,21 +206,18 @@ async def measure(url: str, sizes: list[int], builds: int) -> dict[int, float]:
 
 def hello_tokens() -> dict[str, int]:
     profile = ProfileLoader(ROOT / "agents", builtin_tools()).load("ops")
-    tools = {n: t for n, t in builtin_tools().items() if n in profile.tools}
-    prompt = asyncio.run(
-        PromptBuilder().build(profile, Scope("slack", "C1", "t"), [Message.user("hello")], tools)
-    )
-    body = json.dumps(request_payload(ModelRequest("gpt-5-mini", prompt.messages, prompt.tools)))
-    system = prompt.messages[0].content
+    messages, schemas = asyncio.run(first_prompt(PromptBuilder(), profile, Scope("slack", "C1", "t"), Thread()))
+    body = json.dumps(request_payload(ModelRequest(MODEL, messages, schemas)))
+    system = messages[0].content
     out = {
         "request_chars": len(body),
         "tokens": estimate_tokens(body),
         "system_tokens": estimate_tokens(system),
-        "tools_tokens": estimate_tokens(json.dumps(prompt.tools)),
+        "tools_tokens": estimate_tokens(json.dumps(schemas)),
     }
     print(
         f"  'hello' with the ops profile: request body {out['request_chars']} chars ~ {out['tokens']} tokens "
-        f"(system prompt ~{out['system_tokens']}, {len(prompt.tools)} tool schemas ~{out['tools_tokens']}); "
+        f"(system prompt ~{out['system_tokens']}, {len(schemas)} tool schemas ~{out['tools_tokens']}); "
         f"estimate = chars/4   [target < {TARGET_TOKENS}: {verdict(out['tokens'] < TARGET_TOKENS)}]"
     )
     return out

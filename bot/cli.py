@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bot.commands.alerts import alerts_app
+from bot.commands.db import db_app
 from bot.commands.eval import register as register_eval
 from bot.commands.observe import register as register_observability
 from bot.commands.schedule import schedule_app
@@ -28,7 +29,6 @@ __all__ = ["app", "main", "run_async", "settings_or_exit", "setup_logging"]
 app = typer.Typer(help="yokebot: a self-hosted chat-ops agent for Slack and Discord.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 agents_app = typer.Typer(help="Inspect agent profiles (agents/<name>/AGENT.md).", no_args_is_help=True)
-db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
 app.add_typer(db_app, name="db")
 app.add_typer(schedule_app, name="schedule")
@@ -297,36 +297,10 @@ def policy_yaml(policy: dict[str, Any]) -> str:
     """A tool's sandbox policy as the YAML it is written in (AGENT.md), not as Python reprs."""
     import yaml
 
-    return yaml.safe_dump(policy, sort_keys=False, default_flow_style=None, width=1_000_000).rstrip()
-
-
-@db_app.command("upgrade")
-def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head") -> None:
-    """Apply the database migrations (the embedded SQLite database is also migrated on first start)."""
-    from alembic.util import CommandError
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from bot.store.db import create_engine, upgrade
-
-    settings = settings_or_exit()
-
-    async def main() -> None:
-        engine = create_engine(settings.database_url)
-        try:
-            await upgrade(engine, revision)
-        except CommandError as exc:  # an unknown revision: one sentence, not Alembic's traceback
-            raise YokebotError(f"cannot upgrade to {revision!r} ({exc}); use `yokebot db upgrade` for the "
-                               "newest schema") from None
-        except (OSError, SQLAlchemyError) as exc:
-            where = engine.url.render_as_string(hide_password=True)
-            first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
-            raise YokebotError(f"could not open the database at {where} ({first[0]}); check "
-                               "YOKEBOT_DATABASE_URL") from None
-        finally:
-            await engine.dispose()
-
-    run_async(main)
-    out.print(f"database at {settings.database_url.split('@')[-1]} is at revision {revision}")
+    # types-PyYAML types safe_dump's `**kwds` loosely: partly unknown under strict, a stub's gap
+    dumped: str = yaml.safe_dump(  # pyright: ignore[reportUnknownMemberType]
+        policy, sort_keys=False, default_flow_style=None, width=1_000_000)
+    return dumped.rstrip()
 
 
 def context_line(profile: Any, model: str) -> str:
@@ -365,5 +339,5 @@ def main() -> None:
     app()
 
 
-register_observability(app, db_app)  # sessions, trace, usage, db prune
+register_observability(app)  # sessions, trace, usage
 register_eval(app)  # eval

@@ -17,8 +17,8 @@ from bot.app import App, build_app, build_platforms
 from bot.chat.core.inbox_turns import Recovery, Resumable
 from bot.config import Settings
 from bot.engine.model import preload
+from bot.gc_freeze import freeze_startup_objects
 from bot.observability.http import add_alert_routes, add_observability_routes
-from bot.settle import settle
 from bot.store.filelock import lock_sqlite_for_run
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         log_isolation(bot.profiles)
         with contextlib.suppress(Exception):  # a broken SDK install says so at the first model call
             await asyncio.wait_for(asyncio.wrap_future(preload()), timeout=30)
-        settle()  # everything is loaded: full GC collections no longer walk the libraries (bot/settle.py)
+        freeze_startup_objects()  # everything is loaded: full GC collections no longer walk the libraries
         await stop.wait()
         log.info("stopping")
 

@@ -87,7 +87,7 @@ def alerts_list(limit: Annotated[int, typer.Option("--limit", "-n", help="How ma
     from rich.table import Table
 
     from bot.alerts.store import AlertStore
-    from bot.commands.observe import readable_url
+    from bot.commands.support import readable_url
     from bot.store.db import create_engine, ensure_schema
 
     settings = settings_or_exit()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Annotated, Any, Literal
@@ -23,11 +23,11 @@ NameArg = Annotated[
 
 
 @asynccontextmanager
-async def _opened(read_only: bool = False) -> AsyncIterator[Any]:
+async def _opened(read_only: bool = False) -> AsyncGenerator[Any, None]:
     """(store, profiles): the schedule store on the configured database, the profiles' schedules synced in.
     `read_only`: a missing SQLite file is not created (an empty in-memory database stands in)."""
     from bot.app import load_profiles, open_store
-    from bot.commands.observe import readable_url
+    from bot.commands.support import readable_url
     from bot.scheduling.setup import profile_schedules
     from bot.scheduling.store import ScheduleStore
     from bot.tools import builtin_tools

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -15,6 +16,8 @@ from rich.markup import escape
 from bot.engine.errors import YokebotError
 
 if TYPE_CHECKING:  # pydantic-settings and SQLAlchemy load when a command reads its settings, not for --help
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
     from bot.config import Settings
 
 T = TypeVar("T")
@@ -70,3 +73,47 @@ def setup_logging_to(settings: Settings, stream: Any) -> None:
     from bot.observability.logs import setup_logging as configure
 
     configure(settings, quiet=True, stream=stream)
+
+
+def with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
+    """Run `fn` on the settings' database, brought up to the current schema first (a fresh install then
+    answers "no sessions" rather than "no such table"); a database that cannot be used is one sentence."""
+    from sqlalchemy.exc import DBAPIError
+
+    from bot.store.db import create_engine, ensure_schema
+
+    settings = settings_or_exit()
+    setup_logging(settings, quiet=True)
+    url = readable_url(settings)
+
+    async def main() -> T:
+        engine = create_engine(url)
+        try:
+            await ensure_schema(engine)
+            return await fn(engine, settings)
+        except (DBAPIError, OSError) as exc:
+            where = engine.url.render_as_string(hide_password=True)
+            raise YokebotError(f"cannot use the database at {where}: {_first_line(exc)}") from exc
+        finally:
+            await engine.dispose()
+
+    return run_async(main)
+
+
+def readable_url(settings: Settings) -> str:
+    """The database to read from. A read-only command does not create a SQLite file where it runs: when the
+    file is missing, it reads an empty in-memory database (and says so on stderr) instead."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(settings.database_url)
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or Path(database).expanduser().exists():
+        return settings.database_url
+    err.print(f"[dim]no database at {database} yet (YOKEBOT_DATABASE_URL): nothing has been recorded[/dim]",
+              highlight=False)
+    return "sqlite+aiosqlite:///:memory:"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,15 +1,15 @@
 """Summary compaction: older turns folded into a running summary by one model call without tools.
 
-The call is recorded in `llm_calls` like any other, with `purpose = "compaction"`. The summary is built
-on the previous one, so the thread's memory is one bounded text however long the thread grows."""
+The call goes through the turn's model-call path (`calls.py`) and is recorded in `llm_calls` like any
+other, with `purpose = "compaction"`. The summary is built on the previous one, so the thread's memory is
+one bounded text however long the thread grows."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from bot.engine.messages import Message
-from bot.engine.retrying import OnAttempt, RetryingModel
+from bot.engine.messages import Message, ModelResponse
 from bot.engine.tokens import TokenCounter
 from bot.engine.window import HistoryTurn, shorten
 from bot.engine.wire import ModelRequest
@@ -43,11 +43,15 @@ def transcript(turn: HistoryTurn, result_chars: int) -> str:
     return "\n".join(lines)
 
 
+Send = Callable[[ModelRequest], Awaitable[ModelResponse]]
+
+
 class Compactor:
-    def __init__(self, model: RetryingModel, model_name: str, report: OnAttempt, counter: TokenCounter,
-                 words: int = 400) -> None:
-        self.model, self.model_name, self.counter, self.words = model, model_name, counter, words
-        self.report = report  # the turn's hooks hear the summary call like any other
+    """A `window.Summarise`: writes the summary request and reads the reply; `send` makes the call (the
+    turn's call path, so the turn's hooks hear it like any other)."""
+
+    def __init__(self, send: Send, model_name: str, counter: TokenCounter, words: int = 400) -> None:
+        self.send, self.model_name, self.counter, self.words = send, model_name, counter, words
 
     def _pick(self, previous: str | None, turns: Sequence[HistoryTurn], room: int) -> tuple[str, int]:
         """The transcript of as many of the oldest turns as fit in `room` tokens (at least one)."""
@@ -73,7 +77,7 @@ class Compactor:
             f"Conversation to fold in:\n\n{text}\n\nWrite the updated summary."
         request = ModelRequest(self.model_name, (Message.system(INSTRUCTIONS.format(words=self.words)),
                                                  Message.user(ask)), purpose="compaction")
-        response = await self.model.complete(request, self.report)
+        response = await self.send(request)
         summary = response.message.content.strip()
         if not summary:
             return previous or "", 0

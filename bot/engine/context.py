@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from bot.engine.approval import ApprovalDecision, ApprovalRequest
 from bot.engine.attachments import TurnFiles
 from bot.engine.ports import MemoryStore, Notifier
 from bot.engine.profiles import AgentProfile
 from bot.engine.toolsettings import ToolSettings
+
+# What started a turn: a platform's mention, DM or thread follow-up, the terminal (`chat`), `ask`, a
+# schedule, an alert, an eval scenario, or a caller of the Python API that does not say ("message").
+Trigger = Literal["mention", "dm", "thread", "console", "cli", "schedule", "alert", "eval", "message"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +36,7 @@ class RunContext:
     turn_id: str
     profile: AgentProfile
     scope: Scope
-    trigger: str = "message"  # console | mention | dm | thread | schedule | cli
+    trigger: Trigger = "message"
     notifier: Notifier | None = None
     memory: MemoryStore | None = None
     approvals: ApprovalGate | None = None  # who is asked before a gated tool runs

@@ -16,11 +16,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.engine.limits import BudgetSpec
-from bot.engine.messages import ToolCall, Usage
+from bot.engine.messages import Stop, StopReason, ToolCall, Usage
 
 # USD per one million (prompt, completion) tokens for a model, or None when it has no price.
 PriceOf = Callable[[str], tuple[float, float] | None]
-Verdict = Literal["ok", "warn", "stop"]
+GuardVerdict = Literal["ok", "warn", "stop"]  # the loop guard's word on one tool call
+BudgetKind = Literal["tool_calls", "tokens", "seconds", "cost"]
+BUDGET_STOPS: dict[BudgetKind, StopReason] = {
+    "tool_calls": "budget:tool_calls", "tokens": "budget:tokens", "seconds": "budget:seconds", "cost": "budget:cost"}
+LOOP_STOP = Stop("loop", "the loop guard stopped the same tool calls coming back again and again")
 
 
 def signature(call: ToolCall) -> tuple[str, str]:
@@ -39,7 +43,7 @@ class LoopGuard:
     order: list[tuple[str, str]] = field(default_factory=lambda: list[tuple[str, str]]())
     warned: bool = False
 
-    def check(self, call: ToolCall) -> Verdict:
+    def check(self, call: ToolCall) -> GuardVerdict:
         """Record the call; 'warn' the first time a loop shows, 'stop' if it shows again after that."""
         sig = signature(call)
         self.seen[sig] += 1
@@ -65,20 +69,31 @@ class LoopGuard:
 
 @dataclass
 class TurnBudget:
+    """One turn's budgets and what the turn has used of them: every model call is charged here (the call
+    path, `calls.py`), every tool call counted (the loop)."""
+
     spec: BudgetSpec
     price: PriceOf | None = None
     started: float = field(default_factory=time.monotonic)
     cost: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: int = 0
 
     def charge(self, model: str, usage: Usage) -> None:
+        self.usage += usage
         per_million = self.price(model) if self.price is not None else None
         if per_million is not None:
             self.cost += (usage.prompt_tokens * per_million[0] + usage.completion_tokens * per_million[1]) / 1e6
 
-    def exceeded(self, usage: Usage, tool_calls: int) -> str | None:
-        """The first budget used up ("tokens", "cost", "seconds", "tool_calls"), or None."""
+    def exceeded(self, pending: int = 0) -> Stop | None:
+        """The stop for the first budget used up (tokens, cost, seconds, tool calls), or None. `pending`:
+        tool calls let through that have not finished yet (they run at the same time)."""
+        which = self._first(self.tool_calls + pending)
+        return None if which is None else Stop(BUDGET_STOPS[which], "reached " + self.describe(which, pending))
+
+    def _first(self, tool_calls: int) -> BudgetKind | None:
         s = self.spec
-        if s.tokens is not None and usage.total_tokens >= s.tokens:
+        if s.tokens is not None and self.usage.total_tokens >= s.tokens:
             return "tokens"
         if s.cost is not None and self.cost >= s.cost:
             return "cost"
@@ -88,12 +103,12 @@ class TurnBudget:
             return "tool_calls"
         return None
 
-    def describe(self, which: str, usage: Usage, tool_calls: int) -> str:
+    def describe(self, which: BudgetKind, pending: int = 0) -> str:
         s = self.spec
         if which == "tokens":
-            return f"the token budget of this turn ({usage.total_tokens:,} of {s.tokens:,} tokens used)"
+            return f"the token budget of this turn ({self.usage.total_tokens:,} of {s.tokens:,} tokens used)"
         if which == "cost":
             return f"the cost budget of this turn (${self.cost:.4f} of ${s.cost:.4f} spent)"
         if which == "seconds":
             return f"the time budget of this turn ({time.monotonic() - self.started:.0f} of {s.seconds:g} s)"
-        return f"the tool-call budget of this turn ({tool_calls} of {s.tool_calls} calls)"
+        return f"the tool-call budget of this turn ({self.tool_calls + pending} of {s.tool_calls} calls)"

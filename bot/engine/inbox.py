@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from bot.engine.context import Trigger
+
 InboxState = Literal["claimed", "running", "answered", "failed", "interrupted", "skipped"]
 LiveKind = Literal["status", "answer"]  # the live status message; the answer as it is being written
 OPEN_STATES: tuple[InboxState, ...] = ("claimed", "running")
@@ -22,7 +24,7 @@ class NewEvent:
     channel: str
     thread: str
     text: str
-    trigger: str
+    trigger: Trigger
     user: str | None = None
     reply: dict[str, Any] = field(default_factory=lambda: dict[str, Any]())  # reply target: message id, thread
 
@@ -35,7 +37,7 @@ class InboxItem:
     channel: str
     thread: str
     text: str
-    trigger: str
+    trigger: Trigger
     user: str | None
     reply: dict[str, Any]
     state: InboxState = "claimed"

@@ -1,9 +1,10 @@
 """The ReAct loop: the model decides, we run the tools it asks for, feed the results back, repeat.
 Everything that happens is told to the turn's hooks; the loop itself records nothing.
 
-Every prompt is fitted to the model's window first (`window.py`); a context-length error compacts and
-retries. A turn ends with the model's answer, or, when the iteration cap, a budget or the loop guard
-stops it (`guards.py`), with one last call without tools in which the model says what it found.
+Every model call takes the turn's one call path (`calls.py`): fitted to the model's window, a
+context-length error compacted and retried, the budget charged. A turn ends with the model's answer, or,
+when the iteration cap, a budget or the loop guard stops it (`guards.py`), with one last call without tools
+in which the model says what it found.
 
 Several tool calls in one model message run at the same time (the profile's `parallel_tool_calls: false`
 turns that off); a tool that `runs_alone` (notify) waits for the calls before it and runs before those
@@ -18,20 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine import replies
-from bot.engine.compaction import Compactor
+from bot.engine.calls import CallSettings, ModelCalls
 from bot.engine.context import RunContext
-from bot.engine.errors import ContextOverflow, ModelError
+from bot.engine.errors import ModelError
 from bot.engine.executor import ToolExecutor
-from bot.engine.guards import LoopGuard, PriceOf, TurnBudget
+from bot.engine.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf, TurnBudget
 from bot.engine.hooks import ModelAttempt, TurnHooks
-from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, TurnOutcome, Usage
+from bot.engine.messages import Message, Stop, StopReason, ToolCall, ToolResult, TurnOutcome
 from bot.engine.prompt import PromptBuilder
-from bot.engine.retrying import OnAttempt, RetryingModel
+from bot.engine.retrying import RetryingModel
 from bot.engine.tokens import Calibration, TokenCounter, default_window
-from bot.engine.window import Fitted, SummaryStore, Thread, TurnContext
-from bot.engine.wire import ModelRequest, OnDelta
-
-OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
+from bot.engine.window import SummaryStore, Thread, ThreadWindow
 
 
 @dataclass
@@ -40,21 +38,16 @@ class _Turn:
 
     run: RunContext
     hooks: TurnHooks
-    report: OnAttempt
-    ctx: TurnContext
-    system: Message
+    calls: ModelCalls
     schemas: tuple[dict[str, Any], ...]
-    model: str
     guard: LoopGuard
     budget: TurnBudget
-    delta: OnDelta | None = None  # the reply's text as it streams (hooks.text_delta)
     messages: list[Message] = field(default_factory=lambda: list[Message]())
     results: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
-    usage: Usage = field(default_factory=Usage)
     iterations: int = 0
 
-    def outcome(self, answer: str, stopped_by: str, error: str | None = None) -> TurnOutcome:
-        return TurnOutcome(answer, self.iterations, self.usage, error, stopped_by, tuple(self.results))
+    def outcome(self, answer: str, stopped_by: StopReason, error: str | None = None) -> TurnOutcome:
+        return TurnOutcome(answer, self.iterations, self.budget.usage, error, stopped_by, tuple(self.results))
 
 
 class ReActLoop:
@@ -71,20 +64,10 @@ class ReActLoop:
             self._counters[model] = TokenCounter(model)
         return self._counters[model]
 
-    def _context(self, run: RunContext, thread: Thread, model: str, report: OnAttempt) -> TurnContext:
-        profile, counter = run.profile, self.counter(model)
-        compactor = Compactor(self.model, model, report, counter, profile.context.summary_words)
-        return TurnContext(thread, spec=profile.context, window=profile.context_window or default_window(model),
-                           model=model, counter=counter, calibration=self.calibration, summarise=compactor,
-                           store=self.summaries, session_id=run.session_id, turn_id=run.turn_id)
-
-    async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str | Message,
-                  hooks: TurnHooks) -> TurnOutcome:
-        profile, tools = run.profile, self.executor.tools_for(run.profile)
+    async def calls(self, run: RunContext, thread: Thread, hooks: TurnHooks) -> ModelCalls:
+        """The turn's model-call path on `thread` (the planner asks for one and shares it with its steps)."""
+        profile = run.profile
         model = profile.model or self.default_model
-        thread = history if isinstance(history, Thread) else Thread.from_messages(history)
-        if not isinstance(history, Thread) and len(thread.turns) > profile.max_history_turns:
-            thread.turns = thread.turns[len(thread.turns) - profile.max_history_turns:]
 
         async def report(attempt: ModelAttempt) -> None:
             await hooks.model_attempt(run, attempt)
@@ -92,26 +75,45 @@ class ReActLoop:
         async def delta(fragment: str) -> None:
             await hooks.text_delta(run, fragment)
 
-        schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
+        window = ThreadWindow(thread, spec=profile.context, window=profile.context_window or default_window(model),
+                              model=model, counter=self.counter(model), calibration=self.calibration,
+                              store=self.summaries, session_id=run.session_id, turn_id=run.turn_id)
+        settings = CallSettings(model, profile.temperature, report, delta, profile.context.summary_words)
         system = await self.prompts.system_message(profile, run.scope)
-        t = _Turn(run, hooks, report, self._context(run, thread, model, report), system, schemas, model,
-                  LoopGuard(profile.loop_repeats), TurnBudget(profile.budget, self.price), delta)
+        return ModelCalls(self.model, settings, system, window, self.budget(run))
+
+    def budget(self, run: RunContext) -> TurnBudget:
+        return TurnBudget(run.profile.budget, self.price)
+
+    async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str | Message,
+                  hooks: TurnHooks) -> TurnOutcome:
+        """`history`: the thread as the store loads it, or plain messages (the last `max_history_turns`)."""
+        thread = history if isinstance(history, Thread) else Thread.from_messages(history)
+        if not isinstance(history, Thread) and len(thread.turns) > run.profile.max_history_turns:
+            thread.turns = thread.turns[len(thread.turns) - run.profile.max_history_turns:]
+        return await self.run_with(run, await self.calls(run, thread, hooks), text, hooks)
+
+    async def run_with(self, run: RunContext, calls: ModelCalls, text: str | Message, hooks: TurnHooks) -> TurnOutcome:
+        """A run on a call path the caller made (a plan step): the thread is the one `calls` holds; the run
+        has its own budget and iteration cap (`run.profile`)."""
+        profile, tools = run.profile, self.executor.tools_for(run.profile)
+        schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
+        t = _Turn(run, hooks, calls, schemas, LoopGuard(profile.loop_repeats), self.budget(run))
         await self._add(t, text if isinstance(text, Message) else Message.user(text))  # a Message: with files
         return await self._steps(t)
 
     async def _steps(self, t: _Turn) -> TurnOutcome:
         profile = t.run.profile
         while True:
-            which = t.budget.exceeded(t.usage, len(t.results))
-            if which is not None:
-                return await self._finish(t, f"budget:{which}", "reached " + t.budget.describe(
-                    which, t.usage, len(t.results)))
+            stop = t.budget.exceeded()
+            if stop is not None:
+                return await self._finish(t, stop)
             if t.iterations >= profile.max_iterations:
-                return await self._finish(t, "iteration_limit", f"reached the step limit of this agent "
-                                                               f"({profile.max_iterations} model calls)")
+                return await self._finish(t, Stop("iteration_limit", f"reached the step limit of this agent "
+                                                                     f"({profile.max_iterations} model calls)"))
             t.iterations += 1
             try:
-                response = await self._call(t, t.messages, t.schemas)
+                response = await t.calls.complete(t.messages, t.schemas, budget=t.budget)
             except ModelError as err:
                 answer = replies.model_failed(err)
                 await self._add(t, Message.assistant(answer))
@@ -121,36 +123,15 @@ class ReActLoop:
                 return t.outcome(response.message.content, "answer")
             stop = await self._tools(t, response.message.tool_calls)
             if stop is not None:
-                return await self._finish(t, *stop)
+                return await self._finish(t, stop)
 
-    async def _call(self, t: _Turn, messages: Sequence[Message], schemas: tuple[dict[str, Any], ...],
-                    purpose: str = "turn") -> ModelResponse:
-        """One model call on a fitted prompt; a context-length error compacts and retries."""
-        fitted: Fitted = await t.ctx.prepare(t.system, messages, schemas)
-        temperature = t.run.profile.temperature
-        for attempt in range(OVERFLOW_RETRIES + 1):
-            try:
-                request = ModelRequest(t.model, fitted.messages, schemas, temperature, purpose)
-                response = await self.model.complete(request, t.report, t.delta)
-            except ContextOverflow as err:
-                if attempt == OVERFLOW_RETRIES:
-                    raise
-                await t.ctx.recover(t.system, fitted, err.window, err.prompt_tokens)
-                fitted = await t.ctx.prepare(t.system, messages, schemas)
-                continue
-            t.ctx.observe(fitted, response.usage.prompt_tokens)
-            t.usage += response.usage
-            t.budget.charge(t.model, response.usage)
-            return response
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _tools(self, t: _Turn, calls: Sequence[ToolCall]) -> tuple[str, str] | None:
+    async def _tools(self, t: _Turn, calls: Sequence[ToolCall]) -> Stop | None:
         """Run the calls the model asked for (a group at a time, see `batches`), unless a budget or the loop
         guard says stop; every call gets a result message, in the model's order, either way (a call without
         one makes the next request invalid)."""
-        stop: tuple[str, str] | None = None
+        stop: Stop | None = None
         for batch in self.batches(calls, t.run.profile.parallel_tool_calls):
-            planned: list[str] = []  # verdicts of the calls of this group that run (a prefix of it)
+            planned: list[GuardVerdict] = []  # verdicts of the calls of this group that run (a prefix of it)
             for call in batch:
                 if stop is None:
                     stop, verdict = self._check(t, call, len(planned))
@@ -159,10 +140,11 @@ class ReActLoop:
             results = await self._run_batch(batch[: len(planned)], t)
             for i, call in enumerate(batch):
                 if i >= len(planned):
-                    reason = stop[1] if stop is not None else "the turn is ending"
+                    reason = stop.detail if stop is not None else "the turn is ending"
                     await self._add(t, Message.tool(call.id, call.name, f"(not run: the turn is ending; {reason})"))
                     continue
                 t.results.append(results[i])
+                t.budget.tool_calls += 1
                 note = t.guard.note(call) if planned[i] == "warn" else ""
                 await self._add(t, Message.tool(call.id, call.name, results[i].content + note))
         return stop
@@ -203,39 +185,30 @@ class ReActLoop:
             raise
 
     @staticmethod
-    def _check(t: _Turn, call: ToolCall, pending: int = 0) -> tuple[tuple[str, str] | None, str]:
+    def _check(t: _Turn, call: ToolCall, pending: int = 0) -> tuple[Stop | None, GuardVerdict]:
         """`pending`: calls of the same group already let through (they run at once with this one)."""
-        done = len(t.results) + pending
-        which = t.budget.exceeded(t.usage, done)
-        if which is not None:
-            return (f"budget:{which}", "reached " + t.budget.describe(which, t.usage, done)), "ok"
+        stop = t.budget.exceeded(pending)
+        if stop is not None:
+            return stop, "ok"
         verdict = t.guard.check(call)
-        if verdict == "stop":
-            return ("loop", "the loop guard stopped the same tool calls coming back again and again"), verdict
-        return None, verdict
+        return (LOOP_STOP if verdict == "stop" else None), verdict
 
     @staticmethod
     async def _add(t: _Turn, message: Message) -> None:
         t.messages.append(message)
         await t.hooks.message_appended(t.run, message)
 
-    async def _finish(self, t: _Turn, stopped_by: str, reason: str) -> TurnOutcome:
+    async def _finish(self, t: _Turn, stop: Stop) -> TurnOutcome:
         """One last call without tools: the model says what it found. A fixed sentence if that fails."""
-        ask = Message.user(f"[yokebot] This turn has to end now: {reason}. Do not call tools. In a few "
+        ask = Message.user(f"[yokebot] This turn has to end now: {stop.detail}. Do not call tools. In a few "
                            "sentences, say what you found so far, what is still unknown, and what I could "
                            "ask next to continue.")
         answer = ""
         try:
-            response = await self._call(t, [*t.messages, ask], (), "final")
+            response = await t.calls.complete([*t.messages, ask], (), "final", budget=t.budget)
             answer = response.message.content.strip()
         except ModelError:
             pass
-        answer = answer or self._partial(t, reason)
+        answer = answer or replies.stopped_early(t.iterations, stop.detail, t.results)
         await self._add(t, Message.assistant(answer))
-        return t.outcome(answer, stopped_by)
-
-    @staticmethod
-    def _partial(t: _Turn, reason: str) -> str:
-        done = ", ".join(f"{r.tool} ({r.status})" for r in t.results[-5:]) or "no tool calls"
-        return (f"I stopped after {t.iterations} steps, before reaching a final answer: {reason}. "
-                f"Last steps: {done}. Ask me to continue, or narrow the question.")
+        return t.outcome(answer, stop.reason)

@@ -114,7 +114,9 @@ class ToolResult:
         return {**out, "reason": self.reason} if self.reason else out  # e.g. who approved or denied it
 
 
-StopReason = Literal["answer", "iteration_limit", "loop", "error", "interrupted", "user"]
+# What ended a turn: as stored in `turns.stopped_by` and shown by `ask --json` and `trace`.
+StopReason = Literal["answer", "iteration_limit", "budget:tool_calls", "budget:tokens", "budget:seconds",
+                     "budget:cost", "loop", "error", "interrupted", "user"]
 TurnStatus = Literal["ok", "limit", "error", "stopped"]
 # The cancellation message of a turn its user stopped (Ctrl-C in `yokebot chat`): `task.cancel(USER_STOP)`. The
 # service records such a turn as `stopped` by `user`, not as an error; any other cancellation is a shutdown.
@@ -122,14 +124,22 @@ USER_STOP = "stopped by the user"
 
 
 @dataclass(frozen=True, slots=True)
+class Stop:
+    """Why a turn is ending before the model answered, and the words the model is told it in."""
+
+    reason: StopReason
+    detail: str  # e.g. "reached the step limit of this agent (4 model calls)"
+
+
+@dataclass(frozen=True, slots=True)
 class TurnOutcome:
-    """How a turn ended. `stopped_by` is a StopReason, or `budget:<which>` when a budget ran out."""
+    """How a turn ended."""
 
     answer: str
     iterations: int = 0
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
-    stopped_by: StopReason | str = "answer"
+    stopped_by: StopReason = "answer"
     tool_calls: tuple[ToolResult, ...] = ()
 
     @property
@@ -167,7 +177,7 @@ class TurnResult:
         return self.outcome.error
 
     @property
-    def stopped_by(self) -> str:
+    def stopped_by(self) -> StopReason:
         return self.outcome.stopped_by
 
     @property

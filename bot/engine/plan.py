@@ -10,15 +10,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from bot.engine import replies
+from bot.engine.calls import ModelCalls
 from bot.engine.context import RunContext
 from bot.engine.errors import ModelError
-from bot.engine.hooks import ModelAttempt, TurnHooks
+from bot.engine.guards import TurnBudget
+from bot.engine.hooks import TurnHooks
 from bot.engine.loop import ReActLoop
-from bot.engine.messages import Message, ToolResult, TurnOutcome, Usage
-from bot.engine.window import Thread, with_summary
-from bot.engine.wire import ModelRequest
+from bot.engine.messages import Message, StopReason, ToolResult, TurnOutcome, Usage
+from bot.engine.window import Thread
 
-StepStatus = Literal["pending", "done", "failed", "skipped"]
+PlanStepStatus = Literal["pending", "done", "failed", "skipped"]
 _ITEM = re.compile(r"^\s*(\d{1,2})[.)]\s+(.+?)\s*$")
 
 PLAN_PROMPT = (
@@ -36,7 +37,7 @@ REPLAN_PROMPT = (
 class PlanStep:
     number: int
     text: str
-    status: StepStatus = "pending"
+    status: PlanStepStatus = "pending"
     finding: str = ""
     iterations: int = 0
 
@@ -50,16 +51,19 @@ class Replan:
 
 @dataclass
 class _Tally:
-    """What the turn has used so far, over the plan calls and every step."""
+    """What the turn has used so far, over the plan calls and every step. `budget` is what the planning
+    calls are charged to (each step has its own, like a turn of the ReAct loop)."""
 
+    budget: TurnBudget
     iterations: int = 0
-    usage: Usage = field(default_factory=Usage)
+    step_usage: Usage = field(default_factory=Usage)
     tool_calls: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
     error: str | None = None
-    stopped_by: str = "answer"
+    stopped_by: StopReason = "answer"
 
     def outcome(self, answer: str) -> TurnOutcome:
-        return TurnOutcome(answer, self.iterations, self.usage, self.error, self.stopped_by, tuple(self.tool_calls))
+        usage = self.budget.usage + self.step_usage
+        return TurnOutcome(answer, self.iterations, usage, self.error, self.stopped_by, tuple(self.tool_calls))
 
 
 @dataclass
@@ -115,35 +119,27 @@ class PlanExecutor:
     def __init__(self, loop: ReActLoop) -> None:
         self.loop = loop
 
-    async def _ask_plan(self, run: RunContext, thread: Thread, messages: list[Message], tally: _Tally,
-                        hooks: TurnHooks) -> list[str]:
-        """The planning call sees what a turn sees: the system prompt with the thread's summary, then the turns
-        after it, then `messages`."""
-        profile = run.profile
-        system = with_summary(await self.loop.prompts.system_message(profile, run.scope), thread.summary)
-        messages = [*(m for t in thread.turns for m in t.messages), *messages]
-        request = ModelRequest(profile.model or self.loop.default_model, (system, *messages), (),
-                               profile.temperature)
-
-        async def report(attempt: ModelAttempt) -> None:
-            await hooks.model_attempt(run, attempt)
-
+    async def _ask_plan(self, calls: ModelCalls, messages: list[Message], tally: _Tally, max_steps: int) -> list[str]:
+        """The planning call sees what a turn sees (the system prompt with the thread's summary, then the
+        turns after it, then `messages`), fitted to the window like any call of the turn. Its text is not
+        streamed: a plan is not the answer."""
         tally.iterations += 1
-        response = await self.loop.model.complete(request, report)
-        tally.usage += response.usage
-        return parse_plan(response.message.content, profile.plan.max_steps)
+        response = await calls.complete(messages, (), budget=tally.budget, stream=False)
+        return parse_plan(response.message.content, max_steps)
 
     async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str,
                   hooks: TurnHooks) -> TurnOutcome:
         """`history`: the thread (its summary and the turns after it) as the service loads it, or plain
-        messages."""
-        spec, tally, plan = run.profile.plan, _Tally(), Plan()
+        messages. The planning calls and every step share the turn's call path, so the thread is fitted and
+        compacted once for all of them."""
+        spec, plan = run.profile.plan, Plan()
         thread = history if isinstance(history, Thread) else Thread.from_messages(history)
         await hooks.message_appended(run, Message.user(text))
+        calls = await self.loop.calls(run, thread, hooks)
+        tally = _Tally(self.loop.budget(run))
         try:
-            steps = await self._ask_plan(run, thread, [Message.user(text),
-                                                       Message.user(PLAN_PROMPT.format(n=spec.max_steps))],
-                                         tally, hooks)
+            ask = [Message.user(text), Message.user(PLAN_PROMPT.format(n=spec.max_steps))]
+            steps = await self._ask_plan(calls, ask, tally, spec.max_steps)
         except ModelError as err:
             tally.error, tally.stopped_by = str(err), "error"
             answer = replies.model_failed(err)
@@ -151,13 +147,13 @@ class PlanExecutor:
             return tally.outcome(answer)
         plan.steps = [PlanStep(i, s) for i, s in enumerate(steps or [text], 1)]
         await hooks.message_appended(run, Message.assistant("Plan:\n" + plan.listing()))
-        stopped = await self._execute(run, thread, text, plan, tally, hooks)
+        stopped = await self._execute(run, calls, text, plan, tally, hooks)
         answer = compose_answer(plan, stopped)
         await hooks.message_appended(run, Message.assistant(answer))
         await hooks.plan_made(run, plan.to_dict())
         return tally.outcome(answer)
 
-    async def _execute(self, run: RunContext, thread: Thread, text: str, plan: Plan, tally: _Tally,
+    async def _execute(self, run: RunContext, calls: ModelCalls, text: str, plan: Plan, tally: _Tally,
                        hooks: TurnHooks) -> str | None:
         """Run the steps in order; returns why it stopped early, if it did."""
         profile, i = run.profile, 0
@@ -170,9 +166,9 @@ class PlanExecutor:
                 return f"I stopped at the limit of {profile.max_iterations} model calls for this agent."
             step_run = replace(run, profile=replace(profile, max_iterations=budget))
             await hooks.plan_step_started(run, step.number, step.text)
-            res = await self.loop.run(step_run, thread, step_prompt(text, plan, step), hooks)
+            res = await self.loop.run_with(step_run, calls, step_prompt(text, plan, step), hooks)
             tally.iterations += res.iterations
-            tally.usage += res.usage
+            tally.step_usage += res.usage
             tally.tool_calls.extend(res.tool_calls)
             step.iterations, step.finding = res.iterations, res.answer
             step.status = "done" if res.stopped_by == "answer" and not res.error else "failed"
@@ -182,19 +178,20 @@ class PlanExecutor:
                 self._skip_rest(plan, i + 1)
                 return f"Step {step.number} failed: {res.error}"
             if step.status == "failed" and len(plan.replans) < profile.plan.max_replans:
-                await self._replan(run, thread, text, plan, step, tally, hooks)
+                await self._replan(run, calls, text, plan, step, tally, hooks)
             i += 1
         return None
 
-    async def _replan(self, run: RunContext, thread: Thread, text: str, plan: Plan, step: PlanStep,
+    async def _replan(self, run: RunContext, calls: ModelCalls, text: str, plan: Plan, step: PlanStep,
                       tally: _Tally, hooks: TurnHooks) -> None:
         why = f"it used its {step.iterations} model calls without an answer"
         if run.profile.max_iterations - tally.iterations <= 0:
             return
+        spec = run.profile.plan
         ask = REPLAN_PROMPT.format(number=step.number, step=step.text, why=why, found=findings(plan),
-                                   n=run.profile.plan.max_steps)
+                                   n=spec.max_steps)
         try:
-            new = await self._ask_plan(run, thread, [Message.user(text), Message.user(ask)], tally, hooks)
+            new = await self._ask_plan(calls, [Message.user(text), Message.user(ask)], tally, spec.max_steps)
         except ModelError:
             return
         kept = [s for s in plan.steps if s.status != "pending"]

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from bot.engine.messages import Message
-
 if TYPE_CHECKING:
     from bot.engine.window import Thread
 
@@ -37,7 +35,6 @@ class SessionStore(Protocol):
 
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord: ...
     async def get_session(self, session_id: str) -> SessionRecord | None: ...
-    async def history(self, session_id: str, max_turns: int) -> list[Message]: ...
     async def load_thread(self, session_id: str, max_turns: int) -> Thread:
         """The latest summary and the turns after it (docs/context.md)."""
         ...

@@ -1,25 +1,18 @@
-"""PromptBuilder, in a fixed order: (1) system prompt = AGENT.md body + bootstrap files + skills, ending with
-the date, time and timezone; (2) long-term memory; (3) the session history; (4) the tools as schemas."""
+"""The system message of a turn, in a fixed order: (1) the AGENT.md body + bootstrap files + skills, ending
+with the date, time and timezone; (2) long-term memory. The thread and the tool schemas follow it in each
+model call, fitted to the window (`window.py`, `calls.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.engine.history import repair_tool_pairs
 from bot.engine.messages import Message
 from bot.engine.ports import MemoryItem, MemoryStore
 from bot.engine.profiles import AgentProfile
-from bot.engine.tooling import Scope, Tool
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    messages: tuple[Message, ...]
-    tools: tuple[dict[str, Any], ...]
+from bot.engine.tooling import Scope
 
 
 def truncate_history(history: Sequence[Message], max_turns: int) -> list[Message]:
@@ -74,16 +67,3 @@ class PromptBuilder:
             if items:
                 system = f"{system}\n\n{format_memory(items)}"
         return Message.system(system)
-
-    def assemble(
-        self, system: Message, profile: AgentProfile, history: Sequence[Message], tools: Mapping[str, Tool[Any]]
-    ) -> Prompt:
-        """Parts (3) and (4), for each model call of the turn."""
-        messages = (system, *truncate_history(history, profile.max_history_turns))
-        schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
-        return Prompt(messages=messages, tools=schemas)
-
-    async def build(
-        self, profile: AgentProfile, scope: Scope, history: Sequence[Message], tools: Mapping[str, Tool[Any]]
-    ) -> Prompt:
-        return self.assemble(await self.system_message(profile, scope), profile, history, tools)

@@ -29,15 +29,11 @@ def model_failed(reason: object) -> str:
     return f"Sorry, I could not finish this: {reason}.{later}"
 
 
-def could_not(reason: object) -> str:
-    """A turn failed with an error meant for the user (a YokebotError's sentence)."""
-    return f"Sorry, I could not do this: {reason}"
-
-
-def iteration_limit(iterations: int, results: Sequence[ToolResult]) -> str:
+def stopped_early(iterations: int, reason: str, results: Sequence[ToolResult]) -> str:
+    """A turn stopped by a limit whose last call (the model's own summary) failed too."""
     done = ", ".join(f"{r.tool} ({r.status})" for r in results[-5:]) or "no tool calls"
-    return (f"I stopped after {iterations} steps, the limit for this agent, before reaching a final "
-            f"answer. Last steps: {done}. Ask me to continue, or narrow the question.")
+    return (f"I stopped after {iterations} steps, before reaching a final answer: {reason}. "
+            f"Last steps: {done}. Ask me to continue, or narrow the question.")
 
 
 def schedule_failed(schedule: str, error: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bot.engine import replies
 from bot.engine.attachments import AttachmentSource, Prepared, for_turn
-from bot.engine.context import ApprovalGate, RunContext, Scope
+from bot.engine.context import ApprovalGate, RunContext, Scope, Trigger
 from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
@@ -47,7 +47,7 @@ class TurnRequest:
     thread: str
     text: str
     agent: str
-    trigger: str = "message"  # console | mention | dm | thread | schedule
+    trigger: Trigger = "message"
     user: str | None = None
     session_id: str | None = None
     turn_id: str | None = None  # chosen by the caller when it must know it first (the inbox records it)

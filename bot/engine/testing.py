@@ -136,12 +136,10 @@ class MemorySessions(TurnHooks):
     async def get_session(self, session_id: str) -> SessionRecord | None:
         return self.sessions.get(session_id)
 
-    async def history(self, session_id: str, max_turns: int) -> list[Message]:
-        return truncate_history(self.messages.get(session_id, []), max_turns - 1) if max_turns > 0 else []
-
     async def load_thread(self, session_id: str, max_turns: int) -> Thread:
-        """No summaries here: the history as turns, without ids (compacted in memory only)."""
-        return Thread.from_messages(await self.history(session_id, max_turns))
+        """No summaries here: the last `max_turns` turns, without ids (compacted in memory only)."""
+        kept = truncate_history(self.messages.get(session_id, []), max_turns - 1) if max_turns > 0 else []
+        return Thread.from_messages(kept)
 
     async def save_summary(self, session_id: str, turn_id: str, through_turn_id: str, text: str,
                            folded_turns: int) -> None:

@@ -86,7 +86,7 @@ def with_summary(system: Message, summary: str | None) -> Message:
 
 
 @dataclass(frozen=True, slots=True)
-class Fitted:
+class FittedPrompt:
     messages: tuple[Message, ...]
     counted: int  # our count, before calibration
     tokens: int  # calibrated: what the server should count
@@ -96,7 +96,7 @@ class Fitted:
 
 
 @dataclass
-class Budget:
+class TokenWindow:
     """The window of one model, in our own (uncalibrated) units."""
 
     window: int
@@ -123,98 +123,102 @@ def _shorten_current(current: list[Message], counter: TokenCounter, over: int, l
 
 
 def fit(system: Message, earlier: Sequence[HistoryTurn], current: Sequence[Message], tools_tokens: int,
-        budget: Budget, counter: TokenCounter, spec: ContextSpec) -> Fitted:
+        window: TokenWindow, counter: TokenCounter, spec: ContextSpec) -> FittedPrompt:
     fixed = counter.message(system) + tools_tokens + PRIMING
     turns = list(earlier)
     cur = list(current)
     sizes = [sum(map(counter.message, t.messages)) for t in turns]
     total = fixed + sum(sizes) + sum(map(counter.message, cur))
     shortened = dropped = 0
-    if total > budget.limit:
+    if total > window.limit:
         short = [shorten_turn(t, spec.tool_result_chars) for t in turns]
         shortened = sum(1 for a, b in zip(short, turns, strict=True) if a is not b)
         turns = short
         new_sizes = [sum(map(counter.message, t.messages)) for t in turns]
         total -= sum(sizes) - sum(new_sizes)
         sizes = new_sizes
-    while total > budget.limit and turns:
+    while total > window.limit and turns:
         total -= sizes.pop(0)
         turns.pop(0)
         dropped += 1
     for limit in (spec.tool_result_chars, LAST_RESORT_CHARS):
-        if total > budget.limit:
+        if total > window.limit:
             before = sum(map(counter.message, cur))
-            cur, n = _shorten_current(cur, counter, total - budget.limit, limit)
+            cur, n = _shorten_current(cur, counter, total - window.limit, limit)
             total -= before - sum(map(counter.message, cur))
             shortened += n
     messages = (system, *repair_tool_pairs([m for t in turns for m in t.messages] + cur))
-    return Fitted(messages, total, int(total * budget.ratio) + 1, budget.limit, dropped, shortened)
+    return FittedPrompt(messages, total, int(total * window.ratio) + 1, window.limit, dropped, shortened)
 
 
+# (summary so far, the oldest turns, room in tokens) -> (new summary, how many of those turns it covers)
 Summarise = Callable[[str | None, Sequence[HistoryTurn], int], Awaitable[tuple[str, int]]]
 
 
-class TurnContext:
-    """One turn's view of the thread: fits each prompt, compacts when due, recovers from an overflow."""
+class ThreadWindow:
+    """One turn's view of the thread: fits each prompt, compacts when due (with the `summarise` it is
+    handed: the turn's model calls, `calls.py`), recovers from an overflow."""
 
     def __init__(self, thread: Thread, *, spec: ContextSpec, window: int, model: str, counter: TokenCounter,
-                 calibration: Calibration, summarise: Summarise | None = None,
-                 store: SummaryStore | None = None, session_id: str = "", turn_id: str = "") -> None:
+                 calibration: Calibration, store: SummaryStore | None = None, session_id: str = "",
+                 turn_id: str = "") -> None:
         self.thread, self.spec, self.model = thread, spec, model
         self.counter, self.calibration = counter, calibration
-        self.summarise, self.store = summarise, store
+        self.store = store
         self.session_id, self.turn_id = session_id, turn_id
         self.window = window
         self.compactions = 0
         self._checked = False
 
-    def budget(self) -> Budget:
+    def token_window(self) -> TokenWindow:
         window = min(self.window, self.calibration.window(self.model) or self.window)
         reserve = self.spec.reserve_tokens if self.spec.reserve_tokens is not None else min(4096, window // 8)
-        return Budget(window, min(reserve, window // 2), self.calibration.ratio(self.model))
+        return TokenWindow(window, min(reserve, window // 2), self.calibration.ratio(self.model))
 
-    async def prepare(self, system: Message, current: Sequence[Message], tools: Sequence[dict[str, Any]]) -> Fitted:
+    async def prepare(self, system: Message, current: Sequence[Message], tools: Sequence[dict[str, Any]],
+                      summarise: Summarise | None = None) -> FittedPrompt:
         if not self._checked:
             self._checked = True
-            await self._maybe_compact(system, keep=self.spec.keep_turns, always=False)
+            await self._maybe_compact(system, summarise, keep=self.spec.keep_turns, always=False)
         fitted = self._fit(system, current, tools)
         if fitted.dropped_turns and self.compactions == 0:  # turns would vanish unsummarised: fold them
-            await self._maybe_compact(system, keep=self.spec.keep_turns, always=True)
+            await self._maybe_compact(system, summarise, keep=self.spec.keep_turns, always=True)
             fitted = self._fit(system, current, tools)
         return fitted
 
-    def _fit(self, system: Message, current: Sequence[Message], tools: Sequence[dict[str, Any]]) -> Fitted:
+    def _fit(self, system: Message, current: Sequence[Message], tools: Sequence[dict[str, Any]]) -> FittedPrompt:
         return fit(with_summary(system, self.thread.summary), self.thread.turns, current,
-                   self.counter.tools(tools), self.budget(), self.counter, self.spec)
+                   self.counter.tools(tools), self.token_window(), self.counter, self.spec)
 
-    def observe(self, fitted: Fitted, reported_prompt_tokens: int) -> None:
+    def observe(self, fitted: FittedPrompt, reported_prompt_tokens: int) -> None:
         self.calibration.observe(self.model, fitted.counted, reported_prompt_tokens)
 
-    async def recover(self, system: Message, fitted: Fitted, window: int | None, prompt_tokens: int | None) -> None:
+    async def recover(self, system: Message, fitted: FittedPrompt, window: int | None, prompt_tokens: int | None,
+                      summarise: Summarise | None = None) -> None:
         """After a context-length error: learn what the server said, squeeze, and compact everything
         that may be compacted."""
         if prompt_tokens:
             self.calibration.observe(self.model, fitted.counted, prompt_tokens)
         # the server did not say its window (Ollama): it is below what was just refused; aim well below
         self.calibration.learn_window(self.model, window or int(fitted.tokens * 0.85))
-        await self._maybe_compact(system, keep=0, always=True)
+        await self._maybe_compact(system, summarise, keep=0, always=True)
 
     def _history_tokens(self) -> int:
         limit = self.spec.tool_result_chars
         return sum(self.counter.message(m) for t in self.thread.turns for m in shorten_turn(t, limit).messages)
 
-    async def _maybe_compact(self, system: Message, *, keep: int, always: bool) -> None:
+    async def _maybe_compact(self, system: Message, summarise: Summarise | None, *, keep: int, always: bool) -> None:
         turns = self.thread.turns
-        if self.summarise is None or len(turns) <= keep:
+        if summarise is None or len(turns) <= keep:
             return
-        budget = self.budget()
+        budget = self.token_window()
         share = int(budget.window / budget.ratio * self.spec.compact_at)
         if not always and self._history_tokens() <= share:
             return
         fold = turns[: len(turns) - keep]
         room = budget.limit - self.counter.message(system) - 256
         try:
-            text, folded = await self.summarise(self.thread.summary, fold, room)
+            text, folded = await summarise(self.thread.summary, fold, room)
         except Exception:
             log.warning("compaction failed; the oldest turns are left out instead", exc_info=True)
             return

@@ -7,11 +7,13 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from bot.engine.messages import Message, ModelResponse
 
 K = TypeVar("K")
+# what a call is for (not sent; `llm_calls.purpose`): the turn's own, the last call without tools, a summary
+CallPurpose = Literal["turn", "final", "compaction"]
 
 
 @dataclass(frozen=True)
@@ -20,7 +22,7 @@ class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()
     temperature: float | None = None
-    purpose: str = "turn"  # not sent: turn | final (the last call without tools) | compaction (a summary)
+    purpose: CallPurpose = "turn"
 
     @cached_property
     def payload(self) -> dict[str, Any]:

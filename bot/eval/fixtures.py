@@ -99,8 +99,8 @@ def copy_agents(source: Path, target: Path, root: Path, model: str | None = None
                     conf_d["roots"] = [map_root(str(r), root) for r in conf_d["roots"]]
         if model:
             front["model"] = model
-        agent_md.write_text(f"---\n{yaml.safe_dump(front, sort_keys=False)}---\n{rewrite_text(body, roots, root)}\n",
-                            encoding="utf-8")
+        dumped: str = yaml.safe_dump(front, sort_keys=False)  # pyright: ignore[reportUnknownMemberType] (stub gap)
+        agent_md.write_text(f"---\n{dumped}---\n{rewrite_text(body, roots, root)}\n", encoding="utf-8")
         for other in agent_md.parent.rglob("*.md"):
             if other != agent_md:
                 other.write_text(rewrite_text(other.read_text(encoding="utf-8"), roots, root), encoding="utf-8")

@@ -17,7 +17,7 @@ Price = Callable[[str, int, int], float | None]  # (model, prompt tokens, comple
 
 
 @dataclass(frozen=True, slots=True)
-class Check:
+class GradeCheck:
     name: str
     passed: bool
     detail: str = ""
@@ -52,15 +52,15 @@ def _calls_summary(calls: Sequence[ToolCallSeen]) -> str:
     return ", ".join(f"{c.tool}[{c.status}]" for c in calls) or "no tool calls"
 
 
-def check_tools(expect: Expect, calls: Sequence[ToolCallSeen]) -> list[Check]:
-    out: list[Check] = []
+def check_tools(expect: Expect, calls: Sequence[ToolCallSeen]) -> list[GradeCheck]:
+    out: list[GradeCheck] = []
     for want in expect.tools_called:
         hit = any(call_matches(c, want) for c in calls)
-        out.append(Check(f"called {want.describe()}", hit, "" if hit else f"calls: {_calls_summary(calls)}"))
+        out.append(GradeCheck(f"called {want.describe()}", hit, "" if hit else f"calls: {_calls_summary(calls)}"))
     for want in expect.tools_not_called:
         bad = [c for c in calls if call_matches(c, want)]
         detail = "; ".join(f"{c.tool}({json.dumps(c.arguments, sort_keys=True)[:120]})[{c.status}]" for c in bad)
-        out.append(Check(f"not called {want.describe()}", not bad, detail))
+        out.append(GradeCheck(f"not called {want.describe()}", not bad, detail))
     return out
 
 
@@ -69,7 +69,7 @@ def _post_ok(post: Post, to: str | None, contains: Sequence[str], not_contains: 
             and not any(matches(post.text, w) for w in not_contains))
 
 
-def check_notify(want: NotifyExpect, posts: Sequence[Post]) -> Check:
+def check_notify(want: NotifyExpect, posts: Sequence[Post]) -> GradeCheck:
     alerts = [p for p in posts if p.phase == "turn"]
     where = f" to {want.to}" if want.to else ""
     seen = "; ".join(f"{p.target}: {p.text[:100]!r}" for p in alerts) or "no alert was posted"
@@ -77,41 +77,42 @@ def check_notify(want: NotifyExpect, posts: Sequence[Post]) -> Check:
         ok = any(_post_ok(p, want.to, want.contains, want.not_contains) for p in alerts)
         words = f" containing {', '.join(want.contains)}" if want.contains else ""
         words += f" without {', '.join(want.not_contains)}" if want.not_contains else ""
-        return Check(f"notify sent{where}{words}", ok, "" if ok else seen)
+        return GradeCheck(f"notify sent{where}{words}", ok, "" if ok else seen)
     bad = [p for p in alerts if want.to is None or p.target == want.to]
-    return Check(f"notify not sent{where}", not bad, seen if bad else "")
+    return GradeCheck(f"notify not sent{where}", not bad, seen if bad else "")
 
 
-def check_posted(want: PostExpect, posts: Sequence[Post]) -> list[Check]:
+def check_posted(want: PostExpect, posts: Sequence[Post]) -> list[GradeCheck]:
     reports = [p for p in posts if p.phase == "report"]
     if not reports:
-        return [Check("report posted", False, "the scheduled run posted nothing")]
+        return [GradeCheck("report posted", False, "the scheduled run posted nothing")]
     post = reports[-1]
-    out = [Check(f"report posted{f' to {want.to}' if want.to else ''}", want.to in (None, post.target),
+    out = [GradeCheck(f"report posted{f' to {want.to}' if want.to else ''}", want.to in (None, post.target),
                  "" if want.to in (None, post.target) else f"posted to {post.target}")]
-    out += [Check(f"report contains {w!r}", matches(post.text, w)) for w in want.contains]
-    out += [Check(f"report does not contain {w!r}", not matches(post.text, w)) for w in want.not_contains]
+    out += [GradeCheck(f"report contains {w!r}", matches(post.text, w)) for w in want.contains]
+    out += [GradeCheck(f"report does not contain {w!r}", not matches(post.text, w)) for w in want.not_contains]
     return out
 
 
-def check_answer(expect: Expect, answer: str) -> list[Check]:
+def check_answer(expect: Expect, answer: str) -> list[GradeCheck]:
     short = answer.strip().replace("\n", " ")[:160]
-    out = [Check(f"answer contains {w!r}", matches(answer, w), "" if matches(answer, w) else f"answer: {short!r}")
+    out = [GradeCheck(f"answer contains {w!r}", matches(answer, w), "" if matches(answer, w) else f"answer: {short!r}")
            for w in expect.answer_contains]
-    out += [Check(f"answer does not contain {w!r}", not matches(answer, w)) for w in expect.answer_not_contains]
+    out += [GradeCheck(f"answer does not contain {w!r}", not matches(answer, w)) for w in expect.answer_not_contains]
     return out
 
 
-def check_limits(expect: Expect, turn: TurnSeen, price: Price) -> list[Check]:
-    out: list[Check] = []
+def check_limits(expect: Expect, turn: TurnSeen, price: Price) -> list[GradeCheck]:
+    out: list[GradeCheck] = []
     if expect.max_iterations is not None:
-        out.append(Check(f"at most {expect.max_iterations} model calls", turn.iterations <= expect.max_iterations,
+        out.append(GradeCheck(f"at most {expect.max_iterations} model calls", turn.iterations <= expect.max_iterations,
                          f"{turn.iterations} model calls"))
     if expect.max_tool_calls is not None:
         n = len(turn.tools)
-        out.append(Check(f"at most {expect.max_tool_calls} tool calls", n <= expect.max_tool_calls, f"{n} tool calls"))
+        out.append(GradeCheck(f"at most {expect.max_tool_calls} tool calls", n <= expect.max_tool_calls,
+                              f"{n} tool calls"))
     if expect.max_tokens is not None:
-        out.append(Check(f"at most {expect.max_tokens} tokens", turn.tokens <= expect.max_tokens,
+        out.append(GradeCheck(f"at most {expect.max_tokens} tokens", turn.tokens <= expect.max_tokens,
                          f"{turn.tokens} tokens"))
     if expect.max_cost_usd is not None:
         out.append(_cost_check(expect.max_cost_usd, turn, price))
@@ -124,18 +125,18 @@ def turn_cost(turn: TurnSeen, price: Price) -> float | None:
     return price(turn.models[0], turn.prompt_tokens, turn.completion_tokens)
 
 
-def _cost_check(limit: float, turn: TurnSeen, price: Price) -> Check:
+def _cost_check(limit: float, turn: TurnSeen, price: Price) -> GradeCheck:
     cost = turn_cost(turn, price)
     name = f"cost at most ${limit:g}"
     if cost is None:
-        return Check(name, True, f"not checked: no price for {', '.join(turn.models)} (YOKEBOT_MODEL_PRICES)")
-    return Check(name, cost <= limit, f"${cost:.4f}")
+        return GradeCheck(name, True, f"not checked: no price for {', '.join(turn.models)} (YOKEBOT_MODEL_PRICES)")
+    return GradeCheck(name, cost <= limit, f"${cost:.4f}")
 
 
-def grade(expect: Expect, turn: TurnSeen, posts: Sequence[Post], price: Price) -> list[Check]:
+def grade(expect: Expect, turn: TurnSeen, posts: Sequence[Post], price: Price) -> list[GradeCheck]:
     finished = turn.status in ("ok", "limit")
     note = "stopped at the iteration limit" if turn.status == "limit" else ""
-    out = [Check("turn finished", finished, turn.error or (note if finished else f"turn status {turn.status}"))]
+    out = [GradeCheck("turn finished", finished, turn.error or (note if finished else f"turn status {turn.status}"))]
     out += check_tools(expect, turn.tools)
     if expect.notify is not None:
         out.append(check_notify(expect.notify, posts))

@@ -13,14 +13,14 @@ from bot.engine.context import RunContext
 from bot.engine.hooks import TurnHooks
 from bot.engine.messages import TurnOutcome
 
-Phase = Literal["turn", "report"]
+PostPhase = Literal["turn", "report"]
 
 
 @dataclass(frozen=True, slots=True)
 class Post:
     target: str  # platform:channel, as the notifier resolved it
     text: str
-    phase: Phase  # "turn": during the agent's turn (notify); "report": a schedule posting its result
+    phase: PostPhase  # "turn": during the agent's turn (notify); "report": a schedule posting its result
 
 
 @dataclass
@@ -52,6 +52,6 @@ class RecordingAdapter:
         return None
 
     async def post(self, channel: str, text: str) -> str:
-        phase: Phase = "turn" if self.log.in_turn else "report"  # inside a turn: the notify tool
+        phase: PostPhase = "turn" if self.log.in_turn else "report"  # inside a turn: the notify tool
         self.log.posts.append(Post(f"{self.platform}:{channel}", defuse_broadcasts(text, self.platform), phase))
         return f"eval-{len(self.log.posts)}"

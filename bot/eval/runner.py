@@ -21,13 +21,13 @@ from bot.engine.errors import YokebotError
 from bot.engine.service import TurnRequest
 from bot.eval.audit import TurnSeen, read_turn
 from bot.eval.fixtures import copy_agents, lay_out, rewrite_text
-from bot.eval.grade import Check, grade, turn_cost
+from bot.eval.grade import GradeCheck, grade, turn_cost
 from bot.eval.recorder import PostLog, RecordingAdapter, TurnPhase
 from bot.eval.scenario import Scenario
 from bot.eval.scripted import Conversation, ScriptedModelServer
 from bot.store.db import create_engine, ensure_schema
 
-Status = Literal["pass", "fail", "error"]
+ScenarioStatus = Literal["pass", "fail", "error"]
 PLATFORMS = ("slack", "discord")
 
 
@@ -36,8 +36,8 @@ class ScenarioResult:
     key: str
     description: str
     agent: str
-    status: Status
-    checks: list[Check] = field(default_factory=lambda: list[Check]())
+    status: ScenarioStatus
+    checks: list[GradeCheck] = field(default_factory=lambda: list[GradeCheck]())
     turn: TurnSeen = field(default_factory=TurnSeen)
     posts: list[dict[str, str]] = field(default_factory=lambda: list[dict[str, str]]())
     cost_usd: float | None = None
@@ -57,7 +57,7 @@ class EvalOptions:
     scripted: bool = False  # play each scenario's `script:` with the built-in scripted model
 
 
-Progress = Callable[[int, int, Scenario, ScenarioResult | None], None]
+EvalProgress = Callable[[int, int, Scenario, ScenarioResult | None], None]
 
 
 def _quiet(_i: int, _n: int, _s: Scenario, _r: ScenarioResult | None) -> None:
@@ -80,7 +80,7 @@ class Normalizer:
 
 
 class EvalRunner:
-    def __init__(self, settings: Settings, options: EvalOptions, progress: Progress = _quiet) -> None:
+    def __init__(self, settings: Settings, options: EvalOptions, progress: EvalProgress = _quiet) -> None:
         self.settings, self.options, self.progress = settings, options, progress
         self.model_server: ScriptedModelServer | None = None
         self.template: Path | None = None  # a migrated empty database, copied for each scenario
@@ -179,7 +179,7 @@ class EvalRunner:
         for i, call in enumerate(seen.tools):
             seen.tools[i] = type(call)(call.tool, norm.value(call.arguments), call.status, norm.text(call.result))
         posts = [{"target": p.target, "phase": p.phase, "text": norm.text(p.text)} for p in log.posts]
-        status: Status = "pass" if all(c.passed for c in checks) else "fail"
+        status: ScenarioStatus = "pass" if all(c.passed for c in checks) else "fail"
         return ScenarioResult(scenario.key, scenario.description, agent, status, checks, seen, posts,
                               turn_cost(seen, self.price))
 

@@ -91,8 +91,9 @@ class ScriptedModelServer:
             await self._runner.cleanup()
 
     async def _completions(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        conv, messages = self.current, body.get("messages") or []
+        body: dict[str, Any] = await request.json()
+        messages: list[dict[str, Any]] = body.get("messages") or []
+        conv = self.current
         if conv is None or not _belongs(messages, conv.message):
             error = {"message": "scripted model: no script for this conversation", "type": "invalid_request_error",
                      "code": None, "param": None}
@@ -110,7 +111,7 @@ class ScriptedModelServer:
         if message.get("tool_calls"):
             delta["tool_calls"] = [{"index": n, **c} for n, c in enumerate(message["tool_calls"])]
         base = {"id": done["id"], "object": "chat.completion.chunk", "created": 0, "model": done["model"]}
-        chunks = [
+        chunks: list[dict[str, Any]] = [
             {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
             {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": done["choices"][0]["finish_reason"]}]},
             {**base, "choices": [], "usage": USAGE},

@@ -85,19 +85,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class StderrHandler(logging.StreamHandler[IO[str]]):
     """Writes to whatever sys.stderr is at the time of the record (test runners swap it)."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
-    def stream(self) -> IO[str]:
-        return sys.stderr
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr  # under the handler's lock (`handle`)
+        super().emit(record)
 
-    @stream.setter
-    def stream(self, _: IO[str]) -> None:
-        return None
+    def flush(self) -> None:
+        self.stream = sys.stderr
+        super().flush()
 
 
 # Start-up lines that say nothing to a yokebot user: (logger prefix, words of the message). discord.py warns of

@@ -441,7 +441,7 @@ def exporter(endpoint: str, protocol: str) -> SpanExporter:
         except ImportError:
             raise ConfigError("OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs the gRPC exporter: pip install "
                               "opentelemetry-exporter-otlp-proto-grpc (or use http/protobuf).") from None
-        return GrpcExporter(endpoint=endpoint)
+        return GrpcExporter(endpoint=endpoint)  # pyright: ignore[reportUnknownVariableType]  (an optional package)
     if protocol not in ("http/protobuf", ""):
         raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf or grpc.")
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

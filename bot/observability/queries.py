@@ -20,7 +20,7 @@ AT = AttachmentRow.__table__
 
 # --- sessions --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SessionSummary:
+class SessionOverview:
     id: str
     platform: str
     channel: str
@@ -50,15 +50,15 @@ def _summary_query() -> Any:
     )
 
 
-def _summary(row: Any) -> SessionSummary:
-    return SessionSummary(row.id, row.platform, row.channel, row.thread, row.agent, int(row.turns),
+def _summary(row: Any) -> SessionOverview:
+    return SessionOverview(row.id, row.platform, row.channel, row.thread, row.agent, int(row.turns),
                           as_utc(row.created_at), as_utc(row.updated_at), int(row.p), int(row.c))
 
 
 async def list_sessions(
     engine: AsyncEngine, *, platform: str | None = None, channel: str | None = None, agent: str | None = None,
     since: datetime | None = None, limit: int = 20,
-) -> list[SessionSummary]:
+) -> list[SessionOverview]:
     """Most recently active first. `channel` matches the channel id or name as stored."""
     query = _summary_query()
     if platform:
@@ -74,7 +74,7 @@ async def list_sessions(
         return [_summary(r) for r in (await conn.execute(query)).all()]
 
 
-async def find_session(engine: AsyncEngine, ref: str) -> SessionSummary:
+async def find_session(engine: AsyncEngine, ref: str) -> SessionOverview:
     """By id, or by a unique prefix of it (what fits in a terminal column is enough)."""
     ref = ref.strip()
     query = _summary_query().where(or_(S.c.id == ref, S.c.id.startswith(ref, autoescape=True))).limit(3)
@@ -164,7 +164,7 @@ class TurnTrace:
 
 @dataclass
 class SessionTrace:
-    session: SessionSummary
+    session: SessionOverview
     turns: list[TurnTrace]
 
 
@@ -174,8 +174,10 @@ def _tool_step(r: Any) -> ToolStep:
 
 
 def _model_step(r: Any) -> tuple[ModelStep, list[str]]:
-    message = (r.response or {}).get("message") or {}
-    call_ids = [c.get("id", "") for c in message.get("tool_calls") or []]
+    response: dict[str, Any] = r.response or {}
+    message: dict[str, Any] = response.get("message") or {}
+    calls: list[dict[str, Any]] = message.get("tool_calls") or []
+    call_ids = [str(c.get("id", "")) for c in calls]
     step = ModelStep(r.model, r.attempt, r.prompt_tokens, r.completion_tokens, float(r.latency_ms),
                      r.finish_reason, r.error, message.get("content") or "", purpose=r.purpose)
     return step, call_ids
@@ -202,7 +204,7 @@ def _pick(turns: list[Any], number: int | None) -> list[tuple[int, Any]]:
     return [numbered[index]]
 
 
-async def reset_session(engine: AsyncEngine, session_ref: str) -> SessionSummary:
+async def reset_session(engine: AsyncEngine, session_ref: str) -> SessionOverview:
     """`yokebot sessions reset`: the thread's later turns carry nothing from before (the audit trail stays)."""
     from bot.store.repositories import SqlStore
 

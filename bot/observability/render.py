@@ -14,7 +14,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from bot.observability.prune import PruneResult
-from bot.observability.queries import MemoryStep, ModelStep, SessionSummary, SessionTrace, ToolStep, TurnTrace
+from bot.observability.queries import MemoryStep, ModelStep, SessionOverview, SessionTrace, ToolStep, TurnTrace
 from bot.observability.usage import UsageReport, UsageRow
 from bot.redact import printable
 
@@ -48,7 +48,7 @@ def where(channel: str, thread: str) -> str:
 
 
 # --- sessions ------------------------------------------------------------------------------------------
-def sessions_table(items: list[SessionSummary]) -> Table:
+def sessions_table(items: list[SessionOverview]) -> Table:
     table = Table("session", "platform", "channel / thread", "agent", "turns", "last activity", "tokens",
                   title=f"{len(items)} session(s), most recent first", title_justify="left")
     for s in items:
@@ -59,7 +59,7 @@ def sessions_table(items: list[SessionSummary]) -> Table:
     return table
 
 
-def sessions_json(items: list[SessionSummary]) -> str:
+def sessions_json(items: list[SessionOverview]) -> str:
     return json.dumps([{**asdict(s), "tokens": s.tokens} for s in items], default=_json_default, indent=2)
 
 

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 LOG_REF = "log"  # posted_ref when no chat platform for the target runs in this process
 
 
-class RunCounter(Protocol):
+class ScheduleRunCounter(Protocol):
     """`Metrics.schedule_run` (bot/observability/metrics.py): status ok | error | skipped | missed."""
 
     def schedule_run(self, schedule: str, status: str) -> None: ...
@@ -34,7 +34,7 @@ def runner_id() -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class RunOutcome:
+class ScheduleRunOutcome:
     run_id: int
     status: str  # ok | failed
     text: str  # what was posted: the report, or the failure notice
@@ -59,7 +59,7 @@ class ScheduleRunner:
         *,
         grace_seconds: float,
         runner: str | None = None,
-        metrics: RunCounter | None = None,
+        metrics: ScheduleRunCounter | None = None,
     ) -> None:
         self.store, self.service, self.sessions, self.notifier = store, service, sessions, notifier
         self.grace_seconds = grace_seconds
@@ -74,7 +74,7 @@ class ScheduleRunner:
         await self.store.record_missed(schedule, planned_at, reason, self.runner)
         self.count(schedule.name, "missed")
 
-    async def fire(self, name: str, planned_at: datetime) -> RunOutcome | None:
+    async def fire(self, name: str, planned_at: datetime) -> ScheduleRunOutcome | None:
         """Called by the scheduler at (or after) a planned time."""
         schedule = await self.store.get(name)
         if schedule is None or not schedule.active:
@@ -96,7 +96,7 @@ class ScheduleRunner:
             return None
         return await self.run(schedule, planned_at, kind="scheduled")
 
-    async def run(self, schedule: Schedule, planned_at: datetime, kind: str) -> RunOutcome | None:
+    async def run(self, schedule: Schedule, planned_at: datetime, kind: str) -> ScheduleRunOutcome | None:
         run_id = await self.store.claim(schedule, planned_at, kind, self.runner)
         if run_id is None:
             log.info(
@@ -114,7 +114,7 @@ class ScheduleRunner:
         self.count(schedule.name, "ok" if outcome.status == "ok" else "error")
         return outcome
 
-    async def _claimed(self, run_id: int, schedule: Schedule, planned_at: datetime, kind: str) -> RunOutcome:
+    async def _claimed(self, run_id: int, schedule: Schedule, planned_at: datetime, kind: str) -> ScheduleRunOutcome:
         log.info("running schedule %s (%s, planned %s)", schedule.name, kind, planned_at.isoformat())
         thread = "rolling" if schedule.session == "rolling" else as_utc(planned_at).isoformat()
         session_id: str | None = None
@@ -149,20 +149,20 @@ class ScheduleRunner:
 
     async def _succeeded(
         self, run_id: int, schedule: Schedule, session_id: str | None, text: str
-    ) -> RunOutcome:
+    ) -> ScheduleRunOutcome:
         try:
             ref = await self.post(schedule, text)
         except Exception as exc:
             error = f"posting to {schedule.post_to} failed: {exc}"
             log.error("schedule %s: %s", schedule.name, error)
             await self.store.finish(run_id, "failed", session_id=session_id, error=error)
-            return RunOutcome(run_id, "failed", text, session_id, None, error)
+            return ScheduleRunOutcome(run_id, "failed", text, session_id, None, error)
         await self.store.finish(run_id, "ok", session_id=session_id, posted_ref=ref)
-        return RunOutcome(run_id, "ok", text, session_id, ref)
+        return ScheduleRunOutcome(run_id, "ok", text, session_id, ref)
 
     async def _failed(
         self, run_id: int, schedule: Schedule, session_id: str | None, error: str
-    ) -> RunOutcome:
+    ) -> ScheduleRunOutcome:
         log.warning("schedule %s failed: %s", schedule.name, error)
         notice = failure_notice(schedule, error)
         ref: str | None = None
@@ -176,7 +176,7 @@ class ScheduleRunner:
                 exc,
             )
         await self.store.finish(run_id, "failed", session_id=session_id, posted_ref=ref, error=error)
-        return RunOutcome(run_id, "failed", notice, session_id, ref, error)
+        return ScheduleRunOutcome(run_id, "failed", notice, session_id, ref, error)
 
     async def post(self, schedule: Schedule, text: str) -> str:
         target = schedule.post_to

@@ -20,7 +20,7 @@ _FIELDS = [f.name for f in fields(Schedule)]
 
 
 @dataclass(frozen=True, slots=True)
-class RunRecord:
+class ScheduleRunRecord:
     id: int
     schedule: str
     agent: str
@@ -55,8 +55,8 @@ def _maybe_utc(value: datetime | None) -> datetime | None:
     return as_utc(value) if value is not None else None
 
 
-def _run(row: Any) -> RunRecord:
-    return RunRecord(
+def _run(row: Any) -> ScheduleRunRecord:
+    return ScheduleRunRecord(
         id=row.id,
         schedule=row.schedule,
         agent=row.agent,
@@ -249,13 +249,13 @@ class ScheduleStore:
             ).scalar()
         return as_utc(value) if value is not None else None
 
-    async def last_runs(self) -> dict[str, RunRecord]:
+    async def last_runs(self) -> dict[str, ScheduleRunRecord]:
         latest = select(RUNS.c.schedule, func.max(RUNS.c.id).label("id")).group_by(RUNS.c.schedule).subquery()
         async with self.engine.connect() as conn:
             rows = (await conn.execute(select(RUNS).join(latest, RUNS.c.id == latest.c.id))).all()
         return {r.schedule: _run(r) for r in rows}
 
-    async def history(self, name: str, limit: int = 20) -> list[RunRecord]:
+    async def history(self, name: str, limit: int = 20) -> list[ScheduleRunRecord]:
         async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(

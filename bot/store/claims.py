@@ -17,7 +17,7 @@ R = TypeVar("R")
 InsertNew = Callable[[Sequence[tuple[Key, Any]]], Awaitable[dict[Key, R]]]
 
 
-class GroupedClaims(Generic[R]):
+class BatchedInsert(Generic[R]):
     """`claim(key, payload)` returns what `insert_new` returned for the key when it was new, else None."""
 
     def __init__(self, insert_new: InsertNew[R]) -> None:

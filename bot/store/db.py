@@ -6,7 +6,7 @@ import asyncio
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,7 +94,7 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
 
 
 @asynccontextmanager
-async def migration_lock(conn: AsyncConnection) -> AsyncIterator[None]:
+async def migration_lock(conn: AsyncConnection) -> AsyncGenerator[None, None]:
     """On PostgreSQL, one process migrates at a time: two instances starting together on an empty database
     would otherwise both create the tables, and the loser exit. SQLite needs none: the migration's own write
     transaction serialises, and `yokebot run` owns the file (bot/store/filelock.py)."""

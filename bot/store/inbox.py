@@ -20,9 +20,10 @@ from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from bot.engine.context import Trigger
 from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
 from bot.engine.messages import TurnOutcome
-from bot.store.claims import GroupedClaims, Key
+from bot.store.claims import BatchedInsert, Key
 from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
 from bot.store.owner import instance_id
 from bot.store.repositories import SqlStore
@@ -38,7 +39,8 @@ _RENEW = (update(INBOX).where(INBOX.c.lease_owner == bindparam("b_owner"), INBOX
 
 def _item(row: Any) -> InboxItem:
     return InboxItem(id=row.id, platform=row.platform, event_key=row.event_key, channel=row.channel,
-                     thread=row.thread, text=row.text, trigger=row.trigger, user=row.user, reply=dict(row.reply or {}),
+                     thread=row.thread, text=row.text, trigger=cast(Trigger, row.trigger), user=row.user,
+                     reply=dict(row.reply or {}),
                      state=row.state, attempts=row.attempts, agent=row.agent, turn_id=row.turn_id,
                      effects=tuple(row.effects or ()), live=_live(row))
 
@@ -57,7 +59,7 @@ class SqlInbox:
         self.store = store
         self.owner = owner or instance_id()  # the app passes the store's: one id per process (leases, turns)
         self.lease = timedelta(seconds=lease_seconds)
-        self._claims: GroupedClaims[InboxItem] = GroupedClaims(self._insert_new)
+        self._claims: BatchedInsert[InboxItem] = BatchedInsert(self._insert_new)
         self._effects: dict[int, list[str]] = {}
         self._turns: dict[int, str] = {}  # inbox id -> the turn now running it
         self._heartbeat: asyncio.Task[None] | None = None
@@ -74,7 +76,7 @@ class SqlInbox:
         now = utcnow()
         rows = [_new_row(cast(NewEvent, e), self.owner, now + self.lease, now) for _, e in events]
         insert = (sqlite_insert if self.dialect == "sqlite" else pg_insert)(INBOX).on_conflict_do_nothing()
-        inserted = await self.store._rows(insert.returning(*INBOX.c), rows, write=True)
+        inserted = await self.store.rows(insert.returning(*INBOX.c), rows, write=True)
         return {(r.platform, r.event_key): _item(r) for r in inserted}
 
     # --- a turn's life -------------------------------------------------------------------------------------
@@ -91,7 +93,7 @@ class SqlInbox:
         if tool in effects:
             return
         effects.append(tool)
-        await self.store._execute(_START, {"b_id": item.id, "effects": list(effects), "state": "running",
+        await self.store.execute(_START, {"b_id": item.id, "effects": list(effects), "state": "running",
                                            "turn_id": self._turns.get(item.id, item.turn_id), "updated_at": utcnow()})
 
     async def live_message(self, item: InboxItem, kind: LiveKind, ref: str) -> None:
@@ -109,7 +111,7 @@ class SqlInbox:
 
     # --- leases ------------------------------------------------------------------------------------------
     async def renew(self) -> None:
-        await self.store._execute(_RENEW, {"b_owner": self.owner, "b_until": utcnow() + self.lease})
+        await self.store.execute(_RENEW, {"b_owner": self.owner, "b_until": utcnow() + self.lease})
 
     def start_heartbeat(self) -> None:
         if self._heartbeat is None:
@@ -144,7 +146,7 @@ class SqlInbox:
         pick = pick.order_by(INBOX.c.id).limit(limit).with_for_update(skip_locked=True)
         stmt = (update(INBOX).where(INBOX.c.id.in_(pick.scalar_subquery()))
                 .values(lease_owner=self.owner, lease_until=now + self.lease, updated_at=now).returning(*INBOX.c))
-        rows = await self.store._rows(stmt, {}, write=True)
+        rows = await self.store.rows(stmt, {}, write=True)
         return sorted((_item(r) for r in rows), key=lambda i: i.id)
 
     # --- interrupted turns -------------------------------------------------------------------------------
@@ -154,15 +156,15 @@ class SqlInbox:
         messages leave the session history (a rerun answers the same message; llm_calls and
         tool_invocations keep what the interrupted attempt did)."""
         now = utcnow()
-        await self.store._execute(update(T).where(T.c.id == turn_id, T.c.status == "running")
+        await self.store.execute(update(T).where(T.c.id == turn_id, T.c.status == "running")
                                   .values(interrupted_row(note, now)), {})
         if forget_history:
-            await self.store._execute(delete(M).where(M.c.turn_id == turn_id), {})
+            await self.store.execute(delete(M).where(M.c.turn_id == turn_id), {})
 
     async def interrupt_running_turns(self, note: str) -> int:
         """Every turn still `running` ends stopped by `interrupted`: for a process alone on its (SQLite) database at
         start-up, where nothing can still be running (`yokebot ask` and schedules included)."""
-        rows = await self.store._rows(update(T).where(T.c.status == "running")
+        rows = await self.store.rows(update(T).where(T.c.status == "running")
                                       .values(interrupted_row(note, utcnow()))
                                       .returning(T.c.id), {}, write=True)
         return len(rows)

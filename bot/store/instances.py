@@ -31,8 +31,8 @@ INST, T, INBOX = (cast(Table, r.__table__) for r in (InstanceRow, TurnRow, Inbox
 GONE_NOTE = "the yokebot process running this turn stopped before it finished (killed or crashed)"
 FORGET_AFTER = 10  # leases: an instance row this long expired is deleted (its turns were swept long before)
 
-_ALIVE = pg_insert(INST)
-_ALIVE = _ALIVE.on_conflict_do_update(index_elements=[INST.c.id], set_={"alive_until": _ALIVE.excluded.alive_until})
+_UPSERT = pg_insert(INST)
+_ALIVE = _UPSERT.on_conflict_do_update(index_elements=[INST.c.id], set_={"alive_until": _UPSERT.excluded.alive_until})
 
 
 class InstanceLease:
@@ -56,13 +56,13 @@ class InstanceLease:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         try:
-            await self.store._execute(delete(INST).where(INST.c.id == self.owner), {})
+            await self.store.execute(delete(INST).where(INST.c.id == self.owner), {})
         except Exception as exc:  # the row expires on its own; only the sweep's cleanup is later
             log.info("could not remove this instance's row (%s)", type(exc).__name__)
 
     async def renew(self) -> None:
         now = utcnow()  # an upsert: a row removed while this process was cut off comes back
-        await self.store._execute(_ALIVE, {"id": self.owner, "alive_until": now + self.lease, "started_at": now})
+        await self.store.execute(_ALIVE, {"id": self.owner, "alive_until": now + self.lease, "started_at": now})
 
     async def sweep(self, note: str = GONE_NOTE) -> int:
         """End every `running` turn whose process is gone; the number ended."""
@@ -72,8 +72,8 @@ class InstanceLease:
         stmt = (update(T).where(T.c.status == "running", T.c.owner.is_not(None), T.c.owner != self.owner,
                                 T.c.owner.not_in(alive), ~in_inbox)
                 .values(interrupted_row(note, now)).returning(T.c.id))
-        ended = len(await self.store._rows(stmt, {}, write=True))
-        await self.store._execute(delete(INST).where(INST.c.alive_until < now - FORGET_AFTER * self.lease), {})
+        ended = len(await self.store.rows(stmt, {}, write=True))
+        await self.store.execute(delete(INST).where(INST.c.alive_until < now - FORGET_AFTER * self.lease), {})
         if ended:
             log.warning("%d turn(s) were left running by a yokebot process that is gone; they end as interrupted",
                         ended)

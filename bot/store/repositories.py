@@ -21,10 +21,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
+from bot.engine.context import Trigger
 from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome, Usage
 from bot.engine.ports import MemoryItem, SessionRecord
 from bot.engine.window import HistoryTurn, Thread
-from bot.store.claims import GroupedClaims
+from bot.store.claims import BatchedInsert
 from bot.store.models import (
     Base,
     LLMCallRow,
@@ -38,7 +39,7 @@ from bot.store.models import (
     utcnow,
 )
 from bot.store.owner import instance_id
-from bot.store.writer import Fold, WriteBehind
+from bot.store.writer import FoldedUpdate, WriteBehind
 
 Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
 
@@ -60,13 +61,8 @@ _INSERT_LLM_CALL, _INSERT_TOOL_CALL = insert(L), insert(TI)
 _SESSION_BY_ID = select(S).where(S.c.id == bindparam("b_id"))
 _TOUCH_SESSION = update(S).where(S.c.id == bindparam("b_id"))
 _FINISH_TURN = update(T).where(T.c.id == bindparam("b_id"))
-# History in one round trip: the id of the user message that opens the oldest kept turn, else everything.
-_OLDEST_KEPT = (select(M.c.id).where(M.c.session_id == bindparam("b_session"), M.c.role == "user")
-                .order_by(M.c.id.desc()).offset(bindparam("b_skip")).limit(1).scalar_subquery())
-_HISTORY = (select(M)
-            .where(M.c.session_id == bindparam("b_session"), M.c.id >= func.coalesce(_OLDEST_KEPT, 0))
-            .order_by(M.c.id))
-# A thread = the latest summary (or reset) and the turns after the message it reaches.
+# A thread in two round trips: the latest summary (or reset), then the turns after the message it reaches
+# (from the id of the user message that opens the oldest kept turn).
 _LATEST_SUMMARY = (select(SUM.c.kind, SUM.c.content, SUM.c.through_message_id)
                    .where(SUM.c.session_id == bindparam("b_session")).order_by(SUM.c.id.desc()).limit(1))
 _OLDEST_KEPT_AFTER = (select(M.c.id).where(M.c.session_id == bindparam("b_session"), M.c.role == "user",
@@ -78,9 +74,9 @@ _THREAD = (select(M).where(M.c.session_id == bindparam("b_session"), M.c.id > bi
 _LAST_MESSAGE_OF_TURN = (select(func.max(M.c.id)).where(M.c.session_id == bindparam("b_session"),
                                                          M.c.turn_id == bindparam("b_through")).scalar_subquery())
 _LAST_MESSAGE = select(func.max(M.c.id)).where(M.c.session_id == bindparam("b_session")).scalar_subquery()
-_SUMMARY_VALUES = dict(session_id=bindparam("b_session"), turn_id=bindparam("b_turn"), kind=bindparam("b_kind"),
-                       content=bindparam("b_content"), folded_turns=bindparam("b_folded"),
-                       created_at=bindparam("b_created"))
+_SUMMARY_VALUES: dict[str, Any] = {
+    "session_id": bindparam("b_session"), "turn_id": bindparam("b_turn"), "kind": bindparam("b_kind"),
+    "content": bindparam("b_content"), "folded_turns": bindparam("b_folded"), "created_at": bindparam("b_created")}
 _INSERT_SUMMARY = insert(SUM).values(**_SUMMARY_VALUES, through_message_id=func.coalesce(_LAST_MESSAGE_OF_TURN, 0))
 _INSERT_RESET = insert(SUM).values(**_SUMMARY_VALUES, through_message_id=func.coalesce(_LAST_MESSAGE, 0))
 _RECALL_ALL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"), MEM.c.channel.is_(None))
@@ -184,7 +180,8 @@ def _session(row: Any) -> SessionRecord:
 
 
 def _message(row: Any) -> Message:
-    calls = tuple(ToolCall.from_dict(c) for c in (row.tool_calls or []))
+    stored: list[dict[str, Any]] = row.tool_calls or []
+    calls = tuple(ToolCall.from_dict(c) for c in stored)
     return Message(role=row.role, content=row.content or "", tool_calls=calls, tool_call_id=row.tool_call_id,
                    name=row.name)
 
@@ -199,16 +196,16 @@ class SqlStore:
         # in the batch that starts it is one INSERT (nothing in a batch reads a turn row)
         self.writes = WriteBehind(engine, outage_seconds=outage_seconds,
                                   reorderable=(_INSERT_TURN, _INSERT_MESSAGE, _INSERT_LLM_CALL, _INSERT_TOOL_CALL),
-                                  folds=(Fold(_FINISH_TURN, "b_id", _INSERT_TURN, "id"),))
+                                  folds=(FoldedUpdate(_FINISH_TURN, "b_id", _INSERT_TURN, "id"),))
         self._recent = RecentSessions()
         self._touches = Touches()
         # PostgreSQL: a statement that stands alone runs in autocommit (one round trip, where BEGIN, the
         # statement and COMMIT or ROLLBACK were three; a single statement is atomic either way)
         self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else None)
-        self._claims: GroupedClaims[bool] = GroupedClaims(self._insert_new_events)
+        self._claims: BatchedInsert[bool] = BatchedInsert(self._insert_new_events)
 
-    async def _rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
+    async def rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
         """Run one statement that returns rows (`write`: it changes something, and commits)."""
         if self.writes.threaded:  # SQLite: one hop to the writer's thread instead of several through aiosqlite
             return await self.writes.call(lambda conn: list(conn.execute(statement, params).all()), write=write)
@@ -218,7 +215,8 @@ class SqlStore:
         async with self.engine.begin() if write else self.engine.connect() as conn:
             return list((await conn.execute(statement, params)).all())
 
-    async def _execute(self, statement: Executable, params: dict[str, Any]) -> None:
+    async def execute(self, statement: Executable, params: dict[str, Any]) -> None:
+        """Run one statement that returns nothing, and commit it (not through the write-behind queue)."""
         if self.writes.threaded:
             await self.writes.call(lambda conn: conn.execute(statement, params), write=True)
             return
@@ -241,37 +239,31 @@ class SqlStore:
             return cached
         record = SessionRecord(new_id(), platform, channel, thread, agent, created=True)
         try:
-            await self._execute(_INSERT_SESSION, {
+            await self.execute(_INSERT_SESSION, {
                 "id": record.id, "platform": platform, "channel": channel, "thread": thread,
                 "agent": agent, "created_at": utcnow(), "updated_at": utcnow(),
             })
         except IntegrityError:  # the thread has its session already (or another turn just made it)
             key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
-            record = _session((await self._rows(_SESSION_BY_KEY, key))[0])
+            record = _session((await self.rows(_SESSION_BY_KEY, key))[0])
         self._recent.put((platform, channel, thread), replace(record, created=False))
         if record.created:
             self._touches.due(record.id)  # made just now: its updated_at is current
         return record
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        rows = await self._rows(_SESSION_BY_ID, {"b_id": session_id})
+        rows = await self.rows(_SESSION_BY_ID, {"b_id": session_id})
         return _session(rows[0]) if rows else None
 
     # --- history --------------------------------------------------------------------------------------------
-    async def history(self, session_id: str, max_turns: int) -> list[Message]:
-        """The last `max_turns` turns, read from the (session_id, id) index: cost does not grow with the table."""
-        if max_turns <= 0:
-            return []
-        rows = await self._rows(_HISTORY, {"b_session": session_id, "b_skip": max_turns - 1})
-        return [_message(r) for r in rows]
-
     async def load_thread(self, session_id: str, max_turns: int) -> Thread:
-        """The latest summary and at most `max_turns` turns after it, each with its turn id."""
-        found = await self._rows(_LATEST_SUMMARY, {"b_session": session_id})
+        """The latest summary and at most `max_turns` turns after it, each with its turn id, read from the
+        (session_id, id) index: cost does not grow with the table."""
+        found = await self.rows(_LATEST_SUMMARY, {"b_session": session_id})
         summary, after = (found[0].content or None, int(found[0].through_message_id)) if found else (None, 0)
         if max_turns <= 0:
             return Thread(summary, [])
-        rows = await self._rows(_THREAD, {"b_session": session_id, "b_after": after, "b_skip": max_turns - 1})
+        rows = await self.rows(_THREAD, {"b_session": session_id, "b_after": after, "b_skip": max_turns - 1})
         turns: list[HistoryTurn] = []
         for turn_id, group in groupby(rows, key=lambda r: r.turn_id):
             turns.append(HistoryTurn(turn_id, tuple(_message(r) for r in group)))
@@ -303,7 +295,7 @@ class SqlStore:
         }, turn_id)
 
     # --- turns ----------------------------------------------------------------------------------------------
-    async def start_turn(self, session_id: str, turn_id: str, trigger: str, user: str | None, text: str) -> None:
+    async def start_turn(self, session_id: str, turn_id: str, trigger: Trigger, user: str | None, text: str) -> None:
         now = utcnow()
         self.writes.put(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
                                        "user": _short(user, 255), "text": _text(text), "started_at": now,
@@ -352,7 +344,7 @@ class SqlStore:
         query, params = _RECALL_ALL, {"b_agent": agent, "b_limit": limit}
         if channel is not None:
             query, params = _RECALL_CHANNEL, {**params, "b_channel": channel}
-        rows = await self._rows(query, params)
+        rows = await self.rows(query, params)
         return [MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at) for r in reversed(rows)]
 
     async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None) -> int:
@@ -377,5 +369,5 @@ class SqlStore:
     async def _insert_new_events(self, keys: Sequence[tuple[tuple[str, str], Any]]) -> dict[tuple[str, str], bool]:
         now = utcnow()
         rows = [{"platform": p, "event_id": e, "received_at": now} for (p, e), _ in keys]
-        inserted = await self._rows(_claim_insert(self.engine.dialect.name), rows, write=True)
+        inserted = await self.rows(_claim_insert(self.engine.dialect.name), rows, write=True)
         return {(r.platform, r.event_id): True for r in inserted}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -90,7 +90,7 @@ class PgSessionLock:
             log.warning("could not release the lock of a thread (%s)", type(exc).__name__)
 
     @asynccontextmanager
-    async def hold(self, thread: str) -> AsyncIterator[None]:
+    async def hold(self, thread: str) -> AsyncGenerator[None, None]:
         key, wait = lock_key(thread), self.poll
         while not await self._statement(_TRY, key):  # another instance runs a turn in this thread
             await asyncio.sleep(wait)

@@ -41,7 +41,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class Fold:
+class FoldedUpdate:
     """An UPDATE of one row by its key (`update`, its key parameter `param`) that is folded into the INSERT of
     the same row (`insert`, its key column `column`) when both are in one batch: a turn that finished within
     the writer's linger is one INSERT with its final values, not an INSERT and an UPDATE. Only for rows that
@@ -83,12 +83,12 @@ class WriteBehind:
     def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, backoff: float = 0.1,
                  max_backoff: float = 2.0, max_rows: int = 100_000, linger: float = 0.025,
                  batch_rows: int = 500, reorderable: Sequence[Executable] = (),
-                 folds: Sequence[Fold] = ()) -> None:
+                 folds: Sequence[FoldedUpdate] = ()) -> None:
         self.engine = engine
         self.linger, self.batch_rows = linger, batch_rows
         # statement -> rank: within a run of these, rows go out grouped by rank (each keeps its own order)
         self._rank: dict[Executable, int] = {stmt: n for n, stmt in enumerate(reorderable)}
-        self._folds: dict[Executable, Fold] = {fold.update: fold for fold in folds}
+        self._folds: dict[Executable, FoldedUpdate] = {fold.update: fold for fold in folds}
         self._sync = _sqlite_writer(engine)
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
         self.outage_seconds = outage_seconds
@@ -273,7 +273,7 @@ def _first_line(exc: BaseException) -> str:
     return cut(first, 300)[0]  # redacted before it is cut: this text is stored and logged
 
 
-def _folded(batch: list[Write], folds: dict[Executable, Fold]) -> list[Write]:
+def _folded(batch: list[Write], folds: dict[Executable, FoldedUpdate]) -> list[Write]:
     """The batch with each foldable UPDATE merged into its row's INSERT earlier in the batch (if there is one)."""
     if not folds:
         return batch

@@ -3,10 +3,12 @@ fresh tool objects where a tool keeps state across runs (notify's recent alerts)
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.engine.tooling import Tool
 
 
-def builtin_tools() -> dict[str, Tool]:
+def builtin_tools() -> dict[str, Tool[Any]]:
     from bot.tools.attachments import read_attachment
     from bot.tools.current_time import current_time
     from bot.tools.grep_log import grep_log
@@ -18,7 +20,6 @@ def builtin_tools() -> dict[str, Tool]:
     from bot.tools.shell import shell
     from bot.tools.tail_log import tail_log
 
-    tools = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget,
-             prometheus_query, prometheus_alerts, http_check,
-             read_attachment]
+    tools: list[Tool[Any]] = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget,
+                              prometheus_query, prometheus_alerts, http_check, read_attachment]
     return {t.name: t for t in tools}

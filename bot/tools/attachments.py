@@ -3,6 +3,8 @@ or the lines matching an RE2 pattern). Scoped to the turn: `RunContext.files`, n
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from bot.engine.attachments import READ_TOOL
@@ -17,7 +19,7 @@ from bot.tools.patterns import compile_pattern
     "expression). Only files attached to this message can be read.",
 )
 async def read_attachment(
-    ctx: ToolContext,
+    ctx: ToolContext[Any],
     name: str,
     offset: int = Field(default=1, ge=1),
     count: int = Field(default=200, ge=1, le=2000),

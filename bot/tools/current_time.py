@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.engine.tooling import ToolContext, require, tool
+from bot.engine.toolsettings import ToolSettings
 
 
 @tool(
@@ -11,7 +12,7 @@ from bot.engine.tooling import ToolContext, require, tool
     "Get the current date and time. Use it when the answer depends on the exact time now (ages of log "
     "lines, 'how long ago', deadlines) or on the time in another timezone.",
 )
-async def current_time(ctx: ToolContext, timezone: str | None = None) -> str:
+async def current_time(ctx: ToolContext[ToolSettings], timezone: str | None = None) -> str:
     name = timezone or ctx.timezone
     try:
         tz = ZoneInfo(name)

@@ -150,12 +150,14 @@ def pinned_resolver(host: str, addresses: list[str]) -> AbstractResolver:
     """A resolver that answers only for the checked host, with the checked addresses."""
     from aiohttp.abc import AbstractResolver, ResolveResult  # imported when a check runs, not at start-up
 
+    checked = host
+
     class PinnedResolver(AbstractResolver):
-        async def resolve(self, name: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+        async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
                           ) -> list[ResolveResult]:
-            if name != host:
-                raise OSError(f"{name} was not checked")
-            return [ResolveResult(hostname=name, host=a, port=port, proto=0, flags=socket.AI_NUMERICHOST,
+            if host != checked:
+                raise OSError(f"{host} was not checked")
+            return [ResolveResult(hostname=host, host=a, port=port, proto=0, flags=socket.AI_NUMERICHOST,
                                   family=socket.AF_INET6 if ":" in a else socket.AF_INET) for a in addresses]
 
         async def close(self) -> None:

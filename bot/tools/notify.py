@@ -134,7 +134,7 @@ def clean_message(message: str, limit: int) -> str:
     return text  # broadcast pings are defused by the adapters, in the final platform text
 
 
-def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | None = None) -> Tool:
+def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | None = None) -> Tool[NotifySettings]:
     alerts = recent or RecentAlerts()
     limits = budget or AlertBudget()
     lock = asyncio.Lock()

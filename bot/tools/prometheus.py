@@ -136,7 +136,7 @@ def _series_lines(result: list[dict[str, Any]], kind: str, cap: int) -> list[str
     for series in result:
         metric = cast(dict[str, str], series.get("metric") or {})
         if kind == "matrix":
-            values = [_num(v[1]) for v in series.get("values") or []]
+            values = [_num(v[1]) for v in cast(list[list[Any]], series.get("values") or [])]
             real = [v for v in values if not math.isnan(v)]
             last = values[-1] if values else math.nan
             stats = (f"last {fmt(last)}  min {fmt(min(real))}  max {fmt(max(real))}  "
@@ -156,7 +156,7 @@ def _series_lines(result: list[dict[str, Any]], kind: str, cap: int) -> list[str
 def summarise(data: dict[str, Any], what: str, cap: int) -> str:
     payload = cast(dict[str, Any], data.get("data") or {})
     kind, result = payload.get("resultType"), payload.get("result")
-    warnings = [f"Prometheus warned: {w}" for w in data.get("warnings") or []]
+    warnings = [f"Prometheus warned: {w}" for w in cast(list[str], data.get("warnings") or [])]
     if kind in ("scalar", "string"):
         value = cast(list[Any], result or [None, None])[1]
         return "\n".join([f"{what}: {kind} {value}", *warnings])
@@ -186,7 +186,7 @@ SEVERITY = {"critical": 0, "page": 0, "error": 1, "warning": 2, "info": 3}
 
 
 def summarise_alerts(data: dict[str, Any], url: str, include_pending: bool, cap: int, now: datetime) -> str:
-    alerts = cast(list[dict[str, Any]], (data.get("data") or {}).get("alerts") or [])
+    alerts = cast(list[dict[str, Any]], cast(dict[str, Any], data.get("data") or {}).get("alerts") or [])
     firing = [a for a in alerts if a.get("state") == "firing"]
     pending = [a for a in alerts if a.get("state") == "pending"]
     shown = firing + (pending if include_pending else [])

@@ -106,20 +106,20 @@ def _turn(i: int, result: str) -> HistoryTurn:
 
 
 def test_fit_shortens_earlier_tool_results_first_and_keeps_the_current_turn_whole():
-    from bot.engine.window import Budget
+    from bot.engine.window import TokenWindow
 
     counter, spec = TokenCounter("m"), ContextSpec(tool_result_chars=1000)
     earlier = [_turn(i, f"head{i} " + "y" * 9000 + f" tail{i}") for i in range(3)]
     c = ToolCall("cur", "dump", "{}")
     current = [Message.user("q now"), Message.assistant("", (c,)), Message.tool("cur", "dump", "z" * 9000)]
-    fitted = fit(Message.system("sys"), earlier, current, 0, Budget(8000, 1000), counter, spec)
+    fitted = fit(Message.system("sys"), earlier, current, 0, TokenWindow(8000, 1000), counter, spec)
     tools = [m for m in fitted.messages if m.role == "tool"]
     assert len(tools) == 4 and fitted.dropped_turns == 0 and fitted.counted <= 7000
     assert all(t.content.startswith(f"head{i}") and t.content.endswith(f"tail{i}") for i, t in enumerate(tools[:3]))
     assert all("characters cut from the middle of this tool result" in t.content for t in tools[:3])
     assert tools[-1].content == "z" * 9000  # the current turn's result is whole
     # still too big: the oldest turns go, whole (a tool call never without its result)
-    fitted = fit(Message.system("sys"), earlier, current, 0, Budget(4500, 500), counter, spec)
+    fitted = fit(Message.system("sys"), earlier, current, 0, TokenWindow(4500, 500), counter, spec)
     assert fitted.dropped_turns >= 1 and fitted.messages[1].role == "user"
     assert [m.role for m in fitted.messages[-3:]] == ["user", "assistant", "tool"]
 

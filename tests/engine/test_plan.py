@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,8 @@ from bot.engine.plan import parse_plan
 from bot.engine.service import TurnRequest
 from bot.observability.queries import trace
 from tests.conftest import make_settings, rows
-from tests.fakes.openai_server import FakeOpenAI, call
+from tests.engine.test_context import dump, is_compaction
+from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.helpers import registry, write_agent
 
 PLANNER = """
@@ -65,7 +67,8 @@ async def test_plan_steps_run_through_the_loop_and_the_answer_reports_each(tmp_p
         traced = await trace(app.engine, result.session_id)
         assert traced.turns[0].plan is not None and traced.turns[0].plan["steps"][1]["finding"] == "beta is fine"
         # the thread shows the plan: it is an assistant message of the session
-        history = await app.store.history(result.session_id, 5)
+        thread = await app.store.load_thread(result.session_id, 5)
+        history = [m for t in thread.turns for m in t.messages]
         assert any(m.role == "assistant" and m.content.startswith("Plan:\n1. Echo alpha") for m in history)
     finally:
         await app.close()
@@ -184,5 +187,61 @@ async def test_a_plan_turn_sees_the_threads_summary_not_the_turns_it_folded(tmp_
             system = request["messages"][0]
             assert system["role"] == "system" and "SUMMARY-7731" in system["content"]
             assert not any(m["content"] == "check alpha" for m in request["messages"])  # folded, not resent
+    finally:
+        await app.close()
+
+
+# --- a long thread in plan mode: fitted, compacted, recovered like a ReAct turn ------------------------------
+LONG_PLANNER = """
+description: plans first, on a long thread
+mode: plan
+tools: [dump]
+context_window: {window}
+plan: {{max_steps: 2, step_max_iterations: 3, max_replans: 0}}
+"""
+
+
+def plan_thread_model(body: dict[str, Any]) -> Step:
+    """Each question gets a one-step plan, the step one 10,000-character dump, then its finding."""
+    last = body["messages"][-1]
+    if is_compaction(body):
+        return Step("reply", content="Summary: numbered questions; each dump showed 502s from 10.0.0.7.")
+    if last["role"] == "tool":
+        part = json.loads(next(m for m in reversed(body["messages"]) if m.get("tool_calls"))
+                          ["tool_calls"][0]["function"]["arguments"])["part"]
+        return Step("reply", content=f"part {part} shows 502s")
+    if "Now do step" in last["content"]:
+        step = last["content"].split("Now do step 1 only: Dump part ")[1]
+        return Step("calls", calls=[call("dump", {"part": int(step.split()[0])})])
+    question = body["messages"][-2]["content"]  # the planning call: [..., question, PLAN_PROMPT]
+    return Step("reply", content=f"1. Dump part {question.split()[-1]}")
+
+
+@pytest.mark.parametrize("claimed_window", [6000, 24000])
+async def test_a_plan_turn_on_a_thread_larger_than_the_window_is_compacted_and_answered(
+    tmp_path: Path, fake_llm: FakeOpenAI, claimed_window: int
+):
+    # 6000: the profile says the server's window; 24000: it claims four times more, so the server refuses
+    # the first prompt over its real window and the turn recovers (compacts and asks again)
+    agents = tmp_path / "agents"
+    write_agent(agents, "planner", LONG_PLANNER.format(window=claimed_window))
+    settings = make_settings(f"sqlite+aiosqlite:///{tmp_path / 'plan.db'}", fake_llm, agents, default_agent="planner")
+    app = await build_app(settings, registry={**registry(), "dump": dump})
+    try:
+        fake_llm.handler = plan_thread_model
+        for n in range(1, 4):  # three turns of ~2,600 server tokens each: the thread outgrows a 6,000 window
+            assert (await app.service.handle(ask(f"question {n}"))).error is None
+        fake_llm.enforce_window(6000, "openai")
+        for n in range(4, 7):
+            result = await app.service.handle(ask(f"question {n}"))
+            assert result.error is None and result.stopped_by == "answer", result.answer
+            assert result.answer.splitlines() == ["Plan and findings:", f"1. Dump part {n}: part {n} shows 502s"]
+        # an honest window: every prompt fits before it is sent; a claimed one: refused, then fitted
+        assert (fake_llm.refused == 0 and max(fake_llm.prompt_tokens) <= 6000) == (claimed_window == 6000)
+        await app.store.flush()
+        summaries = await rows(app, "SELECT kind FROM summaries")
+        assert summaries and all(s.kind == "summary" for s in summaries)
+        plan_calls = [b for b in fake_llm.requests if "numbered list" in b["messages"][-1]["content"]]
+        assert "## Earlier in this conversation (summary)" in plan_calls[-1]["messages"][0]["content"]
     finally:
         await app.close()

@@ -175,14 +175,14 @@ async def test_a_database_of_the_first_release_upgrades_to_head_with_every_row_i
 
         store = SqlStore(engine)
         try:  # today's store reads the old history and memories, and writes beside them
-            history = await store.history("s-old", 20)
+            history = [m for t in (await store.load_thread("s-old", 20)).turns for m in t.messages]
             assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
             assert history[1].tool_calls[0].name == "tail_log" and history[2].tool_call_id == "call_1"
             assert [m.content for m in await store.recall("ops", "C-ops", 10)] == ["web3 is flaky on Mondays"]
             assert not await store.claim_event("slack", "Ev01")
             await store.append("s-old", "t-new", Message.user("and now?"))
             await store.flush()
-            assert len(await store.history("s-old", 20)) == 5
+            assert sum(len(t.messages) for t in (await store.load_thread("s-old", 20)).turns) == 5
         finally:
             await store.close()
     finally:

@@ -8,15 +8,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from bot.chat.core.access import Origin
 from bot.engine.attachments import AttachmentSource
+from bot.engine.context import Trigger as Trigger  # one Trigger, the engine's
 from bot.engine.hooks import TurnHooks
 from bot.engine.inbox import LiveKind
 from bot.engine.service import TurnRequest
-
-Trigger = Literal["mention", "dm", "thread", "console", "alert"]  # alert: bot/alerts (docs/alerts.md)
 
 
 class ReplySurface(ABC):

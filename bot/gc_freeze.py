@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 
 
-def settle() -> None:
+def freeze_startup_objects() -> None:
     """Collect what start-up left behind, then freeze the rest (call once, when the process is ready)."""
     gc.collect()
     gc.freeze()

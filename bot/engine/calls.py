@@ -1,0 +1,73 @@
+"""The one path every model call of a turn takes, whoever asks (the ReAct loop, the planner, compaction):
+the prompt is fitted to the model's window (`window.py`), sent through the retrying model with the turn's
+hooks listening, a context-length error compacts the thread and sends again (twice at most), what the
+server counted calibrates our token counter, and the turn's budget is charged (`guards.TurnBudget`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.engine.compaction import Compactor
+from bot.engine.errors import ContextOverflow
+from bot.engine.guards import TurnBudget
+from bot.engine.messages import Message, ModelResponse
+from bot.engine.retrying import OnAttempt, RetryingModel
+from bot.engine.window import FittedPrompt, ThreadWindow
+from bot.engine.wire import CallPurpose, ModelRequest, OnDelta
+
+OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
+
+
+@dataclass(frozen=True, slots=True)
+class CallSettings:
+    """What every call of one turn shares: the model, its sampling, where attempts and text go."""
+
+    model: str
+    temperature: float | None
+    report: OnAttempt  # each attempt, to the turn's hooks
+    delta: OnDelta | None = None  # the reply's text as it streams (turn and final calls only)
+    summary_words: int = 400
+
+
+class ModelCalls:
+    """One turn's model calls. `system` (the system prompt with memory) is built once per turn; `window`
+    holds the thread as the turn sees it (its summary moves on when the thread is compacted)."""
+
+    def __init__(self, model: RetryingModel, settings: CallSettings, system: Message, window: ThreadWindow,
+                 budget: TurnBudget) -> None:
+        self.model, self.settings, self.system, self.window = model, settings, system, window
+        self.budget = budget  # what the calls are charged to, unless a caller names its own
+        self._compactor = Compactor(self._summary_call, settings.model, window.counter, settings.summary_words)
+
+    async def complete(self, messages: Sequence[Message], schemas: tuple[dict[str, Any], ...] = (),
+                       purpose: CallPurpose = "turn", *, budget: TurnBudget | None = None,
+                       stream: bool = True) -> ModelResponse:
+        """One call on `messages` after the thread (and the system prompt), fitted to the window."""
+        window, compact = self.window, self._compactor
+        fitted: FittedPrompt = await window.prepare(self.system, messages, schemas, compact)
+        for attempt in range(OVERFLOW_RETRIES + 1):
+            request = ModelRequest(self.settings.model, fitted.messages, schemas, self.settings.temperature, purpose)
+            try:
+                response = await self._send(request, budget or self.budget, stream)
+            except ContextOverflow as err:
+                if attempt == OVERFLOW_RETRIES:
+                    raise
+                await window.recover(self.system, fitted, err.window, err.prompt_tokens, compact)
+                fitted = await window.prepare(self.system, messages, schemas, compact)
+                continue
+            window.observe(fitted, response.usage.prompt_tokens)
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _summary_call(self, request: ModelRequest) -> ModelResponse:
+        """Compaction's call: its prompt is sized by the compactor itself, and it is not charged to the turn
+        (`turns` tokens and the budgets count the turn's own calls; `llm_calls` has every call)."""
+        return await self._send(request, None, stream=False)
+
+    async def _send(self, request: ModelRequest, budget: TurnBudget | None, stream: bool) -> ModelResponse:
+        response = await self.model.complete(request, self.settings.report, self.settings.delta if stream else None)
+        if budget is not None:
+            budget.charge(self.settings.model, response.usage)
+        return response

@@ -135,22 +135,27 @@ def ask(
             req = TurnRequest(platform="cli", channel="ask", thread=uuid.uuid4().hex, text=text, agent=name,
                               trigger="cli", user="cli", session_id=session,
                               attachments=tuple(LocalFile(p) for p in files or ()))
-            return await bot.service.handle(req)
+            result = await bot.service.handle(req)
+            show_result(result, as_json)  # before closing: a close flushes traces (up to 5 s if a collector is down)
+            return result
         finally:
             await bot.close()
 
     result = run_async(main)
-    if as_json:
-        print(result.to_json())
-    else:
-        print_answer(result.answer)
-        err.print(f"[dim]session {result.session_id} · {result.iterations} model call(s) · "
-                  f"{len(result.tool_calls)} tool call(s)[/dim]")
     for name in dict.fromkeys(approver.refused):
         err.print(f"[yellow]{name} needs a human's approval, so it was not run; run the command again with "
                   "--approve to approve it yourself, or use `yokebot chat`.[/yellow]")
     if result.error:
         raise typer.Exit(3)
+
+
+def show_result(result: Any, as_json: bool) -> None:
+    if as_json:
+        print(result.to_json(), flush=True)
+    else:
+        print_answer(result.answer)
+        err.print(f"[dim]session {result.session_id} · {result.iterations} model call(s) · "
+                  f"{len(result.tool_calls)} tool call(s)[/dim]")
 
 
 def print_answer(answer: str) -> None:

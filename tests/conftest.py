@@ -2,6 +2,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+
+# pytest-xdist's workers start with COLUMNS=80 in the environment. Rich fixes a console's width from COLUMNS when
+# the console is made, so the CLI's module-level consoles would keep 80 for every test of that worker, whatever
+# width a test asks for with CliRunner(env={"COLUMNS": ...}). Without it, a console reads the width when it prints.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path

@@ -36,7 +36,8 @@ def ops_with_notify(tmp_path: Path) -> Path:
 
 def test_log_text_that_looks_like_markup_is_shown_as_written(tmp_path: Path, fake_llm: FakeOpenAI):
     logs = ops_with_notify(tmp_path)
-    fake_llm.calls(call("grep_log", {"path": str(logs / "error.log"), "pattern": "[/api/v1]"}))
+    # the pattern first: the preview is cut to the width, and a worker's tmp path is long
+    fake_llm.calls(call("grep_log", {"pattern": "[/api/v1]", "path": str(logs / "error.log")}))
     fake_llm.calls(call("read_file", {"path": str(logs / "error.log")}))
     fake_llm.reply("Saw [error] and [/api/v1] GET failed.")
     out = yokebot("chat", env=base_env(tmp_path, fake_llm), stdin="check the log\n")

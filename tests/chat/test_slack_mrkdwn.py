@@ -113,6 +113,7 @@ def test_the_manifest_asks_for_the_events_and_scopes_the_adapter_uses():
         "chat:write",
         "reactions:write",
         "files:write",
+        "files:read",  # attached files (docs/attachments.md)
         "im:history",
         "channels:history",
         "groups:history",

@@ -23,7 +23,7 @@ def raw_controls(text: str) -> list[str]:
 
 
 def test_trace_shows_plan_steps_without_their_control_characters():
-    from bot.observability.queries import SessionSummary, SessionTrace, TurnTrace
+    from bot.observability.queries import SessionOverview, SessionTrace, TurnTrace
     from bot.observability.render import trace_json, turn_tree
 
     plan = {"steps": [{"number": 1, "text": HOSTILE, "status": "done", "iterations": 1, "finding": HOSTILE}],
@@ -37,7 +37,7 @@ def test_trace_shows_plan_steps_without_their_control_characters():
     assert raw_controls(out) == [] and "\x1b[2J" not in out
 
     now = datetime.now(UTC)
-    session = SessionSummary("s1", "cli", "ask", "t", "ops", 1, now, now, 1, 1)
+    session = SessionOverview("s1", "cli", "ask", "t", "ops", 1, now, now, 1, 1)
     text = trace_json(SessionTrace(session, [turn]))
     assert raw_controls(text) == []
     assert json.loads(text)["turns"][0]["plan"]["steps"][0]["text"] == HOSTILE  # the data is kept, escaped

@@ -102,7 +102,9 @@ def mount_approvals(client: discord.Client, desk: ApprovalDesk) -> None:
 
 async def answer_click(desk: ApprovalDesk, interaction: discord.Interaction, approval_id: int, approve: bool) -> None:
     user = interaction.user
-    answer = await desk.click("discord", approval_id, str(user.id), roles(user), approve)
+    message = interaction.message
+    clicked = f"{interaction.channel_id}/{message.id if message is not None else ''}"
+    answer = await desk.click("discord", approval_id, str(user.id), roles(user), approve, clicked)
     try:
         if answer.private is not None:
             await answer_privately(interaction, answer.private)

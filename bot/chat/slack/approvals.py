@@ -112,8 +112,11 @@ async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, groups
         log.warning("Slack approval click with a bad value %r", action.get("value"))
         return
     approve = action.get("action_id") == desk_api.ACTION_APPROVE
-    answer = await desk.click("slack", approval_id, user, await groups.of(user), approve)
-    channel = str((body.get("channel") or {}).get("id") or "")
+    container = body.get("container") or {}
+    channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+    message_ts = str(container.get("message_ts") or (body.get("message") or {}).get("ts") or "")
+    answer = await desk.click("slack", approval_id, user, await groups.of(user), approve,
+                              f"{channel}:{message_ts}")
     try:
         if answer.private is not None:
             thread = (body.get("message") or {}).get("thread_ts")

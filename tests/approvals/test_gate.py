@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.app import App
+from bot.chat.core.approvals import ApproverKind
 from bot.engine.service import TurnRequest
 from bot.store.approvals import Approval
 from tests.approvals.harness import approval_rows
@@ -80,6 +81,9 @@ class Recorded:
 
     async def say(self, approval: Approval, text: str) -> None:
         self.said.append(text)
+
+    def kind(self, approver: str) -> ApproverKind:
+        return "either"
 
 
 async def test_a_click_after_a_crash_finds_no_live_heartbeat_and_records_not_run(bot: App):

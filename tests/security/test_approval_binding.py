@@ -4,12 +4,13 @@ nothing and the clicker gets one sentence. Through real Bolt and real discord.py
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from bot.chat.core.approvals import ACTION_APPROVE, NOT_THIS_MESSAGE
-from tests.approvals.harness import BOSS, approval_rows, fast, gated_agent, slack_request
+from bot.chat.core.approvals import ACTION_APPROVE, NOT_THIS_MESSAGE, NOT_YOURS
+from tests.approvals.harness import BOSS, approval_rows, blocks_of, fast, gated_agent, slack_request
 from tests.approvals.test_discord import gated, request_message, start, stop, texts
 from tests.approvals.test_slack import ASK_TS, click
 from tests.chat.slack_harness import OPS, answered, mention, start_bot
@@ -73,3 +74,25 @@ async def test_discord_a_click_on_another_message_naming_this_request_decides_no
         assert RESTARTS["nginx"] == 1
     finally:
         await stop(app, adapter)
+
+
+async def test_slack_a_user_id_equal_to_an_approver_group_id_is_not_an_approver(
+    fake_slack: FakeSlack, script: FakeOpenAI, sqlite_url: str, agents_dir: Path
+):
+    gated_agent(agents_dir)  # approvers: U_BOSS and the user group S_ONCALL
+    bot = await start_bot(fake_slack, script, sqlite_url, agents_dir)
+    fast(bot.app)
+    try:
+        await bot.deliver(mention("restart nginx please", ASK_TS))
+        channel, ts, approval_id = await slack_request(fake_slack)
+        await click(bot, "S_ONCALL", ACTION_APPROVE, approval_id, ts, channel=channel)
+        (private,) = await eventually(lambda: fake_slack.calls_to("chat.postEphemeral"), what="the private answer")
+        assert private.params["text"] == NOT_YOURS
+        (row,) = await approval_rows(bot.app)
+        assert row.status == "pending" and RESTARTS["nginx"] == 0
+        await click(bot, BOSS, ACTION_APPROVE, approval_id, ts, channel=channel)
+        await answered(fake_slack, ASK_TS)
+    finally:
+        await bot.stop()
+    shown = json.dumps([blocks_of(c) for c in fake_slack.calls_to("chat.update")])
+    assert "Approved by <@U_BOSS>" in shown and "<!subteam^S_ONCALL>" not in shown

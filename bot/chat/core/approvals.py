@@ -36,6 +36,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 ACTION_APPROVE, ACTION_DENY = "yokebot_approve", "yokebot_deny"  # button ids; the value is the row id
+ApproverKind = Literal["user", "group", "either"]
 
 
 class ApprovalButtons(Protocol):
@@ -52,6 +53,11 @@ class ApprovalButtons(Protocol):
 
     async def say(self, approval: Approval, text: str) -> None:
         """Post a sentence in the request's thread."""
+        ...
+
+    def kind(self, approver: str) -> ApproverKind:
+        """What an approver entry can name on this platform (Slack: `U…`/`W…` a user, `S…` a user group;
+        Discord: a snowflake, user or role): a user matches only user entries, a group only group entries."""
         ...
 
 
@@ -243,7 +249,7 @@ class ApprovalDesk:
             log.warning("approval %s: a click by %s on message %r, which did not ask for it (it is %r)",
                         approval_id, user, message_ref, approval.message_ref)
             return ClickAnswer(private=NOT_THIS_MESSAGE)
-        if not may_approve(approval.approvers, approval.self_approve, approval.requested_by, user, groups):
+        if not self._may_decide(approval, user, groups):
             log.info("approval %s: %s may not decide it", approval_id, user)
             return ClickAnswer(private=NOT_YOURS)
         if approval.status != "pending":
@@ -263,6 +269,21 @@ class ApprovalDesk:
         elif self._gone(decided, now):
             await self._orphaned(decided)
         return ClickAnswer(approval=decided)
+
+    def _may_decide(self, approval: Approval, user: str, groups: frozenset[str]) -> bool:
+        """User IDs and group IDs kept apart: a user whose ID equals a group entry is not that group."""
+        buttons = self.buttons.get(approval.platform)
+        if buttons is None:
+            return False
+        kinds = {a: ("user" if a == REQUESTER else buttons.kind(a)) for a in approval.approvers}
+        users = tuple(a for a, k in kinds.items() if k != "group")
+        group_entries = {a for a, k in kinds.items() if k != "user"}
+        if buttons.kind(user) == "group":
+            return False  # not a user at all (a Slack `S…` ID): it decides nothing
+        if may_approve(users, approval.self_approve, approval.requested_by, user, frozenset()):
+            return True
+        may_self = user != approval.requested_by or approval.self_approve
+        return may_self and bool(groups & group_entries)
 
     async def _posted(self, approval: Approval) -> Approval:
         """The row once the request's message ref is on it (at most `ref_wait_seconds`: Discord wants an answer

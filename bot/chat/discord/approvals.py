@@ -75,6 +75,10 @@ class DiscordApprovalButtons:
     async def say(self, approval: Approval, text: str) -> None:
         await send(self._dest(approval), text)
 
+    def kind(self, approver: str) -> desk_api.ApproverKind:
+        """A snowflake names one user or one role (never both): an entry is matched as either."""
+        return "either"
+
 
 def parse_custom_id(custom_id: str) -> tuple[bool, int] | None:
     """(approve?, row id) for our buttons; None for anything else."""

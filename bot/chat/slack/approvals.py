@@ -54,7 +54,7 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
     approvers = desk_api.approver_names(a, {x: mention(x) for x in a.approvers})
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f":raised_hand: *Approval needed:* {who} asked "
-                                                               f"me to run `{a.tool}`:"}},
+                                                               f"me to run `{defuse_broadcasts(a.tool, 'slack')}`:"}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _code(a.arguments)}},
     ]
     if decided:
@@ -76,7 +76,7 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
 def fallback(a: Approval) -> str:
     if a.status == "pending":
         return defuse_broadcasts(f"Approval needed to run {a.tool} {a.arguments}", "slack")
-    return f"{a.tool}: {desk_api.status_line(a).replace('{by}', a.decided_by or '?')}"
+    return defuse_broadcasts(f"{a.tool}: {desk_api.status_line(a).replace('{by}', a.decided_by or '?')}", "slack")
 
 
 class SlackApprovalButtons:

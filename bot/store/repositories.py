@@ -5,6 +5,7 @@ committed in order and in batches off the turn's critical path; `finish_turn` wa
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections import OrderedDict
@@ -14,7 +15,8 @@ from functools import cache
 from itertools import groupby
 from typing import Any, cast, overload
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import DateTime, String, Table, Text, bindparam, delete, exists, func, insert, select, update
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -204,6 +206,7 @@ class SqlStore:
         self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else None)
         self._claims: BatchedInsert[bool] = BatchedInsert(self._insert_new_events)
+        self._memory_locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
 
     async def rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
         """Run one statement that returns rows (`write`: it changes something, and commits)."""
@@ -347,13 +350,30 @@ class SqlStore:
         rows = await self.rows(query, params)
         return [MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at) for r in reversed(rows)]
 
-    async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None) -> int:
+    async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None,
+                       max_items: int | None = None) -> int | None:
+        """The new fact's id; None: not stored, because the same fact is already there or the channel already
+        holds `max_items`. Both checks and the INSERT are one statement (INSERT ... SELECT ... WHERE NOT EXISTS
+        AND count < max), under a per-(agent, channel) lock in this process and, on PostgreSQL, a transaction
+        advisory lock on the same key across instances (SQLite runs one writer at a time): parallel `remember`
+        calls can neither overfill a channel nor store one fact twice."""
         t = MEM
-        async with self.engine.begin() as conn:
-            result = await conn.execute(insert(t).values(agent=agent, channel=channel, content=content,
-                                                         session_id=session_id, created_at=utcnow())
-                                        .returning(t.c.id))
-            return int(result.scalar_one())
+        same = [t.c.agent == agent, t.c.channel.is_(None) if channel is None else t.c.channel == channel]
+        source = select(bindparam("m_agent", agent, String), bindparam("m_channel", channel, String),
+                        bindparam("m_content", content, Text), bindparam("m_session", session_id, String),
+                        bindparam("m_at", utcnow(), DateTime(timezone=True)))
+        source = source.where(~exists().where(*same, t.c.content == content))
+        if max_items is not None:
+            source = source.where(select(func.count()).select_from(t).where(*same).scalar_subquery() < max_items)
+        stmt = insert(t).from_select(["agent", "channel", "content", "session_id", "created_at"], source)
+        key = f"memories:{agent}:{channel}"
+        lock = self._memory_locks.setdefault(key, asyncio.Lock())
+        async with lock, self.engine.begin() as conn:
+            if self.engine.dialect.name == "postgresql":
+                await conn.execute(sql_text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": key})
+            result = await conn.execute(stmt.returning(t.c.id))
+            new_id = result.scalar_one_or_none()
+        return int(new_id) if new_id is not None else None
 
     async def forget(self, agent: str, memory_id: int) -> bool:
         t = MEM

@@ -51,7 +51,16 @@ async def remember(ctx: ToolContext[MemorySettings], fact: str) -> str:
         len(items) < settings.max_items,
         f"memory for this channel is full ({settings.max_items} facts); forget an outdated one first",
     )
-    new_id = await memory.remember(ctx.agent, ctx.scope.channel, text, ctx.session_id)
+    # the checks above answer the common case in words; the store repeats both atomically with the INSERT, so
+    # parallel calls (several `remember`s in one model reply, or on two instances) cannot get past them
+    new_id = await memory.remember(ctx.agent, ctx.scope.channel, text, ctx.session_id, settings.max_items)
+    if new_id is None:
+        items = await channel_items(ctx, memory, settings.max_items * 4)
+        same = next((i for i in items if i.content == text), None)
+        if same is not None:
+            return f"Already remembered as [{same.id}]."
+        require(False, f"memory for this channel is full ({settings.max_items} facts); forget an outdated one "
+                       "first")
     return f"Remembered as [{new_id}]."
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.app import App
+from bot.chat.core.approvals import ApproverKind
 from bot.engine.service import TurnRequest
 from bot.store.approvals import Approval
 from tests.approvals.harness import approval_rows
@@ -81,6 +82,9 @@ class Recorded:
     async def say(self, approval: Approval, text: str) -> None:
         self.said.append(text)
 
+    def kind(self, approver: str) -> ApproverKind:
+        return "either"
+
 
 async def test_a_click_after_a_crash_finds_no_live_heartbeat_and_records_not_run(bot: App):
     """A process killed outright never clears its heartbeat; an old one means the same as none."""
@@ -98,11 +102,12 @@ async def test_a_click_after_a_crash_finds_no_live_heartbeat_and_records_not_run
     approval_id = await store.create(NewApproval(
         session.id, "turn1", "tester", "call1", "restart_service", '{"service": "nginx"}', "U_ALICE",
         ["U_BOSS"], False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5)), now=long_ago)
-    answer = await bot.approvals.click("slack", approval_id, "U_BOSS", frozenset(), True)
+    await store.set_message(approval_id, "C1:2.0")
+    answer = await bot.approvals.click("slack", approval_id, "U_BOSS", frozenset(), True, "C1:2.0")
     assert answer.approval is not None and answer.approval.status == "approved"
     row = await store.get(approval_id)
     assert row is not None and (row.status, row.decided_by, row.outcome) == ("approved", "U_BOSS", "not_run")
     assert len(buttons.said) == 1 and "no longer running" in buttons.said[0]
     # the same click on the other platform's buttons is not accepted
-    other = await bot.approvals.click("discord", approval_id, "U_BOSS", frozenset(), False)
+    other = await bot.approvals.click("discord", approval_id, "U_BOSS", frozenset(), False, "C1/2")
     assert other.private == "This approval request is unknown here."

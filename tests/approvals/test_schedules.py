@@ -43,7 +43,7 @@ async def test_a_scheduled_run_asks_in_its_channel_and_waits_for_the_decision(
         assert not request.params.get("thread_ts")  # top level in the schedule's channel
         assert RESTARTS["nginx"] == 0 and not run.done()
 
-        await click(bot, BOSS, ACTION_APPROVE, approval_id, ts, thread="")
+        await click(bot, BOSS, ACTION_APPROVE, approval_id, ts, thread="", channel=channel)
         outcome = await asyncio.wait_for(run, 10)
         assert outcome is not None and outcome.status == "ok"
         assert RESTARTS["nginx"] == 1

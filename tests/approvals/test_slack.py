@@ -20,8 +20,9 @@ from tests.helpers import RESTARTS, eventually, tool_messages
 ASK_TS = "1700000100.000100"
 
 
-async def click(bot: SlackBot, user: str, action: str, approval_id: str, ts: str, thread: str = ASK_TS) -> None:
-    payload = block_actions(user, action, approval_id, OPS, ts, thread)
+async def click(bot: SlackBot, user: str, action: str, approval_id: str, ts: str, thread: str = ASK_TS,
+                channel: str = OPS) -> None:
+    payload = block_actions(user, action, approval_id, channel, ts, thread)
     if bot.mode == "socket":
         bot.fake.push_interactive(payload)
         return

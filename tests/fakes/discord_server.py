@@ -279,7 +279,8 @@ class FakeDiscord:
         iid = self.new_id()
         data: dict[str, Any] = {
             "id": str(iid), "application_id": str(APP_ID), "type": 3, "token": f"token-{iid}", "version": 1,
-            "guild_id": str(GUILD_ID), "channel_id": str(message.channel), "attachment_size_limit": 8_388_608,
+            "guild_id": str(GUILD_ID), "channel_id": str(message.channel),
+            "channel": {"id": str(message.channel)}, "attachment_size_limit": 8_388_608,
             "data": {"custom_id": custom_id, "component_type": 2},
             "member": {"user": USERS[author], "roles": ROLES.get(author, []), "joined_at": TS, "deaf": False,
                        "mute": False, "flags": 0, "permissions": "0"},

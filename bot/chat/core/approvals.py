@@ -36,6 +36,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 ACTION_APPROVE, ACTION_DENY = "yokebot_approve", "yokebot_deny"  # button ids; the value is the row id
+ApproverKind = Literal["user", "group", "either"]
 
 
 class ApprovalButtons(Protocol):
@@ -54,6 +55,11 @@ class ApprovalButtons(Protocol):
         """Post a sentence in the request's thread."""
         ...
 
+    def kind(self, approver: str) -> ApproverKind:
+        """What an approver entry can name on this platform (Slack: `U…`/`W…` a user, `S…` a user group;
+        Discord: a snowflake, user or role): a user matches only user entries, a group only group entries."""
+        ...
+
 
 class InlineApprover(Protocol):
     """A terminal: asks its user right there (`yokebot chat`), or decides by a flag (`yokebot ask`)."""
@@ -68,6 +74,7 @@ class Timing:
     poll_seconds: float = 1.0  # how often a waiting turn reads its row (a click on another instance)
     heartbeat_seconds: float = 5.0  # how often it says it is still waiting
     stale_seconds: float = 30.0  # a heartbeat older than this: the turn is gone
+    ref_wait_seconds: float = 1.5  # a click on a request whose message ref is not stored yet waits this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +87,7 @@ class ClickAnswer:
 
 
 NOT_YOURS = "You may not approve this request; it needs one of its approvers."
+NOT_THIS_MESSAGE = "These buttons do not belong to that approval request, so nothing was decided."
 
 
 def describe(approval: Approval) -> str:
@@ -228,12 +236,20 @@ class ApprovalDesk:
 
     # --- a click -----------------------------------------------------------------------------------------
     async def click(self, platform: str, approval_id: int, user: str, groups: frozenset[str],
-                    approve: bool) -> ClickAnswer:
-        """A click on Approve / Deny by `user` (in `groups`: Slack user groups, Discord roles) on `platform`."""
+                    approve: bool, message_ref: str) -> ClickAnswer:
+        """A click on Approve / Deny by `user` (in `groups`: Slack user groups, Discord roles) on `platform`, on
+        the message `message_ref` (the platform's form of the reference `ask` returned). The button's value is
+        only a claim: the click counts only on the very message that asked for this request."""
         approval = await self.store.get(approval_id)
         if approval is None or approval.platform != platform:
             return ClickAnswer(private="This approval request is unknown here.")
-        if not may_approve(approval.approvers, approval.self_approve, approval.requested_by, user, groups):
+        if approval.message_ref is None:  # a click can arrive before `ask` has returned the message's ref
+            approval = await self._posted(approval)
+        if approval.message_ref is None or approval.message_ref != message_ref:
+            log.warning("approval %s: a click by %s on message %r, which did not ask for it (it is %r)",
+                        approval_id, user, message_ref, approval.message_ref)
+            return ClickAnswer(private=NOT_THIS_MESSAGE)
+        if not self._may_decide(approval, user, groups):
             log.info("approval %s: %s may not decide it", approval_id, user)
             return ClickAnswer(private=NOT_YOURS)
         if approval.status != "pending":
@@ -253,6 +269,30 @@ class ApprovalDesk:
         elif self._gone(decided, now):
             await self._orphaned(decided)
         return ClickAnswer(approval=decided)
+
+    def _may_decide(self, approval: Approval, user: str, groups: frozenset[str]) -> bool:
+        """User IDs and group IDs kept apart: a user whose ID equals a group entry is not that group."""
+        buttons = self.buttons.get(approval.platform)
+        if buttons is None:
+            return False
+        kinds = {a: ("user" if a == REQUESTER else buttons.kind(a)) for a in approval.approvers}
+        users = tuple(a for a, k in kinds.items() if k != "group")
+        group_entries = {a for a, k in kinds.items() if k != "user"}
+        if buttons.kind(user) == "group":
+            return False  # not a user at all (a Slack `S…` ID): it decides nothing
+        if may_approve(users, approval.self_approve, approval.requested_by, user, frozenset()):
+            return True
+        may_self = user != approval.requested_by or approval.self_approve
+        return may_self and bool(groups & group_entries)
+
+    async def _posted(self, approval: Approval) -> Approval:
+        """The row once the request's message ref is on it (at most `ref_wait_seconds`: Discord wants an answer
+        within 3 s)."""
+        deadline = asyncio.get_running_loop().time() + self.timing.ref_wait_seconds
+        while approval.message_ref is None and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+            approval = await self._get(approval.id)
+        return approval
 
     def _gone(self, approval: Approval, now: datetime) -> bool:
         """Nobody waits for it: the turn was stopped, or its process died (no heartbeat for a while)."""

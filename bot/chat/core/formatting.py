@@ -14,6 +14,11 @@ _SLACK_SPECIAL = re.compile(r"<!([^<>]*)(>?)")
 # Written plainly, @channel / @here / @everyone ping on Discord (and on Slack with link_names).
 _AT_BROADCAST = re.compile(r"(?<![\w.+-])@(channel|here|everyone)\b", re.IGNORECASE)
 _WORD_JOINER = "\u2060"  # invisible: the text reads the same, but no longer names the ping
+# Markdown a Slack stream (`markdown_text`) renders itself: a link or image whose target is a broadcast
+# (`[all hands](!channel)`, `![x](<!everyone>)`, a reference `[1]: !here`). A word joiner after the `]` makes it
+# plain text. The target may follow `(` after spaces, `<` or the `&lt;` the step above leaves.
+_MD_BROADCAST_LINK = re.compile(r"\](?=\(\s*(?:<|&lt;)?\s*!)")
+_MD_BROADCAST_DEF = re.compile(r"^([ \t]*\[[^\]\n]*\]):(?=[ \t]*(?:<|&lt;)?[ \t]*!)", re.MULTILINE)
 
 
 def defuse_broadcasts(text: str, platform: str) -> str:
@@ -22,6 +27,8 @@ def defuse_broadcasts(text: str, platform: str) -> str:
     Slack show `@everyone` with a word joiner after the `@`."""
     if platform == "slack":
         text = _SLACK_SPECIAL.sub(lambda m: f"&lt;!{m.group(1)}{'&gt;' if m.group(2) else ''}", text)
+        text = _MD_BROADCAST_DEF.sub(lambda m: f"{m.group(1)}{_WORD_JOINER}:", text)
+        text = _MD_BROADCAST_LINK.sub(f"]{_WORD_JOINER}", text)
     return _AT_BROADCAST.sub(lambda m: f"@{_WORD_JOINER}{m.group(1)}", text)
 
 

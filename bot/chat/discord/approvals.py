@@ -75,6 +75,10 @@ class DiscordApprovalButtons:
     async def say(self, approval: Approval, text: str) -> None:
         await send(self._dest(approval), text)
 
+    def kind(self, approver: str) -> desk_api.ApproverKind:
+        """A snowflake names one user or one role (never both): an entry is matched as either."""
+        return "either"
+
 
 def parse_custom_id(custom_id: str) -> tuple[bool, int] | None:
     """(approve?, row id) for our buttons; None for anything else."""
@@ -102,7 +106,9 @@ def mount_approvals(client: discord.Client, desk: ApprovalDesk) -> None:
 
 async def answer_click(desk: ApprovalDesk, interaction: discord.Interaction, approval_id: int, approve: bool) -> None:
     user = interaction.user
-    answer = await desk.click("discord", approval_id, str(user.id), roles(user), approve)
+    message = interaction.message
+    clicked = f"{interaction.channel_id}/{message.id if message is not None else ''}"
+    answer = await desk.click("discord", approval_id, str(user.id), roles(user), approve, clicked)
     try:
         if answer.private is not None:
             await answer_privately(interaction, answer.private)

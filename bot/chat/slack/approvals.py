@@ -23,9 +23,21 @@ MAX_CODE_CHARS = 2800  # a section's text is limited to 3000 characters
 
 
 def mention(who: str) -> str:
-    if who.startswith("S"):
+    """An approver entry: a user group is shown as the group, a user as the user, anything else as text."""
+    if kind(who) == "group":
         return f"<!subteam^{who}>"
-    return f"<@{who}>" if who[:1] in ("U", "W") else who
+    return person(who)
+
+
+def person(who: str) -> str:
+    """Who asked or decided: always a person (never a `<!subteam^…>`, whatever the ID looks like)."""
+    return f"<@{who}>" if kind(who) == "user" else defuse_broadcasts(who.replace("<", "&lt;"), "slack")
+
+
+def kind(approver: str) -> desk_api.ApproverKind:
+    if approver[:1] in ("U", "W"):
+        return "user"
+    return "group" if approver[:1] == "S" else "either"
 
 
 def _code(text: str) -> str:
@@ -38,15 +50,15 @@ def _code(text: str) -> str:
 
 
 def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
-    who = mention(a.requested_by) if a.requested_by and a.requested_by[:1] in "UW" else (a.requested_by or "a run")
+    who = person(a.requested_by) if a.requested_by else "a run"
     approvers = desk_api.approver_names(a, {x: mention(x) for x in a.approvers})
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f":raised_hand: *Approval needed:* {who} asked "
-                                                               f"me to run `{a.tool}`:"}},
+                                                               f"me to run `{defuse_broadcasts(a.tool, 'slack')}`:"}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _code(a.arguments)}},
     ]
     if decided:
-        line = desk_api.status_line(a).replace("{by}", mention(a.decided_by or "?"))
+        line = desk_api.status_line(a).replace("{by}", person(a.decided_by or "?"))
         emoji = {"approved": ":white_check_mark:", "denied": ":no_entry:"}.get(a.status, ":hourglass:")
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{emoji} {line}"}]})
         return blocks
@@ -64,7 +76,7 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
 def fallback(a: Approval) -> str:
     if a.status == "pending":
         return defuse_broadcasts(f"Approval needed to run {a.tool} {a.arguments}", "slack")
-    return f"{a.tool}: {desk_api.status_line(a).replace('{by}', a.decided_by or '?')}"
+    return defuse_broadcasts(f"{a.tool}: {desk_api.status_line(a).replace('{by}', a.decided_by or '?')}", "slack")
 
 
 class SlackApprovalButtons:
@@ -87,6 +99,9 @@ class SlackApprovalButtons:
     async def say(self, approval: Approval, text: str) -> None:
         channel = approval.message_ref.rpartition(":")[0] if approval.message_ref else approval.channel
         await self.messages.post(channel, text, approval.thread or None)
+
+    def kind(self, approver: str) -> desk_api.ApproverKind:
+        return kind(approver)
 
 
 def mount_approvals(bolt: AsyncApp, desk: ApprovalDesk, client: AsyncWebClient, groups: UserGroups) -> None:
@@ -112,8 +127,11 @@ async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, groups
         log.warning("Slack approval click with a bad value %r", action.get("value"))
         return
     approve = action.get("action_id") == desk_api.ACTION_APPROVE
-    answer = await desk.click("slack", approval_id, user, await groups.of(user), approve)
-    channel = str((body.get("channel") or {}).get("id") or "")
+    container = body.get("container") or {}
+    channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+    message_ts = str(container.get("message_ts") or (body.get("message") or {}).get("ts") or "")
+    answer = await desk.click("slack", approval_id, user, await groups.of(user), approve,
+                              f"{channel}:{message_ts}")
     try:
         if answer.private is not None:
             thread = (body.get("message") or {}).get("thread_ts")

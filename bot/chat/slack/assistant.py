@@ -15,6 +15,8 @@ from slack_bolt.async_app import AsyncAssistant
 from slack_bolt.context.set_suggested_prompts.async_set_suggested_prompts import AsyncSetSuggestedPrompts
 from slack_sdk.errors import SlackApiError
 
+from bot.chat.slack.live import safe
+
 log = logging.getLogger(__name__)
 
 
@@ -24,7 +26,10 @@ def prompts_from(setting: str) -> list[str]:
 
 
 def build_assistant(prompts: list[str]) -> AsyncAssistant:
+    """The prompts are the operator's setting, but they are posted like any text: defused the same way (a
+    `<!channel>` or `[x](!here)` in them pings nobody)."""
     assistant = AsyncAssistant()
+    prompts = [safe(p) for p in prompts]
 
     # Bolt passes arguments by parameter name: these are plain closures.
     async def thread_started(set_suggested_prompts: AsyncSetSuggestedPrompts) -> None:

@@ -155,20 +155,29 @@ def classify(exc: BaseException, model: str | None = None) -> ModelError:
                                    status=exc.status_code, detail=f"{type(exc).__name__}: {exc}"[:4000])
     message, retryable, code = _judge(exc, model)
     return ModelError(message, retryable=retryable, code=code, status=status if isinstance(status, int) else None,
-                      retry_after=_retry_after(exc), detail=f"{type(exc).__name__}: {exc}"[:4000])
+                      retry_after=_retry_after(exc), detail=_detail(exc))
 
 
-def _refused(exc: BaseException) -> bool:
+def _refused(exc: BaseException) -> OSError | None:
     """A "timeout" that is really a refused connection or an unknown host: the aiohttp transport reports a
     failed connect as `ConnectTimeout`, with the `OSError` (ECONNREFUSED, a DNS error) underneath."""
     seen = exc.__cause__ or exc.__context__
     for _ in range(8):
         if seen is None:
-            return False
+            return None
         if isinstance(seen, OSError) and not isinstance(seen, TimeoutError):
-            return True
+            return seen
         seen = seen.__cause__ or seen.__context__
-    return False
+    return None
+
+
+def _detail(exc: BaseException) -> str:
+    """For the log line and the audit row: a refused connection by its own name, not the transport's timeout."""
+    refused = _refused(exc)
+    if refused is not None:
+        said = type(exc).__name__
+        return f"connection failed: {type(refused).__name__}: {refused} (the transport said {said})"[:4000]
+    return f"{type(exc).__name__}: {exc}"[:4000]
 
 
 def _judge(exc: BaseException, model: str | None) -> tuple[str, bool, str]:
@@ -177,7 +186,7 @@ def _judge(exc: BaseException, model: str | None) -> tuple[str, bool, str]:
     import openai
 
     code = _code(exc)
-    if isinstance(exc, openai.APITimeoutError) and not _refused(exc):
+    if isinstance(exc, openai.APITimeoutError) and _refused(exc) is None:
         return "the model did not answer in time", True, "timeout"
     if isinstance(exc, openai.APIConnectionError):
         return "the model endpoint could not be reached", True, "connection"

@@ -210,8 +210,9 @@ def usage_tables(report: UsageReport) -> list[Table]:
 
 
 def usage_dict(report: UsageReport) -> dict[str, Any]:
-    def row(r: UsageRow) -> dict[str, Any]:  # cost in USD covers the priced tokens only
-        return {**asdict(r), "cost": round(r.cost, 6)}
+    def row(r: UsageRow) -> dict[str, Any]:  # cost in USD covers the priced tokens only; null: nothing was priced
+        unknown = r.unpriced_tokens > 0 and r.unpriced_tokens == r.prompt_tokens + r.completion_tokens
+        return {**asdict(r), "cost": None if unknown else round(r.cost, 6)}
 
     return {"by": report.by, "since": report.since.isoformat() if report.since else None,
             "rows": [row(r) for r in report.rows], "total": row(report.total),

@@ -231,6 +231,8 @@ async def test_an_endpoint_that_refuses_the_connection_is_unreachable_not_slow()
         await model.close()
     assert str(err) == "the model endpoint could not be reached"
     assert err.code == "connection" and err.retryable
+    # the log line and the audit row name the refusal, not the transport's "Request timed out"
+    assert err.detail is not None and err.detail.startswith("connection failed: ") and "timed out" not in err.detail
 
 
 async def test_an_endpoint_that_never_answers_is_a_timeout(fake_llm: FakeOpenAI):

@@ -261,6 +261,7 @@ def unknown_variables(environ: dict[str, str] | None = None, env_file: Path | No
     import difflib
 
     known = {env_name(field) for field in Settings.model_fields} | {"YOKEBOT_TEST_PG_URL", "YOKEBOT_REQUIRE_PG",
+                                                                        "YOKEBOT_REQUIRE_PROMETHEUS",
                                                                         "YOKEBOT_BENCH_PG_URL"}
     seen = list(environ if environ is not None else os.environ)
     if env_file is not None:

@@ -103,7 +103,9 @@ async def test_approve_and_deny_by_button_each_answered_within_3_s(
         fake_discord.click(f"{ACTION_DENY}:{second_id}", post2, ALICE)  # on call, but she asked: may not
         fake_discord.click(f"{ACTION_DENY}:{second_id}", post2, BOB)
         await eventually(lambda: "Not done." in texts(fake_discord, asked), what="the second answer")
-        # discord.py handles each event in a task of its own: the two answers may come in either order
+        # discord.py handles each event in a task of its own: the two answers may come in either order, and
+        # Alice's refusal may come after the turn's answer
+        await eventually(lambda: len(fake_discord.callbacks) >= 3, what="both clicks answered")
         mine, bobs = sorted(fake_discord.callbacks[1:], key=lambda c: c.type)
         assert (mine.type, mine.ephemeral) == (4, True) and mine.data["content"].startswith("You may not approve")
         assert bobs.type == 7 and f"Denied by <@{BOB}>" in bobs.data["content"] and bobs.seconds < 3.0

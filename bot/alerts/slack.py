@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from bot.alerts.threads import Root
-from bot.chat.core.formatting import defuse_broadcasts
 from bot.chat.slack.mrkdwn import to_mrkdwn
 from bot.chat.slack.rest import SlackOutbox
 
@@ -26,8 +25,7 @@ class SlackThreads:
         await self.outbox.poster.post(root.channel, text, root.ref)
 
     async def edit(self, root: Root, text: str) -> None:
-        await self.outbox.web.chat_update(channel=root.channel, ts=root.ref,
-                                          text=defuse_broadcasts(to_mrkdwn(text), "slack"))
+        await self.outbox.poster.messages.update(root.channel, root.ref, to_mrkdwn(text))  # the one gate defuses
 
     def target(self, root: Root) -> tuple[str, dict[str, Any]]:
         return "mention", {"ts": root.ref, "reply_thread": root.ref}

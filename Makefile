@@ -22,7 +22,7 @@ run: $(STAMP)           ## start adapters, scheduler and HTTP server
 	$(BIN)/yokebot run
 
 # Most tests wait on sockets and child processes rather than the CPU: four workers keep two cores busy.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 2
 
 test: $(STAMP)          ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)
 	$(BIN)/pytest -n $(TEST_WORKERS)

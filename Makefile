@@ -21,7 +21,7 @@ chat: $(STAMP)          ## talk to the default agent in the terminal (SQLite in 
 run: $(STAMP)           ## start adapters, scheduler and HTTP server
 	$(BIN)/yokebot run
 
-# Most tests wait on sockets and child processes rather than the CPU: four workers keep two cores busy.
+# One worker per core: four made the timing tests (outage, streaming, kill -9) flaky on two cores under load.
 TEST_WORKERS ?= 2
 
 test: $(STAMP)          ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)

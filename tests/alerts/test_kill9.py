@@ -50,6 +50,9 @@ def test_kill9_mid_investigation_then_restart_investigates_once_in_the_same_thre
         wait_until(lambda: fake_slack.connections >= 1, 30, "the Socket Mode connection", first)
         assert post(port, body) == 200
         wait_until(lambda: roots() and fake_llm.requests, 20, "the root and the investigation at the model", first)
+        # the turn's row goes through the write-behind queue (committed within its 25 ms linger): the kill
+        # comes once it is there, so the cut turn has a row to be marked interrupted
+        wait_until(lambda: _rows(db_url, "SELECT id FROM turns"), 10, "the investigation's turn row", first)
     finally:
         first.kill9()
     ts = roots()[0].result["ts"]

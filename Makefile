@@ -25,10 +25,10 @@ run: $(STAMP)           ## start adapters, scheduler and HTTP server
 TEST_WORKERS ?= 2
 
 test: $(STAMP)          ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)
-	$(BIN)/pytest -n $(TEST_WORKERS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: $(STAMP)     ## everything but the slow tests (real yokebot processes) and PostgreSQL (575 of ~730)
-	$(BIN)/pytest -n $(TEST_WORKERS) -m "not slow and not postgres"
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not postgres"
 
 lint: $(STAMP)
 	$(BIN)/ruff check bot tests $(wildcard bench)

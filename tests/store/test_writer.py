@@ -144,3 +144,35 @@ async def test_a_fast_turn_is_one_transaction(store: SqlStore):
     await store.finish_turn("t1", TurnOutcome("ok", iterations=1, stopped_by="answer"))
     assert len(commits) == 1
     assert await _contents(store, s.id) == [f"m{n}" for n in range(6)]
+
+
+@pytest.mark.postgres
+async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: str):
+    """The connection drops after COMMIT reached PostgreSQL and before its answer came back: the batch is in,
+    but the writer cannot know. Before, the retry inserted the turn row again, the primary key refused it, and
+    the turn failed ("Sorry") although its rows were all stored; now the writer asks first."""
+    from tests.fakes.tcp_proxy import TcpProxy
+
+    direct = create_engine(pg_database)
+    await ensure_schema(direct)
+    await direct.dispose()
+    proxy = TcpProxy("127.0.0.1", 5432).start()
+    host_part, dbname = pg_database.rsplit("/", 1)
+    engine = create_engine(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}")
+    store = SqlStore(engine)
+    store.writes.backoff = 0.01
+    try:
+        session = await store.session_for("t", "c", "th", "a")
+        proxy.cut_after(b"COMMIT;")  # the simple query that ends a transaction
+        await store.start_turn(session.id, "turn-1", "chat", "U1", "hello")
+        await store.append(session.id, "turn-1", Message.user("hello"))
+        await store.flush("turn-1")  # raised WriteFailed before
+        assert proxy.cuts == 1
+        async with engine.connect() as conn:
+            turns = (await conn.execute(text("SELECT count(*) FROM turns"))).scalar()
+            messages = (await conn.execute(text("SELECT count(*) FROM messages"))).scalar()
+        assert (turns, messages) == (1, 1)
+    finally:
+        await store.close()
+        await engine.dispose()
+        proxy.stop()

@@ -1,5 +1,6 @@
 """`yokebot db prune --older-than 30d`: delete sessions with no activity since the cutoff, with their turns,
-messages, model calls and tool calls; and schedule runs, seen-event ids and settled inbox rows older than the cutoff.
+messages, model calls and tool calls; and schedule runs, seen-event ids, settled inbox rows and notify-ledger
+entries (alerts sent) older than the cutoff.
 Long-term memories are kept: they are what the agents learned, not an audit trail."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from bot.store.models import (
     InboxRow,
     LLMCallRow,
     MessageRow,
+    NotifyLedgerRow,
     ProcessedEventRow,
     ScheduleRunRow,
     SessionRow,
@@ -45,6 +47,7 @@ def _targets(cutoff: datetime) -> list[tuple[Any, Any]]:
     """(table, where) in delete order: children before the sessions they belong to."""
     old = select(S.c.id).where(S.c.updated_at < cutoff).scalar_subquery()
     runs, events, inbox = ScheduleRunRow.__table__, ProcessedEventRow.__table__, InboxRow.__table__
+    ledger = NotifyLedgerRow.__table__
     return [
         *[(t, t.c.session_id.in_(old)) for t in CHILDREN],
         (S, S.c.updated_at < cutoff),
@@ -52,6 +55,7 @@ def _targets(cutoff: datetime) -> list[tuple[Any, Any]]:
         (events, events.c.received_at < cutoff),
         # settled inbox rows (their claims); an open one is still owed an answer
         (inbox, (inbox.c.created_at < cutoff) & inbox.c.state.not_in(OPEN_STATES)),
+        (ledger, ledger.c.sent_at < cutoff),  # alerts sent: notify's limits and dedup window look back minutes
     ]
 
 

@@ -40,6 +40,7 @@ from bot.store.approvals import ApprovalStore
 from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.instances import InstanceLease
+from bot.store.notify_ledger import SqlNotifyLedger
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
 from bot.store.session_lock import PgSessionLock
@@ -190,7 +191,8 @@ async def build_app(
     approvals = ApprovalDesk(ApprovalStore(engine))
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
                            notifier=notifier, memory=store, session_lock=session_lock,
-                           planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals)
+                           planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals,
+                           notify_ledger=SqlNotifyLedger(engine))  # notify's limits hold across instances
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
     lease = None
     if engine.dialect.name == "postgresql":  # shared: other instances tell this one's turns from dead ones

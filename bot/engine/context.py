@@ -9,7 +9,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from bot.engine.approval import ApprovalDecision, ApprovalRequest
 from bot.engine.attachments import TurnFiles
-from bot.engine.ports import MemoryStore, Notifier
+from bot.engine.ports import MemoryStore, Notifier, NotifyLedger
 from bot.engine.profiles import AgentProfile
 from bot.engine.toolsettings import ToolSettings
 
@@ -41,6 +41,7 @@ class RunContext:
     memory: MemoryStore | None = None
     approvals: ApprovalGate | None = None  # who is asked before a gated tool runs
     files: TurnFiles | None = None  # the text files attached to this turn's message (read_attachment)
+    notify_ledger: NotifyLedger | None = None  # alerts sent, across instances; None: the notify tool's own
 
     @property
     def agent(self) -> str:

@@ -7,14 +7,16 @@ when the iteration cap, a budget or the loop guard stops it (`guards.py`), with 
 in which the model says what it found.
 
 Several tool calls in one model message run at the same time (the profile's `parallel_tool_calls: false`
-turns that off); a tool that `runs_alone` (notify) waits for the calls before it and runs before those
-after it. The results go back to the model in the order it asked; each call is told to the hooks when it
+turns that off), except that side-effecting calls run one at a time, in the model's order (the executor's
+rule, `ToolExecutor.in_order`); a tool that `runs_alone` (notify) waits for the calls before it and runs
+before those after it. The results go back to the model in the order it asked; each call is told to the hooks when it
 starts and when it finishes, with its own start and finish times."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,18 +166,21 @@ class ReActLoop:
         return groups
 
     async def _run_batch(self, batch: list[ToolCall], t: _Turn) -> list[ToolResult]:
-        """Run the calls of one group at the same time; their results in the group's order. If one fails
-        (a hook raised) or the turn is cancelled, the others are cancelled too."""
+        """Run the calls of one group at the same time (side-effecting ones one after another); their
+        results in the group's order. If one fails (a hook raised) or the turn is cancelled, the others are
+        cancelled too."""
 
-        async def one(call: ToolCall) -> ToolResult:
-            await t.hooks.tool_started(t.run, call)
-            result = await self.executor.execute(call, t.run, t.iterations)
-            await t.hooks.tool_finished(t.run, result)
-            return result
+        async def one(call: ToolCall, slot: AbstractAsyncContextManager[None]) -> ToolResult:
+            async with slot:  # a side-effecting call waits for the side-effecting calls before it
+                await t.hooks.tool_started(t.run, call)
+                result = await self.executor.execute(call, t.run, t.iterations)
+                await t.hooks.tool_finished(t.run, result)
+                return result
 
         if len(batch) <= 1:
-            return [await one(call) for call in batch]
-        tasks = [asyncio.ensure_future(one(call)) for call in batch]
+            return [await one(call, nullcontext()) for call in batch]
+        slots = self.executor.in_order(batch)
+        tasks = [asyncio.ensure_future(one(call, slot)) for call, slot in zip(batch, slots, strict=True)]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:

@@ -19,7 +19,7 @@ from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
 from bot.engine.messages import USER_STOP, TurnOutcome, TurnResult
 from bot.engine.plan import PlanExecutor
-from bot.engine.ports import MemoryStore, Notifier, SessionLock, SessionRecord, SessionStore
+from bot.engine.ports import MemoryStore, Notifier, NotifyLedger, SessionLock, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.window import Thread
 
@@ -122,8 +122,10 @@ class AgentService:
         session_lock: SessionLock | None = None,
         planner: PlanExecutor | None = None,
         approvals: ApprovalGate | None = None,
+        notify_ledger: NotifyLedger | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
+        self.notify_ledger = notify_ledger
         self.approvals = approvals
         self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
         self.notifier, self.memory = notifier, memory
@@ -169,7 +171,8 @@ class AgentService:
             profile = files.profile if files is not None else profile
             scope = Scope(session.platform, session.channel, session.thread, req.user)
             run = RunContext(session.id, req.turn_id or uuid.uuid4().hex, profile, scope, req.trigger,
-                             self.notifier, self.memory, self.approvals, files.prepared.files if files else None)
+                             self.notifier, self.memory, self.approvals, files.prepared.files if files else None,
+                             self.notify_ledger)
             turn_hooks = self.hooks.plus(hooks)
             async with turn_scope(run):
                 return await self._turn(req, session, run, turn_hooks, files.prepared if files else None)

@@ -1,7 +1,8 @@
 """`yokebot db prune --older-than 30d`: delete sessions with no activity since the cutoff, with their turns,
-messages, model calls and tool calls; and schedule runs, seen-event ids, settled inbox rows, processed alert
-webhooks and resolved alert groups older than the cutoff. Long-term memories are kept: they are what the agents
-learned, not an audit trail. A group still firing keeps its thread whatever its age."""
+messages, model calls and tool calls; and schedule runs, seen-event ids, settled inbox rows, notify-ledger
+entries (alerts sent), processed alert webhooks and resolved alert groups older than the cutoff. Long-term
+memories are kept: they are what the agents learned, not an audit trail. A group still firing keeps its thread
+whatever its age."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from bot.store.models import (
     InboxRow,
     LLMCallRow,
     MessageRow,
+    NotifyLedgerRow,
     ProcessedEventRow,
     ScheduleRunRow,
     SessionRow,
@@ -50,6 +52,7 @@ def _targets(cutoff: datetime) -> list[tuple[Any, Any]]:
     old = select(S.c.id).where(S.c.updated_at < cutoff).scalar_subquery()
     runs, events, inbox = ScheduleRunRow.__table__, ProcessedEventRow.__table__, InboxRow.__table__
     hooks, groups = HOOKS, GROUPS
+    ledger = NotifyLedgerRow.__table__
     return [
         *[(t, t.c.session_id.in_(old)) for t in CHILDREN],
         (S, S.c.updated_at < cutoff),
@@ -57,6 +60,7 @@ def _targets(cutoff: datetime) -> list[tuple[Any, Any]]:
         (events, events.c.received_at < cutoff),
         # settled inbox rows (their claims); an open one is still owed an answer
         (inbox, (inbox.c.created_at < cutoff) & inbox.c.state.not_in(OPEN_STATES)),
+        (ledger, ledger.c.sent_at < cutoff),  # alerts sent: notify's limits and dedup window look back minutes
         # webhook bodies once processed; groups once resolved (a later firing of one opens a new thread)
         (hooks, (hooks.c.received_at < cutoff) & (hooks.c.state == "done")),
         (groups, (groups.c.updated_at < cutoff) & (groups.c.state == "resolved")),

@@ -190,6 +190,24 @@ class MemoryRow(Base):
     __table_args__ = (Index("ix_memories_agent_channel", "agent", "channel"),)
 
 
+class NotifyLedgerRow(Base):
+    """An alert notify sent (added in 0012_notify_ledger): target channel, content hash, time. Every instance
+    checks its limits and dedup window here, under a lock on the target (bot/store/notify_ledger.py).
+    `state`: posting -> posted | failed; `ref` is the platform's reference once posted."""
+
+    __tablename__ = "notify_ledger"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    agent: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(255))
+    digest: Mapped[str] = mapped_column(String(64))
+    turn_id: Mapped[str] = mapped_column(String(64), index=True)
+    reply: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="posting")
+    ref: Mapped[str | None] = mapped_column(String(255))
+    sent_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    __table_args__ = (Index("ix_notify_ledger_target_sent_at", "target", "sent_at"),)
+
+
 class ScheduleRunRow(Base):
     __tablename__ = "schedule_runs"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

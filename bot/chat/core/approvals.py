@@ -195,7 +195,7 @@ class ApprovalDesk:
             return
         delay = max(0.0, (approval.expires_at - utcnow()).total_seconds())
         loop = asyncio.get_running_loop()
-        self._timers[approval.id] = loop.call_later(delay, self._spawn, self._expire_parked(approval.id))
+        self._timers[approval.id] = loop.call_later(delay, lambda: self._spawn(self._expire_parked(approval.id)))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

@@ -13,9 +13,9 @@ import pytest
 from bot.chat.core.approvals import ACTION_APPROVE, ACTION_DENY
 from tests.approvals.harness import BOSS, approval_rows, blocks_of, fast, gated_agent, slack_request, tool_rows
 from tests.chat.slack_harness import ALICE, MALLORY, OPS, SECRET, SlackBot, answered, mention, start_bot
+from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.fakes.slack_server import FakeSlack, block_actions, sign
-from tests.conftest import rows
 from tests.helpers import RESTARTS, eventually, tool_messages
 
 ASK_TS = "1700000100.000100"

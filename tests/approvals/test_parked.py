@@ -203,3 +203,35 @@ async def test_a_click_on_a_parked_turn_whose_inbox_row_was_settled_tells_the_th
         assert OPS in row.message_ref
     finally:
         await bot.stop()
+
+
+async def test_two_gated_calls_in_one_message_park_until_both_are_decided_and_each_runs_once(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, agents_dir: Path
+):
+    RESTARTS.clear()
+    gated_agent(agents_dir, timeout="5m")
+    fake_llm.calls(call("restart_service", {"service": "svc-a"}, "call_a"),
+                   call("restart_service", {"service": "svc-b"}, "call_b")).reply("Both done.")
+    bot = await start_bot(fake_slack, fake_llm, sqlite_url, agents_dir)
+    fast(bot.app)
+    try:
+        asked = fake_slack.next_ts()
+        await bot.deliver(mention("restart both", asked))
+        await slack_request(fake_slack, 2)
+        await eventually(lambda: bot.adapter.pipeline.busy == 0, what="the turn parked on both")
+        first, second = await approval_rows(bot.app)
+        for row in (first, second):
+            channel, _, ts = row.message_ref.rpartition(":")
+            await click(bot, BOSS, ACTION_APPROVE, str(row.id), ts, thread=asked, channel=channel)
+            if row is first:  # resumed, ran svc-a, and parked again on svc-b: no new request
+                await eventually(lambda: RESTARTS["svc-a"] == 1 and bot.adapter.pipeline.busy == 0,
+                                 what="svc-a run and the turn parked again")
+                assert RESTARTS["svc-b"] == 0 and len(fake_llm.requests) == 1
+        await eventually(lambda: "Both done." in thread_texts(fake_slack, asked), what="the answer")
+        assert RESTARTS == {"svc-a": 1, "svc-b": 1}
+        assert len(await slack_requests(fake_slack)) == 2
+        results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+        assert results == ["svc-a restarted (run 1)", "svc-b restarted (run 1)"]  # in the model's order
+        assert [r.outcome for r in await approval_rows(bot.app)] == ["ran", "ran"]
+    finally:
+        await bot.stop()

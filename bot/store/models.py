@@ -282,8 +282,9 @@ class InboxRow(Base):
 class ApprovalRow(Base):
     """A gated tool call waiting for (or decided by) a human. `status` moves once, from `pending`, by a
     conditional UPDATE: exactly one decision counts. `outcome`: `running` when the approved call starts (claimed
-    once, so it never runs twice), `ran`/`error` once it ran, `not_run` when the turn that asked was gone by the time of the decision. `heartbeat_at`: the waiting turn
-    is alive (a click on any instance can tell whether someone still waits)."""
+    once, so it never runs twice), `ran`/`error` once it ran, `not_run` when the turn that asked was gone by the
+    time of the decision. `heartbeat_at`: a turn waiting in-process is alive (a click on any instance can tell
+    whether someone still waits); NULL for a parked turn, which its inbox row holds instead."""
 
     __tablename__ = "approvals"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

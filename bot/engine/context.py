@@ -42,6 +42,7 @@ class RunContext:
     approvals: ApprovalGate | None = None  # who is asked before a gated tool runs
     files: TurnFiles | None = None  # the text files attached to this turn's message (read_attachment)
     notify_ledger: NotifyLedger | None = None  # alerts sent, across instances; None: the notify tool's own
+    parks: bool = False  # a gated call's wait parks the turn (its state stored) instead of holding its task
 
     @property
     def agent(self) -> str:
@@ -54,7 +55,9 @@ class RunContext:
 
 class ApprovalGate(Protocol):
     """Asks a human before a gated tool runs (bot/engine/approval.py): posts the request where the turn
-    happens and waits until it is decided or expires. Implemented in bot/chat/core/approvals.py."""
+    happens and waits until it is decided or expires; a turn that `parks` is not waited for: `decide` raises
+    ApprovalPending (bot/engine/errors.py) and, once the turn is resumed, returns the decision made meanwhile
+    (one request per call). Implemented in bot/chat/core/approvals.py."""
 
     async def decide(self, run: RunContext, request: ApprovalRequest) -> ApprovalDecision: ...
 

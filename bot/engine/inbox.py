@@ -10,9 +10,11 @@ from typing import Any, Literal, Protocol
 
 from bot.engine.context import Trigger
 
-InboxState = Literal["claimed", "running", "answered", "failed", "interrupted", "skipped"]
+InboxState = Literal["claimed", "running", "parked", "answered", "failed", "interrupted", "skipped"]
 LiveKind = Literal["status", "answer"]  # the live status message; the answer as it is being written
-OPEN_STATES: tuple[InboxState, ...] = ("claimed", "running")
+OPEN_STATES: tuple[InboxState, ...] = ("claimed", "running")  # leased while worked on; taken over when it lapses
+# a row whose turn is not over: open, or parked on an approval (no lease: nothing runs it until a decision)
+HELD_STATES: tuple[InboxState, ...] = (*OPEN_STATES, "parked")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,7 @@ class InboxItem:
     # messages its turn posted while it ran, by kind (Slack: their ts; Discord: CHANNEL/MESSAGE); after a
     # crash, recovery settles them
     live: dict[LiveKind, str] = field(default_factory=lambda: dict[LiveKind, str]())
+    parked: dict[str, Any] | None = None  # its turn parked on an approval: the state to resume (ParkedTurn)
 
 
 class Inbox(Protocol):
@@ -55,7 +58,27 @@ class Inbox(Protocol):
         """Store and lease the event in the transaction that claims it; None when it was already taken."""
         ...
 
-    async def start(self, item: InboxItem, turn_id: str, agent: str) -> None: ...
+    async def start(self, item: InboxItem, turn_id: str, agent: str) -> None:
+        """The turn that answers it starts (a parked turn resumed: `turn_id` is its own, not a new start)."""
+        ...
+
+    async def park(self, item: InboxItem, state: dict[str, Any], approvals: Sequence[int]) -> bool:
+        """Store the turn's state and drop the lease (`parked`); False (and still leased here) when one of
+        `approvals` was decided already."""
+        ...
+
+    async def take_parked(self, turn_id: str) -> InboxItem | None:
+        """Lease the row of a parked turn a decision made claimable; None when another instance has it."""
+        ...
+
+    async def waiting_in(self, session_id: str, item: InboxItem) -> str | None:
+        """The tool another inbox row of this session is parked on (not `item`), or None."""
+        ...
+
+    async def trim_turn(self, turn_id: str, keep: int) -> None:
+        """Drop the turn's messages after its first `keep` (what a cut resumed attempt added)."""
+        ...
+
     async def effect(self, item: InboxItem, tool: str) -> None:
         """Durably note, before it runs, that the turn starts a side-effecting tool."""
         ...

@@ -6,7 +6,10 @@
 - Leases: every `lease_seconds / 3` one UPDATE renews the leases of every open row this instance holds.
 - `take_over`: rows still open whose lease expired are leased to this instance in one statement; on
   PostgreSQL the candidates are picked `FOR UPDATE SKIP LOCKED`, so two instances never take the same row.
-- `finish` goes through the write-behind queue after the turn's own rows; the lease is dropped with it."""
+- `finish` goes through the write-behind queue after the turn's own rows; the lease is dropped with it.
+- `park`: a turn waiting for an approval leaves its state on the row (`parked`), which keeps no lease, so
+  nothing takes it over; a decision makes it `claimed` again in its own transaction (bot/store/approvals.py),
+  and `take_parked` (or a take-over) leases it to exactly one instance, which resumes the turn."""
 
 from __future__ import annotations
 
@@ -16,20 +19,21 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy import Table, bindparam, delete, exists, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from bot.engine.context import Trigger
-from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
+from bot.engine.inbox import HELD_STATES, OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
 from bot.engine.messages import TurnOutcome
 from bot.store.claims import BatchedInsert, Key
-from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
+from bot.store.models import ApprovalRow, InboxRow, MessageRow, TurnRow, utcnow
 from bot.store.owner import instance_id
 from bot.store.repositories import SqlStore
 
 log = logging.getLogger(__name__)
 INBOX, M, T = cast(Table, InboxRow.__table__), cast(Table, MessageRow.__table__), cast(Table, TurnRow.__table__)
+A = cast(Table, ApprovalRow.__table__)
 
 _START = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
 _FINISH = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
@@ -42,7 +46,7 @@ def _item(row: Any) -> InboxItem:
                      thread=row.thread, text=row.text, trigger=cast(Trigger, row.trigger), user=row.user,
                      reply=dict(row.reply or {}),
                      state=row.state, attempts=row.attempts, agent=row.agent, turn_id=row.turn_id,
-                     effects=tuple(row.effects or ()), live=_live(row))
+                     effects=tuple(row.effects or ()), live=_live(row), parked=row.parked or None)
 
 
 def _live(row: Any) -> dict[LiveKind, str]:
@@ -82,11 +86,54 @@ class SqlInbox:
     # --- a turn's life -------------------------------------------------------------------------------------
     async def start(self, item: InboxItem, turn_id: str, agent: str) -> None:
         """Queued ahead of the turn's own rows; `effect` commits at once, so recovery sees it even if this
-        did not get out."""
+        did not get out. A resumed parked turn is not a new attempt."""
         self._turns[item.id] = turn_id
+        resumed = item.parked is not None and item.turn_id == turn_id and item.state != "running"  # not cut
         self.store.writes.put(_START, {"b_id": item.id, "state": "running", "turn_id": turn_id, "agent": agent,
-                                       "attempts": item.attempts + 1, "status_ref": None, "answer_ref": None,
-                                       "updated_at": utcnow()}, turn_id)  # an earlier run's messages are settled
+                                       "attempts": item.attempts + (0 if resumed else 1), "status_ref": None,
+                                       "answer_ref": None, "updated_at": utcnow()}, turn_id)
+
+    # --- a turn parked on an approval --------------------------------------------------------------------
+    async def park(self, item: InboxItem, state: dict[str, Any], approvals: Sequence[int]) -> bool:
+        """One transaction that starts with the write on this row: a decision's transaction starts with a write
+        on it too (bot/store/approvals.py), so either it sees `parked` (and wakes it) or this sees the decision."""
+        await self.store.writes.flush()  # the turn's rows so far are committed before it lets go
+        self._effects.pop(item.id, None)  # what ran before is in the state: not done again on resume
+        now = utcnow()
+        async with self.store.engine.begin() as conn:
+            await conn.execute(update(INBOX).where(INBOX.c.id == item.id).values(
+                state="parked", parked=state, parked_at=now, lease_owner=None, lease_until=None, effects=None,
+                status_ref=None, answer_ref=None, updated_at=now))
+            decided = await conn.execute(select(A.c.id).where(A.c.id.in_(list(approvals)),
+                                                              A.c.status != "pending").limit(1))
+            if decided.first() is None:
+                self._turns.pop(item.id, None)
+                return True
+            await conn.execute(update(INBOX).where(INBOX.c.id == item.id).values(
+                state="running", lease_owner=self.owner, lease_until=now + self.lease))
+            return False
+
+    async def take_parked(self, turn_id: str) -> InboxItem | None:
+        now = utcnow()
+        stmt = (update(INBOX).where(INBOX.c.turn_id == turn_id, INBOX.c.state == "claimed",
+                                    INBOX.c.parked_at.is_not(None), INBOX.c.lease_owner.is_(None))
+                .values(lease_owner=self.owner, lease_until=now + self.lease, updated_at=now).returning(*INBOX.c))
+        rows = await self.store.rows(stmt, {}, write=True)
+        return _item(rows[0]) if rows else None
+
+    async def waiting_in(self, session_id: str, item: InboxItem) -> str | None:
+        stmt = (select(A.c.tool).join(INBOX, INBOX.c.turn_id == A.c.turn_id)
+                .where(A.c.session_id == session_id, INBOX.c.parked_at.is_not(None),
+                       INBOX.c.state.in_(HELD_STATES), INBOX.c.id != item.id)
+                .order_by(A.c.id.desc()).limit(1))
+        rows = await self.store.rows(stmt, {})
+        return str(rows[0].tool) if rows else None
+
+    async def trim_turn(self, turn_id: str, keep: int) -> None:
+        last = (select(M.c.id).where(M.c.turn_id == turn_id).order_by(M.c.id).limit(1).offset(max(keep - 1, 0))
+                .scalar_subquery())
+        where = [M.c.turn_id == turn_id] + ([M.c.id > last] if keep > 0 else [])
+        await self.store.execute(delete(M).where(*where), {})
 
     async def effect(self, item: InboxItem, tool: str) -> None:
         effects = self._effects.setdefault(item.id, list(item.effects))
@@ -164,7 +211,9 @@ class SqlInbox:
     async def interrupt_running_turns(self, note: str) -> int:
         """Every turn still `running` ends stopped by `interrupted`: for a process alone on its (SQLite) database at
         start-up, where nothing can still be running (`yokebot ask` and schedules included)."""
-        rows = await self.store.rows(update(T).where(T.c.status == "running")
+        parked = exists().where(INBOX.c.turn_id == T.c.id, INBOX.c.parked_at.is_not(None),
+                                INBOX.c.state.in_(HELD_STATES))  # parked (or resuming): resumed, not ended
+        rows = await self.store.rows(update(T).where(T.c.status == "running", ~parked)
                                       .values(interrupted_row(note, utcnow()))
                                       .returning(T.c.id), {}, write=True)
         return len(rows)

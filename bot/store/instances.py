@@ -21,7 +21,7 @@ from typing import cast
 from sqlalchemy import Table, delete, exists, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from bot.engine.inbox import OPEN_STATES
+from bot.engine.inbox import HELD_STATES
 from bot.store.inbox import interrupted_row
 from bot.store.models import InboxRow, InstanceRow, TurnRow, utcnow
 from bot.store.repositories import SqlStore
@@ -68,7 +68,7 @@ class InstanceLease:
         """End every `running` turn whose process is gone; the number ended."""
         now = utcnow()
         alive = select(INST.c.id).where(INST.c.alive_until >= now)
-        in_inbox = exists().where(INBOX.c.turn_id == T.c.id, INBOX.c.state.in_(OPEN_STATES))
+        in_inbox = exists().where(INBOX.c.turn_id == T.c.id, INBOX.c.state.in_(HELD_STATES))
         stmt = (update(T).where(T.c.status == "running", T.c.owner.is_not(None), T.c.owner != self.owner,
                                 T.c.owner.not_in(alive), ~in_inbox)
                 .values(interrupted_row(note, now)).returning(T.c.id))

@@ -10,7 +10,11 @@ SQLite file):
   NOT run again, that would post the alert twice; the thread is told plainly that the bot was restarted and
   what it had already done, and the turn ends `interrupted`;
 - otherwise the turn ends `interrupted`, its partial messages leave the history, and it runs again;
-- after MAX_ATTEMPTS starts (a message that kills the process each time) it is given up, and the thread told.
+- after MAX_ATTEMPTS starts (a message that kills the process each time) it is given up, and the thread told;
+- its turn had parked on an approval (`parked`, bot/engine/parked.py) and a decision made the row claimable, or
+  the resumed turn was cut: the turn goes on from its stored state (no second request; the approved call runs
+  at most once, the approval row sees to it), unless a side-effecting tool ran after it resumed.
+A parked row has no lease, so nothing takes it over: a decision does (`wake`, on the clicking instance).
 In every case, first, what the cut turn had posted to show its progress (a status message still saying
 "thinking…", a half-written answer: noted on the row as posted, through the surface's `track`) is
 settled by the surface's `leftovers`, so the thread keeps nothing of the dead process that looks alive.
@@ -21,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -31,6 +35,7 @@ from bot.engine.context import RunContext
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.inbox import Inbox, InboxItem, InboxState, NewEvent
 from bot.engine.messages import ToolCall
+from bot.engine.parked import ParkedTurn
 from bot.engine.service import TurnRequest
 
 log = logging.getLogger(__name__)
@@ -71,6 +76,7 @@ class InboxTurns:
         self.side_effecting = side_effecting
         self._items: dict[tuple[str, str], InboxItem] = {}
         self._running: set[int] = set()  # inbox ids whose turn started here
+        self.adapters: dict[str, Resumable] = {}  # platforms whose parked turns this process can resume
 
     @staticmethod
     def _key(inbound: Inbound) -> tuple[str, str]:
@@ -97,12 +103,41 @@ class InboxTurns:
         item = self._items.get(self._key(inbound))
         if item is None:
             return request, hooks
-        turn_id = uuid.uuid4().hex
+        parked = ParkedTurn.from_dict(item.parked) if item.parked is not None and item.turn_id else None
+        turn_id = item.turn_id if parked is not None and item.turn_id else uuid.uuid4().hex
+        if parked is not None:  # a cut resumed attempt's messages go; the stored state has what came before
+            await self.inbox.trim_turn(turn_id, len(parked.messages))
         await self.inbox.start(item, turn_id, request.agent)
         self._running.add(item.id)
         inbound.reply.track(lambda kind, ref: self.inbox.live_message(item, kind, ref))  # noted for recovery
         effects = EffectsRecorded(self.inbox, item, self.side_effecting)  # first: committed before the tool runs
-        return replace(request, turn_id=turn_id), CompositeHooks(effects).plus(hooks)
+        request = replace(request, turn_id=turn_id, parked=parked, parking=InboxParking(self, inbound, item))
+        return request, CompositeHooks(effects).plus(hooks)
+
+    async def park(self, inbound: Inbound, item: InboxItem, state: ParkedTurn) -> bool:
+        """The turn waits for an approval: its state goes to its row, which keeps no lease; this process lets
+        go of it (the pipeline's `finish` finds nothing to settle). False: decided already, go on here."""
+        if not await self.inbox.park(item, state.to_dict(), state.approvals):
+            return False
+        self._items.pop(self._key(inbound), None)
+        self._running.discard(item.id)
+        return True
+
+    async def wake(self, turn_id: str) -> bool:
+        """A decision made this parked turn's row claimable: lease it here and resume the turn. False when
+        another instance has it, or no platform here can answer it (then recovery takes it over elsewhere)."""
+        item = await self.inbox.take_parked(turn_id)
+        if item is None:
+            return False
+        adapter = self.adapters.get(item.platform)
+        if adapter is None:
+            log.warning("parked turn %s is on %s, which this process does not run", turn_id, item.platform)
+            return False
+        inbound = adapter.rebuild(item)
+        self.adopt(inbound, item)
+        log.info("resuming parked turn %s (inbox event %s)", turn_id, item.id)
+        adapter.pipeline.resume(inbound)
+        return True
 
     async def finish(self, inbound: Inbound, ok: bool) -> None:
         item = self._items.pop(self._key(inbound), None)
@@ -125,7 +160,11 @@ class InboxTurns:
             log.exception("could not record inbox event %s as %s", item.id, state)
 
     async def recover(self, item: InboxItem) -> str | None:
-        """None: run it again (after ending its interrupted turn). Else the sentence for the thread."""
+        """None: run it again (after ending its interrupted turn; a parked one goes on). Else the sentence for
+        the thread."""
+        if item.parked is not None and item.turn_id and not item.effects and item.attempts < MAX_ATTEMPTS:
+            log.info("resuming parked turn %s (inbox event %s, was %s)", item.turn_id, item.id, item.state)
+            return None
         if item.effects:
             if item.turn_id:
                 await self.inbox.interrupt_turn(item.turn_id, "yokebot was restarted during this turn, after a "
@@ -149,12 +188,27 @@ class Resumable(Protocol):
     def rebuild(self, item: InboxItem) -> Inbound: ...
 
 
+class InboxParking:
+    """`Parking` (bot/engine/parked.py) for a turn on the inbox: its row keeps the state while it waits."""
+
+    def __init__(self, turns: InboxTurns, inbound: Inbound, item: InboxItem) -> None:
+        self.turns, self.inbound, self.item = turns, inbound, item
+
+    async def park(self, state: ParkedTurn) -> bool:
+        return await self.turns.park(self.inbound, self.item, state)
+
+    async def waiting(self, session_id: str) -> str | None:
+        return await self.turns.inbox.waiting_in(session_id, self.item)
+
+
 class Recovery:
-    """Takes over inbox events of dead instances, at start-up and every `period` seconds after."""
+    """Takes over inbox events of dead instances, at start-up and every `period` seconds after. `watch` (the
+    approval desk's): expires parked requests whose time ran out while no timer was armed, first."""
 
     def __init__(self, inbox: Inbox, turns: InboxTurns, adapters: Mapping[str, Resumable], period: float, *,
-                 alone: bool) -> None:
+                 alone: bool, watch: Callable[[], Awaitable[int]] | None = None) -> None:
         self.inbox, self.turns, self.adapters, self.period, self.alone = inbox, turns, adapters, period, alone
+        self.watch = watch
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -171,6 +225,11 @@ class Recovery:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def sweep(self, *, every_open: bool = False) -> int:
+        if self.watch is not None:
+            try:
+                await self.watch()
+            except Exception:
+                log.exception("could not look for expired approval requests")
         items = await self.inbox.take_over(every_open=every_open, platforms=tuple(self.adapters))
         for item in items:
             log.warning("taking over inbox event %s (%s %s, was %s, turn %s)", item.id, item.platform,

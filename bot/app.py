@@ -80,8 +80,8 @@ class App:
         """Stop the MCP servers, commit what is queued, close the model's HTTP client, release the database."""
         if self.mcp is not None:
             await self.mcp.stop()
-        if self.inbox is not None:
-            await self.inbox.stop_heartbeat()
+        if self.inbox is not None:  # its leases' heartbeat, its LISTEN connection
+            await self.inbox.close()
         await self.store.close()
         if self.lease is not None:  # after the turns' rows are written: nothing of this process runs now
             await self.lease.stop()

@@ -14,28 +14,39 @@ SQLite file):
 In every case, first, what the cut turn had posted to show its progress (a status message still saying
 "thinking…", a half-written answer: noted on the row as posted, through the surface's `track`) is
 settled by the surface's `leftovers`, so the thread keeps nothing of the dead process that looks alive.
-Never two answers for one message: only the lease holder answers, and the row is settled after the answer."""
+Never two answers for one message: only the lease holder answers, and the row is settled after the answer.
+
+The turns of one conversation (platform, channel, thread) start in the order their events were accepted (inbox
+id order), whichever instance accepted them: a turn starts only once no event of its conversation accepted
+before it is still open, here (the events this process has in hand) or in another instance (one query, on
+PostgreSQL only). A waiting turn is woken when such an event closes: here at once, elsewhere by the other
+instance's NOTIFY (bot/store/wakeups.py), and it looks again every ORDER_POLL_SECONDS in any case. It waits
+outside the concurrency cap. Different conversations never wait for each other, nor does a turn that opens a
+conversation of its own (a Discord mention answered in a new thread: its channel's other mentions are not
+its conversation)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from bot.chat.core.base import Inbound
 from bot.chat.core.pipeline import Pipeline
 from bot.engine.context import RunContext
 from bot.engine.hooks import CompositeHooks, TurnHooks
-from bot.engine.inbox import Inbox, InboxItem, InboxState, NewEvent
+from bot.engine.inbox import Inbox, InboxItem, InboxState, NewEvent, conversation
 from bot.engine.messages import ToolCall
 from bot.engine.service import TurnRequest
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 RESTARTED_NOTE = "yokebot was restarted during this turn; it was run again"
+ORDER_POLL_SECONDS = 1.0  # a turn waiting for an earlier message of its thread looks again at least this often
 
 
 def restarted_after(effects: tuple[str, ...]) -> str:
@@ -61,6 +72,16 @@ class EffectsRecorded(TurnHooks):
             await self.inbox.effect(self.item, call.name)
 
 
+@dataclass
+class _Wakeup:
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: int = 0
+
+
+def _conversation(item: InboxItem) -> str:
+    return conversation(item.platform, item.channel, item.thread)
+
+
 class InboxTurns:
     """`ExactlyOnce` (bot/chat/core/exactly_once.py) on the inbox. Keeps the inbox rows of the messages in flight here.
     `side_effecting(name)`: does that tool declare `side_effects` (asked when it starts, so tools registered
@@ -71,6 +92,50 @@ class InboxTurns:
         self.side_effecting = side_effecting
         self._items: dict[tuple[str, str], InboxItem] = {}
         self._running: set[int] = set()  # inbox ids whose turn started here
+        self._held: dict[str, set[int]] = {}  # conversation -> ids of its open events in this process's hands
+        self._wakeups: dict[str, _Wakeup] = {}  # conversation -> what its waiting turns wait on
+        inbox.on_closed(self.wake)
+
+    # --- the order of a conversation's turns ------------------------------------------------------------
+    def hold(self, item: InboxItem) -> None:
+        """The event is in this process's hands until `release`: later ones of its conversation wait for it."""
+        self._held.setdefault(_conversation(item), set()).add(item.id)
+
+    def release(self, item: InboxItem) -> None:
+        key = _conversation(item)
+        held = self._held.get(key)
+        if held is not None:
+            held.discard(item.id)
+            if not held:
+                del self._held[key]
+        self.wake(key)
+
+    def wake(self, key: str) -> None:
+        """An event of the conversation closed (here, or in another instance): its waiting turns look again."""
+        wakeup = self._wakeups.pop(key, None)
+        if wakeup is not None:
+            wakeup.event.set()
+
+    async def in_order(self, item: InboxItem) -> None:
+        """Return once no event of the item's conversation accepted before it is still open anywhere."""
+        key, told = _conversation(item), False
+        while True:
+            wakeup = self._wakeups.get(key) or self._wakeups.setdefault(key, _Wakeup())  # before the look:
+            # a close after it is not missed
+            wakeup.waiting += 1
+            try:
+                if not any(i < item.id for i in self._held.get(key, ())) \
+                        and not await self.inbox.earlier_elsewhere(item):
+                    return
+                if not told:
+                    log.info("inbox event %s waits for an earlier message of its thread", item.id)
+                    told = True
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.event.wait(), ORDER_POLL_SECONDS)
+            finally:
+                wakeup.waiting -= 1
+                if not wakeup.waiting and self._wakeups.get(key) is wakeup:
+                    del self._wakeups[key]
 
     @staticmethod
     def _key(inbound: Inbound) -> tuple[str, str]:
@@ -86,17 +151,21 @@ class InboxTurns:
         if item is None:
             return False
         self._items[self._key(inbound)] = item
+        self.hold(item)
         return True
 
     def adopt(self, inbound: Inbound, item: InboxItem) -> None:
         """A taken-over event, about to run again here."""
         self._items[self._key(inbound)] = item
+        self.hold(item)
 
     async def started(self, inbound: Inbound, request: TurnRequest,
                       hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
         item = self._items.get(self._key(inbound))
         if item is None:
             return request, hooks
+        if request.thread == item.thread:  # else its turn opened a conversation of its own (a Discord thread)
+            await self.in_order(item)  # the earlier messages of its thread have had their turns
         turn_id = uuid.uuid4().hex
         await self.inbox.start(item, turn_id, request.agent)
         self._running.add(item.id)
@@ -123,6 +192,8 @@ class InboxTurns:
             await self.inbox.finish(item, state, note)
         except Exception:
             log.exception("could not record inbox event %s as %s", item.id, state)
+        finally:  # even unrecorded, it is out of this process's hands: the next turn of its thread may start
+            self.release(item)
 
     async def recover(self, item: InboxItem) -> str | None:
         """None: run it again (after ending its interrupted turn). Else the sentence for the thread."""
@@ -170,8 +241,10 @@ class Recovery:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    async def sweep(self, *, every_open: bool = False) -> int:
-        items = await self.inbox.take_over(every_open=every_open, platforms=tuple(self.adapters))
+    async def sweep(self, *, every_open: bool = False, owners: tuple[str, ...] = ()) -> int:
+        items = await self.inbox.take_over(every_open=every_open, platforms=tuple(self.adapters), owners=owners)
+        for item in items:  # all in hand first: a later message of the same thread waits for each
+            self.turns.hold(item)
         for item in items:
             log.warning("taking over inbox event %s (%s %s, was %s, turn %s)", item.id, item.platform,
                         item.event_key, item.state, item.turn_id)
@@ -179,6 +252,7 @@ class Recovery:
                 await self.resume(item)
             except Exception:
                 log.exception("could not resume inbox event %s", item.id)
+                self.turns.release(item)
         return len(items)
 
     async def resume(self, item: InboxItem) -> None:
@@ -195,6 +269,7 @@ class Recovery:
             await inbound.reply.done(False)
         except Exception:
             log.exception("could not tell %s about the restart (inbox event %s)", item.platform, item.id)
+            self.turns.release(item)
             return  # the lease runs out and a later take-over tries again
         await self.turns.end(item, "interrupted", note)
 

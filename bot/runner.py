@@ -49,7 +49,8 @@ async def start_recovery(bot: App, adapters: Mapping[str, Resumable], *, alone: 
     if bot.inbox is None or bot.inbox_turns is None:
         return _nothing
     bot.inbox.start_heartbeat()
-    recovery = Recovery(bot.inbox, bot.inbox_turns, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone)
+    recovery = Recovery(bot.inbox, bot.inbox_turns, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone,
+                        gone=bot.lease)  # PostgreSQL: a predecessor on this host known dead is not waited for
     await recovery.start()
     return recovery.stop
 

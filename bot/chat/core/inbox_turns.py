@@ -220,12 +220,23 @@ class Resumable(Protocol):
     def rebuild(self, item: InboxItem) -> Inbound: ...
 
 
+class GoneInstances(Protocol):
+    """PostgreSQL: the instances on this host whose process is known to have ended (`InstanceLease`,
+    bot/store/instances.py); `forget` removes their rows once what they held is taken over."""
+
+    async def gone_here(self) -> tuple[str, ...]: ...
+    async def forget(self, owners: tuple[str, ...]) -> None: ...
+
+
 class Recovery:
-    """Takes over inbox events of dead instances, at start-up and every `period` seconds after."""
+    """Takes over inbox events of dead instances, at start-up and every `period` seconds after: those whose
+    lease ran out, and, at once, those of instances on this host known to be gone (`gone`: a restart after a
+    kill -9 does not wait its predecessor's leases out)."""
 
     def __init__(self, inbox: Inbox, turns: InboxTurns, adapters: Mapping[str, Resumable], period: float, *,
-                 alone: bool) -> None:
+                 alone: bool, gone: GoneInstances | None = None) -> None:
         self.inbox, self.turns, self.adapters, self.period, self.alone = inbox, turns, adapters, period, alone
+        self.gone = gone
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -233,8 +244,22 @@ class Recovery:
             ended = await self.inbox.interrupt_running_turns("yokebot was restarted during this turn")
             if ended:
                 log.warning("%d turns were cut short by the last stop; they end as interrupted", ended)
+        await self.take_over_gone()
         await self.sweep(every_open=self.alone)
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="yokebot-inbox-recovery")
+
+    async def take_over_gone(self) -> int:
+        """Every open event held by an instance of this host that is gone, whatever its lease says."""
+        if self.gone is None:
+            return 0
+        owners = await self.gone.gone_here()
+        if not owners:
+            return 0
+        taken = 0
+        while n := await self.sweep(owners=owners):
+            taken += n
+        await self.gone.forget(owners)
+        return taken
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -288,6 +313,7 @@ class Recovery:
         while True:
             await asyncio.sleep(self.period)
             try:
+                await self.take_over_gone()
                 await self.sweep()
             except Exception as exc:
                 log.warning("inbox take-over failed (%s); retrying in %.0f s", type(exc).__name__, self.period)

@@ -1,0 +1,33 @@
+"""instance liveness: where and which process an `instances` row is (host, boot id, pid namespace, pid,
+start time), so that a restarted instance on the same host tells its killed predecessor is gone and takes its
+inbox leases at once
+
+Revision ID: 0012_instance_liveness
+Revises: 0011_attachments
+"""
+from alembic import op
+import sqlalchemy as sa
+
+
+revision = '0012_instance_liveness'
+down_revision = '0011_attachments'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('instances', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('host', sa.String(length=80), nullable=True))
+        batch_op.add_column(sa.Column('boot_id', sa.String(length=64), nullable=True))
+        batch_op.add_column(sa.Column('pid_ns', sa.String(length=64), nullable=True))
+        batch_op.add_column(sa.Column('pid', sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column('pid_started', sa.BigInteger(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('instances', schema=None) as batch_op:
+        batch_op.drop_column('pid_started')
+        batch_op.drop_column('pid')
+        batch_op.drop_column('pid_ns')
+        batch_op.drop_column('boot_id')
+        batch_op.drop_column('host')

@@ -277,6 +277,10 @@ class InboxRow(Base):
     __table_args__ = (
         UniqueConstraint("platform", "event_key"),
         Index("ix_inbox_state_lease_until", "state", "lease_until"),
+        # the open events of one thread (0012): a turn looks here for an earlier one before it starts
+        Index("ix_inbox_open_conversation", "platform", "channel", "thread", "id",
+              postgresql_where=sql("state IN ('claimed', 'running')"),
+              sqlite_where=sql("state IN ('claimed', 'running')")),
     )
 
 

@@ -17,7 +17,7 @@ from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import eventually
 
-FOLLOW_UPS = 12
+FOLLOW_UPS = 12  # fewer than the agent's max_history_turns (20): each history holds every earlier turn
 GAP, MODEL_SECONDS = 0.3, 0.6  # a message arrives well before the one before it is answered
 MARK = re.compile(r"q(\d\d)")
 

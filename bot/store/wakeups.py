@@ -19,6 +19,7 @@ from bot.store.db import create_engine
 
 log = logging.getLogger(__name__)
 CHANNEL = "yokebot_inbox"
+CONNECT_SECONDS = 5.0  # a database that is away does not hold a turn's look at the inbox for long
 
 
 class PgWakeups:
@@ -31,7 +32,8 @@ class PgWakeups:
     @classmethod
     def for_engine(cls, engine: AsyncEngine, wake: Callable[[str], None]) -> PgWakeups:
         url = engine.url.render_as_string(hide_password=False)
-        return cls(create_engine(url, pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT"), wake)
+        return cls(create_engine(url, pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT",
+                                 connect_args={"timeout": CONNECT_SECONDS}), wake)
 
     def _heard(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self.wake(payload)

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 RESTARTED_NOTE = "yokebot was restarted during this turn; it was run again"
 ORDER_POLL_SECONDS = 1.0  # a turn waiting for an earlier message of its thread looks again at least this often
+ORDER_OUTAGE_SECONDS = 30.0  # the database cannot be asked for this long: the turn goes on (the thread lock holds)
 
 
 def restarted_after(effects: tuple[str, ...]) -> str:
@@ -118,15 +119,24 @@ class InboxTurns:
 
     async def in_order(self, item: InboxItem) -> None:
         """Return once no event of the item's conversation accepted before it is still open anywhere."""
-        key, told = _conversation(item), False
+        key, told, failing_since = _conversation(item), False, None
+        loop = asyncio.get_running_loop()
         while True:
             wakeup = self._wakeups.get(key) or self._wakeups.setdefault(key, _Wakeup())  # before the look:
             # a close after it is not missed
             wakeup.waiting += 1
             try:
-                if not any(i < item.id for i in self._held.get(key, ())) \
-                        and not await self.inbox.earlier_elsewhere(item):
-                    return
+                if not any(i < item.id for i in self._held.get(key, ())):
+                    try:
+                        if not await self.inbox.earlier_elsewhere(item):
+                            return
+                    except Exception as exc:  # the database is away: asked again, for a while
+                        failing_since = failing_since if failing_since is not None else loop.time()
+                        if loop.time() - failing_since >= ORDER_OUTAGE_SECONDS:
+                            log.warning("inbox event %s starts without knowing whether an earlier message of "
+                                        "its thread is still open elsewhere (%s)", item.id, type(exc).__name__)
+                            return
+                        told = True  # not waiting for a message: for the database
                 if not told:
                     log.info("inbox event %s waits for an earlier message of its thread", item.id)
                     told = True

@@ -83,8 +83,8 @@ class App:
             await self.mcp.stop()
         if self.approvals is not None:
             self.approvals.close()
-        if self.inbox is not None:
-            await self.inbox.stop_heartbeat()
+        if self.inbox is not None:  # its leases' heartbeat, its LISTEN connection
+            await self.inbox.close()
         await self.store.close()
         if self.lease is not None:  # after the turns' rows are written: nothing of this process runs now
             await self.lease.stop()
@@ -201,7 +201,7 @@ async def build_app(
         lease = InstanceLease(store, lease_seconds=settings.inbox_lease_seconds)
         lease.start()  # queued ahead of any turn row; no round trip here
     inbox_turns = InboxTurns(inbox, partial(side_effecting, registry))
-    approvals.resume = inbox_turns.wake  # a decision resumes its parked turn on the instance that got it
+    approvals.resume = inbox_turns.resume_parked  # a decision resumes its parked turn on the instance that got it
     app = App(settings, engine, store, registry, profiles, notifier, service, prometheus, model,
               inbox=inbox, inbox_turns=inbox_turns,
               session_lock=session_lock, mcp=mcp, approvals=approvals, lease=lease, tracing=tracing)

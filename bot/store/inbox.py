@@ -6,7 +6,9 @@
 - Leases: every `lease_seconds / 3` one UPDATE renews the leases of every open row this instance holds.
 - `take_over`: rows still open whose lease expired are leased to this instance in one statement; on
   PostgreSQL the candidates are picked `FOR UPDATE SKIP LOCKED`, so two instances never take the same row.
-- `finish` goes through the write-behind queue after the turn's own rows; the lease is dropped with it.
+- `finish` goes through the write-behind queue after the turn's own rows; the lease is dropped with it. On
+  PostgreSQL the other instances then hear of it (NOTIFY, bot/store/wakeups.py): one of theirs may wait for
+  this row to close before it starts the next turn of the same thread (`earlier_elsewhere`).
 - `park`: a turn waiting for an approval leaves its state on the row (`parked`), which keeps no lease, so
   nothing takes it over; a decision makes it `claimed` again in its own transaction (bot/store/approvals.py),
   and `take_parked` (or a take-over) leases it to exactly one instance, which resumes the turn."""
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
@@ -24,12 +26,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from bot.engine.context import Trigger
-from bot.engine.inbox import HELD_STATES, OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
+from bot.engine.inbox import HELD_STATES, OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent, conversation
 from bot.engine.messages import TurnOutcome
 from bot.store.claims import BatchedInsert, Key
 from bot.store.models import ApprovalRow, InboxRow, MessageRow, TurnRow, utcnow
 from bot.store.owner import instance_id
 from bot.store.repositories import SqlStore
+from bot.store.wakeups import PgWakeups
 
 log = logging.getLogger(__name__)
 INBOX, M, T = cast(Table, InboxRow.__table__), cast(Table, MessageRow.__table__), cast(Table, TurnRow.__table__)
@@ -67,6 +70,8 @@ class SqlInbox:
         self._effects: dict[int, list[str]] = {}
         self._turns: dict[int, str] = {}  # inbox id -> the turn now running it
         self._heartbeat: asyncio.Task[None] | None = None
+        self._wake: Callable[[str], None] = lambda _: None
+        self._wakeups: PgWakeups | None = None  # PostgreSQL: opened at the first use
 
     @property
     def dialect(self) -> str:
@@ -155,6 +160,38 @@ class SqlInbox:
         self.store.writes.put(_FINISH, {"b_id": item.id, "state": state, "note": note, "lease_owner": None,
                                         "lease_until": None, "updated_at": utcnow()}, turn_id)
         await self.store.writes.flush()
+        wakeups = self._shared()
+        if wakeups is not None:
+            await wakeups.notify(conversation(item.platform, item.channel, item.thread))
+
+    # --- the order of a conversation's turns ------------------------------------------------------------
+    def on_closed(self, wake: Callable[[str], None]) -> None:
+        self._wake = wake
+
+    def _shared(self) -> PgWakeups | None:
+        """The LISTEN/NOTIFY connection where other instances may share the database (None: a SQLite file)."""
+        if self.dialect == "sqlite":
+            return None
+        if self._wakeups is None:
+            self._wakeups = PgWakeups.for_engine(self.store.engine, lambda key: self._wake(key))
+        return self._wakeups
+
+    async def earlier_elsewhere(self, item: InboxItem) -> bool:
+        wakeups = self._shared()
+        if wakeups is None:  # `yokebot run` holds the file alone: every open row is in this process's hands
+            return False
+        await wakeups.listen()  # first: a row closed after the look below wakes the caller
+        stmt = (select(INBOX.c.id).where(INBOX.c.platform == item.platform, INBOX.c.channel == item.channel,
+                                         INBOX.c.thread == item.thread, INBOX.c.state.in_(OPEN_STATES),
+                                         INBOX.c.id < item.id, INBOX.c.lease_owner.is_distinct_from(self.owner))
+                .limit(1))
+        return bool(await self.store.rows(stmt, {}))
+
+    async def close(self) -> None:
+        await self.stop_heartbeat()
+        if self._wakeups is not None:
+            wakeups, self._wakeups = self._wakeups, None
+            await wakeups.close()
 
     # --- leases ------------------------------------------------------------------------------------------
     async def renew(self) -> None:
@@ -179,16 +216,19 @@ class SqlInbox:
                 log.warning("could not renew this instance's inbox leases (%s)", type(exc).__name__)
 
     async def take_over(self, limit: int = 50, *, every_open: bool = False,
-                        platforms: Sequence[str] = ()) -> list[InboxItem]:
+                        platforms: Sequence[str] = (), owners: Sequence[str] = ()) -> list[InboxItem]:
         """Lease open rows whose lease expired (or, with every_open, every open row: for a process that knows
-        it is alone on the database, a SQLite file it has locked) to this instance."""
+        it is alone on the database, a SQLite file it has locked; or, with `owners`, every open row those
+        processes hold: they are known to be gone, bot/store/instances.py) to this instance."""
         now = utcnow()
         pick = select(INBOX.c.id).where(INBOX.c.state.in_(OPEN_STATES))
         # never its own rows: one it just claimed, or whose lease a late heartbeat let lapse, is in hand
         pick = pick.where(INBOX.c.lease_owner.is_distinct_from(self.owner))
         if platforms:
             pick = pick.where(INBOX.c.platform.in_(list(platforms)))
-        if not every_open:
+        if owners:
+            pick = pick.where(INBOX.c.lease_owner.in_(list(owners)))
+        elif not every_open:
             pick = pick.where((INBOX.c.lease_until < now) | INBOX.c.lease_until.is_(None))
         pick = pick.order_by(INBOX.c.id).limit(limit).with_for_update(skip_locked=True)
         stmt = (update(INBOX).where(INBOX.c.id.in_(pick.scalar_subquery()))

@@ -89,6 +89,13 @@ class InstanceRow(Base):
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
     alive_until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # which process it is (0012; bot/store/owner.py `Liveness`): an instance on the same host can tell it is
+    # gone without waiting for `alive_until`. NULL where /proc does not tell (not Linux)
+    host: Mapped[str | None] = mapped_column(String(80))
+    boot_id: Mapped[str | None] = mapped_column(String(64))
+    pid_ns: Mapped[str | None] = mapped_column(String(64))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    pid_started: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class MessageRow(Base):
@@ -294,6 +301,10 @@ class InboxRow(Base):
         UniqueConstraint("platform", "event_key"),
         Index("ix_inbox_state_lease_until", "state", "lease_until"),
         Index("ix_inbox_turn_id", "turn_id"),
+        # the open events of one thread (0014): a turn looks here for an earlier one before it starts
+        Index("ix_inbox_open_conversation", "platform", "channel", "thread", "id",
+              postgresql_where=sql("state IN ('claimed', 'running')"),
+              sqlite_where=sql("state IN ('claimed', 'running')")),
     )
 
 

@@ -128,7 +128,7 @@ class ApprovalDesk:
         self.buttons: dict[str, ApprovalButtons] = {}
         self.inline: dict[str, InlineApprover] = {}
         self._waiting: dict[int, asyncio.Event] = {}
-        # resume the parked turn with this id here (the app: InboxTurns.wake); None: recovery takes it over
+        # resume the parked turn with this id here (the app: InboxTurns.resume_parked); None: recovery takes it over
         self.resume: Callable[[str], Awaitable[bool]] | None = None
         self._timers: dict[int, asyncio.TimerHandle] = {}  # expiry of the parked requests seen here
         self._tasks: set[asyncio.Task[None]] = set()

@@ -200,6 +200,7 @@ class InboxTurns:
             return False
         self._items.pop(self._key(inbound), None)
         self._running.discard(item.id)
+        self.release(item)  # later messages of its thread no longer wait for it: they are told it waits
         return True
 
     async def resume_parked(self, turn_id: str) -> bool:

@@ -64,6 +64,10 @@ def test_kill9_with_turns_in_flight_then_restart_answers_every_acked_message_onc
         # every turn is in flight: each question is at the (slow) model, and the alert has been posted
         wait_until(lambda: len(fake_llm.requests) >= len(QUESTIONS) + 2, 15, "the model requests", first)
         wait_until(lambda: len(fake_slack.posts(channel="C_OPS_ALERTS")) == 1, 10, "the alert", first)
+        # the turns' rows go through the write-behind queue (committed within its 25 ms linger): the kill
+        # comes once every one is there, so each cut turn has a row to be marked interrupted
+        wait_until(lambda: asyncio.run(db_rows(db_url, "SELECT count(*) FROM turns"))[0][0] >= len(stamps), 10,
+                   "every turn's row", first)
     finally:
         first.kill9()
     assert all(replies(fake_slack, ts) == [] for ts in stamps)  # nobody has an answer yet

@@ -4,6 +4,7 @@ audit; the model is the built-in scripted one (`--scripted`) or the fake OpenAI 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 import re
 import shutil
 import subprocess
@@ -37,10 +38,19 @@ def failed(report: dict[str, Any]) -> set[str]:
 
 def test_scripted_suite_passes_is_stable_and_a_broken_profile_regresses(tmp_path: Path):
     a, b, broken = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "broken.json"
-    first = run_eval(tmp_path, "--scripted", "--report", str(a))
+    # notify removed from the agents' tools: exactly the scenarios that expect an alert fail, because of it
+    agents = copy_agents(tmp_path)
+    for name in ("ops", "host"):
+        md = agents / name / "AGENT.md"
+        md.write_text(re.sub(r"(?m)^  notify: \{\}\n", "", md.read_text()))
+    for n in ("a", "b", "broken"):
+        (tmp_path / n).mkdir()
+    with ThreadPoolExecutor(3) as pool:  # three independent processes: side by side
+        runs = [pool.submit(run_eval, tmp_path / n, "--scripted", "--report", str(r), **kw)
+                for n, r, kw in (("a", a, {}), ("b", b, {}), ("broken", broken, {"agents": agents}))]
+        first, second, out = (r.result() for r in runs)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "30/30 scenarios passed" in first.stdout
-    second = run_eval(tmp_path, "--scripted", "--report", str(b))
     assert second.returncode == 0, second.stderr
     ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
     assert compared(ra) == compared(rb)  # everything but the run's time and duration is identical
@@ -50,12 +60,6 @@ def test_scripted_suite_passes_is_stable_and_a_broken_profile_regresses(tmp_path
     assert quiet["posts"] == [] and {c["status"] for c in quiet["tool_calls"]} == {"ok"}
     assert quiet["tool_calls"][0]["arguments"]["path"] == "{root}/var/log/nginx/error.log"
 
-    # notify removed from the agents' tools: exactly the scenarios that expect an alert fail, because of it
-    agents = copy_agents(tmp_path)
-    for name in ("ops", "host"):
-        md = agents / name / "AGENT.md"
-        md.write_text(re.sub(r"(?m)^  notify: \{\}\n", "", md.read_text()))
-    out = run_eval(tmp_path, "--scripted", "--report", str(broken), agents=agents)
     assert out.returncode == 1
     rep = json.loads(broken.read_text())
     expect_alert = {s.key for s in select([]) if s.expect.notify and s.expect.notify.sent}

@@ -144,17 +144,15 @@ def test_doctor_checks_each_declared_mcp_server_and_shows_a_dying_ones_last_word
         tmp_path: Path, fake_llm: FakeOpenAI):
     from tests.test_cli import base_env, yokebot
 
-    env = base_env(tmp_path, fake_llm)
     fake_llm.models = ["cli-model"]
-    write_agent(tmp_path / "up", "ops", "description: ops\nmcp:" + stdio_server("[echo]"))
-    out = yokebot("doctor", env={**env, "YOKEBOT_AGENTS_DIR": str(tmp_path / "up"), "YOKEBOT_DEFAULT_AGENT": "ops"})
-    text = " ".join(out.stdout.split())
-    assert "✓ mcp ops/ops: up at " in text and "mcp_server.py stdio, 11 tool(s) offered" in text, text
-
-    write_agent(tmp_path / "dies", "ops", "description: ops\nmcp:" + stdio_server("[echo]", "--die-at-start"))
-    out = yokebot("doctor", env={**env, "YOKEBOT_AGENTS_DIR": str(tmp_path / "dies"), "YOKEBOT_DEFAULT_AGENT": "ops"})
+    up = stdio_server("[echo]")
+    dies = stdio_server("[echo]", "--die-at-start").replace("\n  ops:", "\n  dies:", 1)
+    write_agent(tmp_path / "agents", "ops", "description: ops\nmcp:" + up + dies)
+    out = yokebot("doctor", env={**base_env(tmp_path, fake_llm), "YOKEBOT_AGENTS_DIR": str(tmp_path / "agents"),
+                                 "YOKEBOT_DEFAULT_AGENT": "ops"})
     text = " ".join(out.stdout.split())
     assert out.returncode == 1
-    assert "mcp ops/ops: could not connect" in text, text
+    assert "✓ mcp ops/ops: up at " in text and "mcp_server.py stdio, 11 tool(s) offered" in text, text
+    assert "mcp ops/dies: could not connect" in text, text
     assert "ModuleNotFoundError: No module named 'grafana_sdk'" in text, text
-    assert "yokebot mcp tools ops ops" in text
+    assert "yokebot mcp tools ops dies" in text

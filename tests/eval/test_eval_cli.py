@@ -4,11 +4,11 @@ audit; the model is the built-in scripted one (`--scripted`) or the fake OpenAI 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -132,10 +133,11 @@ def test_outside_the_checkout_agents_list_says_where_it_looked(tmp_path: Path):
 def test_read_only_commands_do_not_create_a_database(tmp_path: Path):
     env = base_env(tmp_path, None)
     del env["YOKEBOT_AGENTS_DIR"], env["YOKEBOT_DATABASE_URL"]
-    for args in (("sessions",), ("sessions", "--json"), ("usage",), ("trace", "abc"), ("agents", "list"),
-                 ("schedule", "list")):
-        out = yokebot(*args, env=env, cwd=tmp_path)
-        assert "Traceback" not in out.stderr, out.stderr
+    commands = (("sessions",), ("sessions", "--json"), ("usage",), ("trace", "abc"), ("agents", "list"),
+                ("schedule", "list"))
+    with ThreadPoolExecutor(3) as pool:  # independent processes, side by side
+        for out in pool.map(lambda args: yokebot(*args, env=env, cwd=tmp_path), commands):
+            assert "Traceback" not in out.stderr, out.stderr
     assert not (tmp_path / "yokebot.db").exists()
     assert list(tmp_path.glob("yokebot.db*")) == []
     out = yokebot("sessions", "--json", env=env, cwd=tmp_path)

@@ -10,21 +10,23 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bot import evloop  # noqa: E402
 from bot.app import App, build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.engine.model import preload  # noqa: E402
 from bot.engine.tooling import Tool, ToolContext, tool  # noqa: E402
 from bot.gc_freeze import freeze_startup_objects  # noqa: E402
 
+T = TypeVar("T")
 PG_ADMIN_URL = os.environ.get("YOKEBOT_BENCH_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
 SYSTEM_PROMPT = "You are a benchmark agent. Call the tools you are asked to call, then answer in one line."
 USER_TEXT = "run the two echoes"
@@ -217,9 +219,16 @@ class StallMeter:
             self._task.cancel()
 
 
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run a benchmark's coroutine on the loop `yokebot run` uses (bot/evloop.py: uvloop when installed;
+    YOKEBOT_EVENT_LOOP=asyncio for asyncio's own), every variant of the run on the same loop."""
+    return evloop.run(main)
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
 def header(title: str) -> None:
+    title = f"{title} [{evloop.name()} loop]"
     print(f"\n== {title} " + "=" * max(0, 70 - len(title)), flush=True)

@@ -13,7 +13,6 @@ the ratios b/a and c/a from the same run. Then a cProfile of (b): where the even
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import json
 import pstats
@@ -40,6 +39,9 @@ from bench._common import (
     sqlite_url,
     verdict,
     workdir,
+)
+from bench._common import (
+    run as bench_run,
 )
 from bench.fake_llm import FINAL_ANSWER
 from bot.app import App
@@ -245,7 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     n, rounds, prof = (args.turns, max(1, args.turns // 10), 100) if not args.quick else (10, 2, 5)
     if args.no_profile:
         prof = 0
-    return asyncio.run(run(n, rounds, not args.no_pg, prof, 12))
+    return bench_run(run(n, rounds, not args.no_pg, prof, 12))
 
 
 if __name__ == "__main__":

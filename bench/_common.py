@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bot import evloop  # noqa: E402
 from bot.app import App, build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.engine.model import preload  # noqa: E402
@@ -219,10 +218,21 @@ class StallMeter:
             self._task.cancel()
 
 
+def loop_name() -> str:
+    """The event loop the benchmarks run on: asyncio's own, as `yokebot run`; YOKEBOT_BENCH_LOOP=uvloop runs
+    them on uvloop (when installed) to compare (bench/README.md: it did not win here, so it is not used)."""
+    return "uvloop" if os.environ.get("YOKEBOT_BENCH_LOOP", "").strip().lower() == "uvloop" else "asyncio"
+
+
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """Run a benchmark's coroutine on the loop `yokebot run` uses (bot/evloop.py: uvloop when installed;
-    YOKEBOT_EVENT_LOOP=asyncio for asyncio's own), every variant of the run on the same loop."""
-    return evloop.run(main)
+    """Run a benchmark's coroutine on `loop_name()`'s loop, every variant of the run on the same loop."""
+    factory = None
+    if loop_name() == "uvloop":
+        import uvloop  # not a dependency: `pip install uvloop` to compare
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
 
 
 def verdict(ok: bool) -> str:
@@ -230,5 +240,5 @@ def verdict(ok: bool) -> str:
 
 
 def header(title: str) -> None:
-    title = f"{title} [{evloop.name()} loop]"
+    title = f"{title} [{loop_name()} loop]"
     print(f"\n== {title} " + "=" * max(0, 70 - len(title)), flush=True)

@@ -13,10 +13,11 @@ timeout they failed).
 The statements go straight through asyncpg, in autocommit, and the ones asked for while the connection is
 busy go together in the next round trip: one `SELECT` over an array of keys that releases and tries them
 all (unlocks first), each caller getting its own answer. 200 turns starting (or ending) at once are then a
-few round trips, not 200 in a row on one connection. Each is shielded: a turn cancelled mid-statement never breaks the connection the other turns' locks are on
-(a lock granted to a turn that was cancelled meanwhile is released). If the connection dies, the server
-drops its locks with it; the next lock opens a new one. SQLite needs none of this: `yokebot run` owns the
-file (bot/store/filelock.py), and in one process the service's own lock does it."""
+few round trips, not 200 in a row on one connection. Each is shielded: a turn cancelled mid-statement
+never breaks the connection the other turns' locks are on (a lock granted to a turn that was cancelled
+meanwhile is released). If the connection dies, the server drops its locks with it; the next lock opens a
+new one. SQLite needs none of this: `yokebot run` owns the file (bot/store/filelock.py), and in one
+process the service's own lock does it."""
 
 from __future__ import annotations
 

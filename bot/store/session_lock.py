@@ -54,6 +54,7 @@ class PgSessionLock:
         self._driver: Any = None  # the asyncpg connection under `_conn`
         self._io = asyncio.Lock()  # one statement at a time on the connection
         self._queued: list[tuple[str, int, asyncio.Future[bool]]] = []  # for the next round trip
+        self._drain: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[Any]] = set()
 
     @classmethod
@@ -61,15 +62,21 @@ class PgSessionLock:
         return cls(create_engine(url, pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT"))
 
     async def _run(self, op: str, key: int) -> bool:
-        """Queue the statement for the next round trip; the first caller to find the connection free sends
-        everything queued by then."""
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        """Queue the statement for the next round trip and wait for its answer. One drain task sends
+        everything queued by the time the connection is free (callers never queue for the connection one
+        by one: with 200 of them, waking each in turn took 200 loop iterations)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
         self._queued.append((op, key, future))
+        if self._drain is None or self._drain.done():
+            self._drain = loop.create_task(self._drain_queue(), name="yokebot-thread-locks")
+        return await future
+
+    async def _drain_queue(self) -> None:
         async with self._io:
-            if not future.done() and self._queued:
+            while self._queued:
                 batch, self._queued = self._queued, []
                 await self._send(sorted(batch, key=lambda item: item[0] != _UNLOCK))  # stable: unlocks first
-        return await future
 
     async def _send(self, batch: list[tuple[str, int, asyncio.Future[bool]]]) -> None:
         try:

@@ -184,33 +184,47 @@ class WriteBehind:
             await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet
 
     def _one_statement(self, batch: list[Write]) -> tuple[str, ...] | None:
-        """PostgreSQL: a batch of plain audit INSERTs (the common case, a turn's rows) as one statement, one
-        round trip instead of BEGIN, an executemany per table and COMMIT (six for a turn): each table's rows
-        go in as one JSON array parameter (`json_populate_recordset`), in their order, each table in a
-        data-modifying CTE; one statement is one transaction. None: some write is not such an INSERT (or a
-        value is not plain JSON), and the batch goes the usual way."""
-        groups = list(_runs(_folded(batch, self._folds), self._rank))
-        tables: set[Any] = set()  # tables inserted into, UPDATE statements seen
+        """PostgreSQL: a batch of plain audit INSERTs and turn-finishing UPDATEs (the common case) as one
+        statement, one round trip instead of BEGIN, an executemany per run of a table and COMMIT (six for a
+        fast turn, more in a busy batch): each table's rows go in as one JSON array parameter
+        (`json_to_recordset`), in their order, each table in a data-modifying CTE; one statement is one
+        transaction. The UPDATEs may leave their place between the INSERTs: each touches a row of an earlier
+        batch (one of this batch is folded into its INSERT) that nothing in the batch reads, and two of one
+        row are merged in their order. None: some write is of another kind, a table's rows differ in their
+        columns, or a value is not plain JSON; the batch then goes the usual way."""
+        inserts: dict[Executable, list[dict[str, Any]]] = {}
+        updates: dict[Executable, dict[Any, dict[str, Any]]] = {}
+        for statement, params, _owner in _folded(batch, self._folds):
+            fold = self._folds.get(statement)
+            if fold is not None:
+                rows = updates.setdefault(statement, {})
+                key = params.get(fold.param)
+                rows[key] = rows.get(key, {}) | params
+            elif statement in self._rank:
+                inserts.setdefault(statement, []).append(params)
+            else:
+                return None
+        groups: list[tuple[Table, FoldedUpdate | None, list[dict[str, Any]]]] = []
+        tables: set[str] = set()
+        for statement, rows in inserts.items():
+            table = getattr(statement, "table", None)
+            if not isinstance(table, Table) or table.name in tables or len({tuple(r) for r in rows}) != 1:
+                return None  # a table in two CTEs: the order of its rows' ids between them would be unspecified
+            tables.add(table.name)
+            groups.append((table, None, _with_defaults(table, rows)))
+        for statement, merged in updates.items():
+            table, fold = getattr(statement, "table", None), self._folds[statement]
+            if not isinstance(table, Table):
+                return None
+            by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for row in merged.values():  # each row once: CTEs on different rows need no order
+                row = {fold.column: row[fold.param], **{k: v for k, v in row.items() if k != fold.param}}
+                by_columns.setdefault(tuple(row), []).append(row)
+            groups += [(table, fold, rows) for rows in by_columns.values()]
         parts: list[str] = []
         args: list[str] = []
         quote = self._quote
-        for statement, rows in groups:
-            table = getattr(statement, "table", None)
-            fold = self._folds.get(statement)
-            if not isinstance(table, Table) or (statement not in self._rank and fold is None):
-                return None
-            if fold is not None:  # an UPDATE by key of rows inserted in an earlier batch
-                keys = [row.get(fold.param) for row in rows]
-                if (statement, None) in tables or len(set(keys)) != len(keys):
-                    return None  # one row updated twice: two CTEs on one row have no order
-                tables.add((statement, None))
-                rows = [{fold.column: row[fold.param], **{k: v for k, v in row.items() if k != fold.param}}
-                        for row in rows]
-            elif table.name in tables:
-                return None  # a table twice: the order of its rows' ids between two CTEs would be unspecified
-            else:
-                tables.add(table.name)
-                rows = _with_defaults(table, rows)
+        for table, fold, rows in groups:
             if any(key not in table.columns for key in rows[0]):
                 return None  # names in the SQL below are the table's own columns, never anything else
             columns = [table.columns[c] for c in rows[0]]

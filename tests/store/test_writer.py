@@ -190,11 +190,14 @@ async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes
             await store.finish_turn(f"{tag}-a", TurnOutcome("done", iterations=2, stopped_by="answer"))
             await store.start_turn(s.id, f"{tag}-b", "mention", None, "again")
             await store.flush()
+            await store.append(s.id, f"{tag}-b", Message.user("again"))
+            await store.record_plan(f"{tag}-b", {"steps": ["look"]})  # two UPDATEs of one row, merged in order
             await store.finish_turn(f"{tag}-b", TurnOutcome("later", iterations=1, stopped_by="answer"))
         assert True in used and False in used  # both paths ran
+        assert used.count(True) == used.count(False)  # every batch of the first pass was one statement
         queries = {
             "turns": "SELECT trigger, \"user\", text, answer, iterations, hit_limit, prompt_tokens, status, "
-                     "error, stopped_by, plan IS NULL AS no_plan, owner, finished_at IS NOT NULL AS fin "
+                     "error, stopped_by, plan::text, owner, finished_at IS NOT NULL AS fin "
                      "FROM turns WHERE id LIKE :p ORDER BY id",
             "messages": "SELECT role, content, tool_calls::text, tool_calls IS NULL AS sql_null, tool_call_id, name "
                         "FROM messages WHERE turn_id LIKE :p ORDER BY id",

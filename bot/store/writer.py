@@ -23,7 +23,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import JSON, Connection, Engine, Table, event
 from sqlalchemy import create_engine as create_sync_engine
@@ -207,14 +207,14 @@ class WriteBehind:
         groups: list[tuple[Table, FoldedUpdate | None, list[dict[str, Any]]]] = []
         tables: set[str] = set()
         for statement, rows in inserts.items():
-            table = getattr(statement, "table", None)
-            if not isinstance(table, Table) or table.name in tables or len({tuple(r) for r in rows}) != 1:
+            table = _table(statement)
+            if table is None or table.name in tables or len({tuple(r) for r in rows}) != 1:
                 return None  # a table in two CTEs: the order of its rows' ids between them would be unspecified
             tables.add(table.name)
             groups.append((table, None, _with_defaults(table, rows)))
         for statement, merged in updates.items():
-            table, fold = getattr(statement, "table", None), self._folds[statement]
-            if not isinstance(table, Table):
+            table, fold = _table(statement), self._folds[statement]
+            if table is None:
                 return None
             by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
             for row in merged.values():  # each row once: CTEs on different rows need no order
@@ -377,6 +377,11 @@ def _folded(batch: list[Write], folds: dict[Executable, FoldedUpdate]) -> list[W
             rows[(statement, params.get(column))] = len(out)
         out.append(write)
     return out
+
+
+def _table(statement: Executable) -> Table | None:
+    table: Any = getattr(statement, "table", None)
+    return cast(Table, table) if isinstance(table, Table) else None
 
 
 def _with_defaults(table: Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -25,10 +25,10 @@ run: $(STAMP)           ## start adapters, scheduler and HTTP server
 TEST_WORKERS ?= 2
 
 test: $(STAMP)          ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)
-	$(BIN)/pytest -n $(TEST_WORKERS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
 
 test-fast: $(STAMP)     ## everything but the slow tests (real yokebot processes) and PostgreSQL (575 of ~730)
-	$(BIN)/pytest -n $(TEST_WORKERS) -m "not slow and not postgres"
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not postgres"
 
 lint: $(STAMP)
 	$(BIN)/ruff check bot tests $(wildcard bench)
@@ -39,7 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
 
 lock: $(STAMP)          ## re-pin requirements.lock (the container's dependencies) from pyproject.toml
-	$(BIN)/pip install --quiet --dry-run --ignore-installed --report .lock.json '.[tokenizer]'
+	$(BIN)/pip install --quiet --dry-run --ignore-installed --report .lock.json '.[tokenizer,otel]'
 	$(BIN)/python -c 'import json; r = json.load(open(".lock.json")); pins = sorted((i["metadata"]["name"].lower(), i["metadata"]["version"]) for i in r["install"] if i["metadata"]["name"].lower() != "yokebot"); open("requirements.lock", "w").write("# Runtime dependencies of yokebot, pinned for the container image (Python 3.11, Linux).\n# Regenerate after changing pyproject.toml: make lock\n" + "".join(f"{n}=={v}\n" for n, v in pins))'
 	rm -f .lock.json
 

@@ -8,6 +8,7 @@ import time
 from bench import (
     concurrency,
     context,
+    mcp_ask,
     memory_startup,
     model_overhead,
     overhead,
@@ -34,6 +35,7 @@ def main() -> None:
     model_overhead.main(flags)
     startup_cli.main(flags)
     progress.main(flags)
+    mcp_ask.main(flags)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
 
 

@@ -1,6 +1,6 @@
 """Benchmark 6: live progress in Slack. After a mention, how long until the user sees text from the bot, and
-how many Slack Web API calls one turn costs, with a model that takes 5 s to answer (1 s before a tool call,
-then the answer written over about 4 s, streamed).
+how many Slack Web API calls one turn costs, with a model that takes 5 s to answer (`--seconds`: a fifth
+before a tool call, then the answer written over the rest, streamed).
 
 Variants, each over a few turns, interleaved in rounds (the same bot wiring as `yokebot run`, Socket Mode, the
 real Bolt and slack_sdk against the fake Slack; the fake model streams):
@@ -31,14 +31,16 @@ ANSWER = ("The upstream 10.0.0.7 timed out three times since 10:00 (HTTP 502); i
           "Nothing else in the last hour. ") * 2
 
 
-def script(llm: FakeOpenAI, turns: int) -> None:
+def script(llm: FakeOpenAI, turns: int, seconds: float) -> None:
+    """A turn of `seconds`: a fifth of it before the tool call, the rest writing the answer."""
     chunks = len(range(0, len(ANSWER), 8))
     for i in range(turns):
-        llm.script.append(Step("calls", calls=[call("echo", {"text": f"step {i}"})], delay=1.0))
-        llm.script.append(Step("reply", content=ANSWER, chunk_delay=4.0 / chunks))
+        llm.script.append(Step("calls", calls=[call("echo", {"text": f"step {i}"})], delay=seconds / 5))
+        llm.script.append(Step("reply", content=ANSWER, chunk_delay=seconds * 4 / 5 / chunks))
 
 
-async def one_variant(name: str, base: Path, llm: FakeOpenAI, turns: int, **settings: Any) -> dict[str, float]:
+async def one_variant(name: str, base: Path, llm: FakeOpenAI, turns: int, seconds: float,
+                      **settings: Any) -> dict[str, float]:
     fake = FakeSlack().start()
     fake.streaming = name != "c"
     app = await build_app(bench_settings(sqlite_url(base, f"{name}.db"), llm.base_url, write_bench_agent(base),
@@ -53,7 +55,7 @@ async def one_variant(name: str, base: Path, llm: FakeOpenAI, turns: int, **sett
         await adapter.start()
         while fake.connections == 0:
             await asyncio.sleep(0.01)
-        script(llm, turns)
+        script(llm, turns, seconds)
         for i in range(turns):
             ts = f"1700000{i:03d}.000100"
             before = len(fake.calls)
@@ -88,7 +90,7 @@ def call_bound(turn_seconds: float, interval: float) -> int:
     return 3 + 2 + int(turn_seconds / interval) + 1 + 3
 
 
-async def run(turns: int, rounds: int) -> dict[str, dict[str, float]]:
+async def run(turns: int, rounds: int, seconds: float) -> dict[str, dict[str, float]]:
     llm = FakeOpenAI().start()
     results: dict[str, list[dict[str, float]]] = {"a": [], "b": [], "c": []}
     try:
@@ -96,7 +98,8 @@ async def run(turns: int, rounds: int) -> dict[str, dict[str, float]]:
             for r in range(rounds):
                 for name in ("a", "b", "c")[r % 3:] + ("a", "b", "c")[:r % 3]:
                     live = {"progress_live": name != "a"}
-                    results[name].append(await one_variant(f"{name}{r}", base / f"{name}{r}", llm, turns, **live))
+                    results[name].append(await one_variant(f"{name}{r}", base / f"{name}{r}", llm, turns, seconds,
+                                                               **live))
     finally:
         llm.stop()
     return {k: {m: statistics.median(x[m] for x in v) if m != "calls_max" else max(x[m] for x in v)
@@ -107,14 +110,15 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--turns", type=int, default=3)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--quick", action="store_true", help="one turn, one round")
+    p.add_argument("--seconds", type=float, default=5.0, help="how long the model takes over a turn")
+    p.add_argument("--quick", action="store_true", help="one turn of 2 s, one round")
     p.add_argument("--no-pg", action="store_true", help="accepted for `python -m bench` (SQLite only here)")
     args = p.parse_args(argv)
-    turns, rounds = (1, 1) if args.quick else (args.turns, args.rounds)
-    header(f"6. live progress in Slack: a 5 s turn, {turns} turn(s) x {rounds} round(s) per variant")
-    res = run_sync(turns, rounds)
+    turns, rounds, seconds = (1, 1, 2.0) if args.quick else (args.turns, args.rounds, args.seconds)
+    header(f"6. live progress in Slack: a {seconds:g} s turn, {turns} turn(s) x {rounds} round(s) per variant")
+    res = run_sync(turns, rounds, seconds)
     base = res["a"]["first_s"]
-    bound = call_bound(5.0, 1.0)
+    bound = call_bound(seconds, 1.0)
     labels = {"a": "(a) progress off", "b": "(b) streaming", "c": "(c) edits (no streaming methods)"}
     for k, r in res.items():
         print(f"{labels[k]:34} first text after {r['first_s'] * 1000:7.0f} ms ({r['first_s'] / base:.2f} x a); "
@@ -126,8 +130,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     return res
 
 
-def run_sync(turns: int, rounds: int) -> dict[str, dict[str, float]]:
-    return asyncio.run(run(turns, rounds))
+def run_sync(turns: int, rounds: int, seconds: float = 5.0) -> dict[str, dict[str, float]]:
+    return asyncio.run(run(turns, rounds, seconds))
 
 
 if __name__ == "__main__":

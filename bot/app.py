@@ -40,6 +40,7 @@ from bot.store.approvals import ApprovalStore
 from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.instances import InstanceLease
+from bot.store.notify_ledger import SqlNotifyLedger
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
 from bot.store.session_lock import PgSessionLock
@@ -80,8 +81,10 @@ class App:
         """Stop the MCP servers, commit what is queued, close the model's HTTP client, release the database."""
         if self.mcp is not None:
             await self.mcp.stop()
-        if self.inbox is not None:
-            await self.inbox.stop_heartbeat()
+        if self.approvals is not None:
+            self.approvals.close()
+        if self.inbox is not None:  # its leases' heartbeat, its LISTEN connection
+            await self.inbox.close()
         await self.store.close()
         if self.lease is not None:  # after the turns' rows are written: nothing of this process runs now
             await self.lease.stop()
@@ -190,14 +193,17 @@ async def build_app(
     approvals = ApprovalDesk(ApprovalStore(engine))
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
                            notifier=notifier, memory=store, session_lock=session_lock,
-                           planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals)
+                           planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals,
+                           notify_ledger=SqlNotifyLedger(engine))  # notify's limits hold across instances
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
     lease = None
     if engine.dialect.name == "postgresql":  # shared: other instances tell this one's turns from dead ones
         lease = InstanceLease(store, lease_seconds=settings.inbox_lease_seconds)
         lease.start()  # queued ahead of any turn row; no round trip here
+    inbox_turns = InboxTurns(inbox, partial(side_effecting, registry))
+    approvals.resume = inbox_turns.resume_parked  # a decision resumes its parked turn on the instance that got it
     app = App(settings, engine, store, registry, profiles, notifier, service, prometheus, model,
-              inbox=inbox, inbox_turns=InboxTurns(inbox, partial(side_effecting, registry)),
+              inbox=inbox, inbox_turns=inbox_turns,
               session_lock=session_lock, mcp=mcp, approvals=approvals, lease=lease, tracing=tracing)
     if mcp is not None:
         try:
@@ -248,8 +254,15 @@ def mcp_manager(
 def build_platforms(app: App) -> list[Platform]:
     """The full adapter of every configured platform (bot/chat/platforms.py), not connected yet: registered
     with the notifier so `notify` can post to `slack:#name`, `discord:123`…, with their approval buttons."""
-    return [build_platform(entry, platform_parts(app), app.notifier, app.approvals)
+    return [_resumable(app, build_platform(entry, platform_parts(app), app.notifier, app.approvals))
             for entry in configured(app.settings)]
+
+
+def _resumable(app: App, platform: Platform) -> Platform:
+    """A turn parked on an approval is resumed by the instance that gets the decision: through this adapter."""
+    if app.inbox_turns is not None:
+        app.inbox_turns.adapters[platform.platform] = platform
+    return platform
 
 
 def platform_parts(app: App) -> PlatformParts:
@@ -258,7 +271,9 @@ def platform_parts(app: App) -> PlatformParts:
 
 def _build_one(app: App, name: str) -> Platform | None:
     entry = next((e for e in configured(app.settings) if e.name == name), None)
-    return build_platform(entry, platform_parts(app), app.notifier, app.approvals) if entry is not None else None
+    if entry is None:
+        return None
+    return _resumable(app, build_platform(entry, platform_parts(app), app.notifier, app.approvals))
 
 
 def build_slack(app: App) -> SlackAdapter | None:

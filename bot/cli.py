@@ -20,7 +20,6 @@ from bot.commands.schedule import schedule_app
 from bot.commands.support import chat_log, err, out, run_async, settings_or_exit, setup_logging
 from bot.engine.errors import YokebotError
 from bot.mcp.cli import mcp_app
-from bot.tools.isolation import not_dumpable
 
 if TYPE_CHECKING:  # what a command needs loads when it runs: `yokebot --help` imports no SQLAlchemy, no SDKs
     from bot.config import Settings
@@ -50,6 +49,7 @@ def chat(
     from bot.chat.console.adapter import ConsoleAdapter, TerminalAlerts
     from bot.chat.console.approvals import ConsoleApprover
     from bot.engine.model import preload
+    from bot.tools.isolation import not_dumpable
 
     settings = settings_or_exit()
     not_dumpable()  # same-user processes (an MCP server, a shell command) cannot read our /proc entries
@@ -117,6 +117,8 @@ def ask(
             err.print("[red]error:[/red] nothing to ask: standard input was empty.", highlight=False)
             raise typer.Exit(2)
 
+    from bot.tools.isolation import not_dumpable
+
     settings = settings_or_exit()
     not_dumpable()
     setup_logging(settings, quiet=True)
@@ -179,6 +181,7 @@ def run() -> None:
 
     from bot.observability.http import NO_PLATFORM
     from bot.runner import serve
+    from bot.tools.isolation import not_dumpable
 
     settings = settings_or_exit()
     not_dumpable()

@@ -1,7 +1,7 @@
 """`yokebot doctor`: is this installation ready to answer? Checks the model endpoint (and that it serves the
-model), the database, the Slack tokens (both, and whether they are swapped) and the Discord token, the shell
-sandbox (bubblewrap, user namespaces), and the agents; each problem comes with what to fix.
-Nothing is written: a missing SQLite file is reported, not created."""
+model), the database, the Slack tokens (both, and whether they are swapped) and the Discord token, the
+Prometheus and MCP servers the agents name, the shell sandbox (bubblewrap, user namespaces), and the agents;
+each problem comes with what to fix. Nothing is written: a missing SQLite file is reported, not created."""
 
 from __future__ import annotations
 
@@ -319,6 +319,42 @@ async def _prometheus_answers(settings: Any, agents: list[str]) -> Check:
     return fail(name, f"GET /-/ready and /api/v1/query answered HTTP {status}", fix)
 
 
+# --- MCP servers ----------------------------------------------------------------------------------------
+async def check_mcp(settings: Settings, profiles: dict[str, Any]) -> list[Check]:
+    """Each MCP server an agent declares starts (or answers) and offers the tools the agent allows; a stdio
+    server that dies at start is shown with its stderr's last lines, as `mcp tools` shows it."""
+    servers = [(p, name, spec) for p in profiles.values() for name, spec in sorted(p.mcp.items())]
+    return list(await asyncio.gather(*(_mcp_answers(settings, p, n, s) for p, n, s in servers)))
+
+
+async def _mcp_answers(settings: Settings, profile: Any, server: str, spec: Any) -> Check:
+    import os
+
+    from bot.engine.errors import YokebotError
+    from bot.mcp.connection import McpConnection, Timing  # the SDK loads only when an agent declares a server
+    from bot.mcp.params import resolve
+
+    name = f"mcp {profile.name}/{server}"
+    fix = f"try `yokebot mcp tools {profile.name} {server}`, and check mcp: {server} in {profile.path}"
+    try:
+        params = resolve(server, spec, profile.path.parent, os.environ)
+    except YokebotError as exc:
+        return fail(name, str(exc), fix)
+    startup = min(settings.mcp_startup_seconds, TIMEOUT_SECONDS)
+    conn = McpConnection(params, Timing(startup=startup), lambda _: None)
+    try:
+        await conn.start()
+        if conn.state != "up":
+            return fail(name, f"could not connect to {params.where()}: {conn.error or 'no answer in time'}", fix)
+        offered = {t.name for t in conn.tools}
+    finally:
+        await conn.stop()
+    missing = sorted(set(spec.allowed()) - offered)
+    if missing:
+        return warn(name, f"up, but it does not offer {', '.join(missing)} (allowed in the profile)", fix)
+    return ok(name, f"up at {params.where()}, {len(offered)} tool(s) offered")
+
+
 # --- all of it ------------------------------------------------------------------------------------------
 async def _bounded(name: str, check: Callable[[], Awaitable[Any]]) -> list[Check]:
     try:
@@ -338,6 +374,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks += await _bounded("slack", lambda: check_slack(settings))
     checks += await _bounded("discord", lambda: check_discord(settings))
     checks += await _bounded("prometheus", lambda: check_prometheus(profiles))
+    checks += await _bounded("mcp", lambda: check_mcp(settings, profiles))
     checks += check_platforms_configured(settings)
     # (the Prometheus/Alertmanager checks belong here)
     checks += check_sandbox(profiles)

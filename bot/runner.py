@@ -49,7 +49,11 @@ async def start_recovery(bot: App, adapters: Mapping[str, Resumable], *, alone: 
     if bot.inbox is None or bot.inbox_turns is None:
         return _nothing
     bot.inbox.start_heartbeat()
-    recovery = Recovery(bot.inbox, bot.inbox_turns, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone)
+    for name, adapter in adapters.items():  # alerts too: a decision resumes a parked turn through its adapter
+        bot.inbox_turns.adapters.setdefault(name, adapter)
+    recovery = Recovery(bot.inbox, bot.inbox_turns, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone,
+                        gone=bot.lease,  # PostgreSQL: a predecessor on this host known dead is not waited for
+                        watch=bot.approvals.watch if bot.approvals is not None else None)
     await recovery.start()
     return recovery.stop
 

@@ -61,7 +61,8 @@ def db_prune(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking (for cron jobs).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Allow --older-than below one day.")] = False,
 ) -> None:
-    """Delete sessions idle for longer than --older-than, with their turns, messages, model and tool calls.
+    """Delete sessions idle for longer than --older-than, with their turns, messages, model and tool calls
+    (and schedule runs, seen events, settled inbox rows and alerts sent that are older).
 
     Asks before deleting (shows what would go) unless --yes; --dry-run only counts."""
     from bot.observability.prune import prune

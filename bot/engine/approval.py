@@ -76,6 +76,10 @@ def may_approve(spec_approvers: tuple[str, ...], self_approve: bool, requester: 
 
 Verdict = Literal["approved", "denied", "expired", "refused"]
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+# What a decision (or an expiry) did: "" it did not count (decided already); "woke": the turn was parked and its
+# inbox row is claimable again (resume it); "live": an inbox row holds the turn (it reads the decision itself);
+# "decided": no inbox row holds it (a turn waiting in-process, or one that is gone)
+Move = Literal["", "woke", "live", "decided"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,15 +170,25 @@ class Approval:
 
 class ApprovalRecords(Protocol):
     """The `approvals` rows (`ApprovalStore`, bot/store/approvals.py). A decision is a conditional UPDATE, so
-    exactly one of two concurrent clicks counts, on any instance sharing the database."""
+    exactly one of two concurrent clicks counts, on any instance sharing the database; the same transaction
+    makes the inbox row of a turn parked on it claimable again."""
 
     async def create(self, new: NewApproval, now: datetime | None = None) -> int: ...
     async def get(self, approval_id: int) -> Approval | None: ...
-    async def decide(self, approval_id: int, status: Literal["approved", "denied"], by: str,
-                     now: datetime | None = None) -> bool:
-        """True when this decision is the one that counts (the row was pending and had not expired)."""
+    async def for_call(self, turn_id: str, call_id: str) -> Approval | None:
+        """The request a turn made for one of its calls (a resumed turn asks once per call)."""
         ...
-    async def expire(self, approval_id: int, now: datetime | None = None) -> bool: ...
+    async def decide(self, approval_id: int, status: Literal["approved", "denied"], by: str,
+                     now: datetime | None = None) -> Move:
+        """Truthy when this decision is the one that counts (the row was pending and had not expired)."""
+        ...
+    async def expire(self, approval_id: int, now: datetime | None = None) -> Move: ...
+    async def claim_run(self, approval_id: int) -> bool:
+        """True once per approved request: the call may run now (never a second time, after any restart)."""
+        ...
+    async def parked_pending(self) -> list[Approval]:
+        """Pending requests whose turn is parked (their expiry is due to someone)."""
+        ...
     async def set_message(self, approval_id: int, ref: str) -> None: ...
     async def heartbeat(self, approval_id: int, at: datetime | None) -> None: ...
     async def set_outcome(self, approval_id: int, outcome: str) -> None: ...

@@ -1,7 +1,8 @@
 """The one path every model call of a turn takes, whoever asks (the ReAct loop, the planner, compaction):
 the prompt is fitted to the model's window (`window.py`), sent through the retrying model with the turn's
-hooks listening, a context-length error compacts the thread and sends again (twice at most), what the
-server counted calibrates our token counter, and the turn's budget is charged (`guards.TurnBudget`)."""
+hooks listening, a context-length error compacts the thread and sends again (twice at most, and only a
+prompt strictly smaller than the one refused: the same prompt would be refused again), what the server
+counted calibrates our token counter, and the turn's budget is charged (`guards.TurnBudget`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,15 @@ from bot.engine.messages import Message, ModelResponse
 from bot.engine.pacing import REPLIES
 from bot.engine.retrying import OnAttempt, RetryingModel
 from bot.engine.window import FittedPrompt, ThreadWindow
-from bot.engine.wire import CallPurpose, ModelRequest, OnDelta
+from bot.engine.wire import CallPurpose, ModelRequest, OnDelta, encoded
 
 OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
+
+
+def prompt_size(fitted: FittedPrompt) -> int:
+    """The prompt's messages as sent, in bytes of JSON (each message's encoding is cached): what a retry
+    after an overflow must have made smaller."""
+    return sum(len(encoded(m)) for m in fitted.messages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +64,10 @@ class ModelCalls:
                 if attempt == OVERFLOW_RETRIES:
                     raise
                 await window.recover(self.system, fitted, err.window, err.prompt_tokens, compact)
-                fitted = await window.prepare(self.system, messages, schemas, compact)
+                smaller = await window.prepare(self.system, messages, schemas, compact)
+                if prompt_size(smaller) >= prompt_size(fitted):
+                    raise  # nothing could be cut: the same prompt again would only be refused again
+                fitted = smaller
                 continue
             window.observe(fitted, response.usage.prompt_tokens)
             return response

@@ -9,7 +9,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 
 from bot.engine.approval import ApprovalDecision, ApprovalRequest
 from bot.engine.attachments import TurnFiles
-from bot.engine.ports import MemoryStore, Notifier
+from bot.engine.ports import MemoryStore, Notifier, NotifyLedger
 from bot.engine.profiles import AgentProfile
 from bot.engine.toolsettings import ToolSettings
 
@@ -41,6 +41,8 @@ class RunContext:
     memory: MemoryStore | None = None
     approvals: ApprovalGate | None = None  # who is asked before a gated tool runs
     files: TurnFiles | None = None  # the text files attached to this turn's message (read_attachment)
+    notify_ledger: NotifyLedger | None = None  # alerts sent, across instances; None: the notify tool's own
+    parks: bool = False  # a gated call's wait parks the turn (its state stored) instead of holding its task
 
     @property
     def agent(self) -> str:
@@ -53,7 +55,9 @@ class RunContext:
 
 class ApprovalGate(Protocol):
     """Asks a human before a gated tool runs (bot/engine/approval.py): posts the request where the turn
-    happens and waits until it is decided or expires. Implemented in bot/chat/core/approvals.py."""
+    happens and waits until it is decided or expires; a turn that `parks` is not waited for: `decide` raises
+    ApprovalPending (bot/engine/errors.py) and, once the turn is resumed, returns the decision made meanwhile
+    (one request per call). Implemented in bot/chat/core/approvals.py."""
 
     async def decide(self, run: RunContext, request: ApprovalRequest) -> ApprovalDecision: ...
 

@@ -29,6 +29,16 @@ class ToolFailed(ToolControl):
     """An expected failure (file missing, platform not configured): the model reads the message."""
 
 
+class ApprovalPending(YokebotError):
+    """Raised by the approval gate for a turn that can park (`RunContext.parks`): the request is posted (or
+    was, before the turn parked) and no decision is in yet. The loop parks the turn (bot/engine/parked.py)."""
+
+    def __init__(self, approval_id: int, call_id: str) -> None:
+        super().__init__(f"approval {approval_id} for call {call_id} is pending")
+        self.approval_id = approval_id
+        self.call_id = call_id
+
+
 # --- failures ----------------------------------------------------------------------------------------------
 class ConfigError(YokebotError):
     """The settings are incomplete or wrong."""

@@ -1,6 +1,12 @@
 """ToolExecutor: look up, parse and validate arguments, sandbox check, run with a timeout, retry what is
 retryable (with exponential backoff), wrap as a ToolResult with its output redacted and capped. Every failure becomes a
-tool message the model can read. Recording the call is the hooks' job (the loop reports each result)."""
+tool message the model can read. Recording the call is the hooks' job (the loop reports each result).
+
+The rule of side effects: a tool either is read-only or declares `side_effects=True` (`tooling.Tool`). Calls
+of one model message run at the same time, except that side-effecting calls never run at once within a turn:
+each waits for the side-effecting calls the model asked for before it (`in_order`), so their limits
+(`max_items`, notify's) are checked and applied one call at a time, in the model's order. Read-only calls
+wait for nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +14,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -55,6 +62,18 @@ def nesting(value: Any) -> int:
     return deepest
 
 
+@asynccontextmanager
+async def _after(previous: asyncio.Event | None, done: asyncio.Event) -> AsyncGenerator[None]:
+    """Wait for `previous`, then hold the slot; `done` is set however the holder ends (a cancelled call
+    does not block the ones after it)."""
+    try:
+        if previous is not None:
+            await previous.wait()
+        yield
+    finally:
+        done.set()
+
+
 class ToolExecutor:
     def __init__(
         self,
@@ -86,6 +105,27 @@ class ToolExecutor:
     def runs_alone(self, name: str) -> bool:
         tool = self.registry.get(name)
         return tool is not None and tool.runs_alone
+
+    def side_effects(self, name: str) -> bool:
+        """Does the tool change something outside the turn? (An unknown name runs nothing: read-only.)"""
+        tool = self.registry.get(name)
+        return tool is not None and tool.side_effects
+
+    def in_order(self, calls: Sequence[ToolCall]) -> list[AbstractAsyncContextManager[None]]:
+        """One slot per call of a group that runs at once, to hold while the call runs (its hooks too): a
+        side-effecting call's slot waits until the side-effecting call before it in the group has finished;
+        a read-only call's waits for nothing. A turn runs its groups one after another, so side effects
+        never overlap within a turn and happen in the order the model asked for them."""
+        slots: list[AbstractAsyncContextManager[None]] = []
+        previous: asyncio.Event | None = None
+        for call in calls:
+            if not self.side_effects(call.name):
+                slots.append(nullcontext())
+                continue
+            done = asyncio.Event()
+            slots.append(_after(previous, done))
+            previous = done
+        return slots
 
     # --- sandbox: redact before cutting, and the audit row's arguments too ---------------------
     def _cap(self, text: str, limit: int | None = None) -> str:

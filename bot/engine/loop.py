@@ -7,25 +7,31 @@ when the iteration cap, a budget or the loop guard stops it (`guards.py`), with 
 in which the model says what it found.
 
 Several tool calls in one model message run at the same time (the profile's `parallel_tool_calls: false`
-turns that off); a tool that `runs_alone` (notify) waits for the calls before it and runs before those
-after it. The results go back to the model in the order it asked; each call is told to the hooks when it
-starts and when it finishes, with its own start and finish times."""
+turns that off), except that side-effecting calls run one at a time, in the model's order (the executor's
+rule, `ToolExecutor.in_order`); a tool that `runs_alone` (notify) waits for the calls before it and runs
+before those after it. The results go back to the model in the order it asked; each call is told to the hooks when it
+starts and when it finishes, with its own start and finish times.
+
+A gated call whose turn can park (`RunContext.parks`) ends the run with `TurnParked` once its group has
+finished: the state goes to the store, and `resume` goes on from it when the call is decided (parked.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine import replies
 from bot.engine.calls import CallSettings, ModelCalls
 from bot.engine.context import RunContext
-from bot.engine.errors import ModelError
+from bot.engine.errors import ApprovalPending, ModelError
 from bot.engine.executor import ToolExecutor
 from bot.engine.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf, TurnBudget
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, Stop, StopReason, ToolCall, ToolResult, TurnOutcome
+from bot.engine.parked import ParkedTurn, TurnParked
 from bot.engine.prompt import PromptBuilder
 from bot.engine.retrying import RetryingModel
 from bot.engine.tokens import Calibration, TokenCounter, default_window
@@ -88,17 +94,35 @@ class ReActLoop:
     async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str | Message,
                   hooks: TurnHooks) -> TurnOutcome:
         """`history`: the thread as the store loads it, or plain messages (the last `max_history_turns`)."""
+        return await self.run_with(run, await self.calls(run, self._thread(run, history), hooks), text, hooks)
+
+    async def resume(self, run: RunContext, history: Sequence[Message] | Thread, parked: ParkedTurn,
+                     hooks: TurnHooks) -> TurnOutcome:
+        """Go on with a turn that parked on an approval: its pending calls first (the gate has the decision
+        now), then the loop as usual. `history`: the thread before this turn."""
+        calls = await self.calls(run, self._thread(run, history), hooks)
+        t = self._new_turn(run, calls, hooks)
+        t.messages, t.iterations = list(parked.messages), parked.iterations
+        t.budget.usage, t.budget.tool_calls = parked.usage, parked.tool_calls
+        stop = await self._tools(t, parked.pending_calls(), parked.done)
+        return await self._finish(t, stop) if stop is not None else await self._steps(t)
+
+    @staticmethod
+    def _thread(run: RunContext, history: Sequence[Message] | Thread) -> Thread:
         thread = history if isinstance(history, Thread) else Thread.from_messages(history)
         if not isinstance(history, Thread) and len(thread.turns) > run.profile.max_history_turns:
             thread.turns = thread.turns[len(thread.turns) - run.profile.max_history_turns:]
-        return await self.run_with(run, await self.calls(run, thread, hooks), text, hooks)
+        return thread
+
+    def _new_turn(self, run: RunContext, calls: ModelCalls, hooks: TurnHooks) -> _Turn:
+        profile, tools = run.profile, self.executor.tools_for(run.profile)
+        schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
+        return _Turn(run, hooks, calls, schemas, LoopGuard(profile.loop_repeats), self.budget(run))
 
     async def run_with(self, run: RunContext, calls: ModelCalls, text: str | Message, hooks: TurnHooks) -> TurnOutcome:
         """A run on a call path the caller made (a plan step): the thread is the one `calls` holds; the run
         has its own budget and iteration cap (`run.profile`)."""
-        profile, tools = run.profile, self.executor.tools_for(run.profile)
-        schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
-        t = _Turn(run, hooks, calls, schemas, LoopGuard(profile.loop_repeats), self.budget(run))
+        t = self._new_turn(run, calls, hooks)
         await self._add(t, text if isinstance(text, Message) else Message.user(text))  # a Message: with files
         return await self._steps(t)
 
@@ -125,11 +149,13 @@ class ReActLoop:
             if stop is not None:
                 return await self._finish(t, stop)
 
-    async def _tools(self, t: _Turn, calls: Sequence[ToolCall]) -> Stop | None:
+    async def _tools(self, t: _Turn, calls: Sequence[ToolCall], done: dict[str, str] | None = None) -> Stop | None:
         """Run the calls the model asked for (a group at a time, see `batches`), unless a budget or the loop
         guard says stop; every call gets a result message, in the model's order, either way (a call without
-        one makes the next request invalid)."""
+        one makes the next request invalid). `done`: calls that ran before the turn parked (their results).
+        A group with a call waiting for an approval parks the turn once the group's other calls have finished."""
         stop: Stop | None = None
+        done = done or {}
         for batch in self.batches(calls, t.run.profile.parallel_tool_calls):
             planned: list[GuardVerdict] = []  # verdicts of the calls of this group that run (a prefix of it)
             for call in batch:
@@ -137,17 +163,32 @@ class ReActLoop:
                     stop, verdict = self._check(t, call, len(planned))
                     if stop is None:
                         planned.append(verdict)
-            results = await self._run_batch(batch[: len(planned)], t)
+            results = await self._run_batch(batch[: len(planned)], t, done)
+            self._park_if_pending(t, batch, results, done)
             for i, call in enumerate(batch):
                 if i >= len(planned):
                     reason = stop.detail if stop is not None else "the turn is ending"
                     await self._add(t, Message.tool(call.id, call.name, f"(not run: the turn is ending; {reason})"))
                     continue
-                t.results.append(results[i])
-                t.budget.tool_calls += 1
+                result = results[i]
+                assert isinstance(result, ToolResult)
+                t.results.append(result)
+                if call.id not in done:
+                    t.budget.tool_calls += 1
                 note = t.guard.note(call) if planned[i] == "warn" else ""
-                await self._add(t, Message.tool(call.id, call.name, results[i].content + note))
+                await self._add(t, Message.tool(call.id, call.name, result.content + note))
         return stop
+
+    @staticmethod
+    def _park_if_pending(t: _Turn, batch: list[ToolCall], results: list[ToolResult | ApprovalPending],
+                         done: dict[str, str]) -> None:
+        pending = tuple(r.approval_id for r in results if isinstance(r, ApprovalPending))
+        if not pending:
+            return
+        finished = {c.id: r.content for c, r in zip(batch, results, strict=False) if isinstance(r, ToolResult)}
+        ran = sum(1 for c in finished if c not in done)
+        raise TurnParked(ParkedTurn(tuple(t.messages), {**done, **finished}, t.iterations,
+                                    t.budget.tool_calls + ran, t.budget.usage, pending))
 
     def batches(self, calls: Sequence[ToolCall], parallel: bool) -> list[list[ToolCall]]:
         """The calls in the model's order, cut into groups that may run at once: a call of a tool that
@@ -163,19 +204,28 @@ class ReActLoop:
             last_alone = alone
         return groups
 
-    async def _run_batch(self, batch: list[ToolCall], t: _Turn) -> list[ToolResult]:
-        """Run the calls of one group at the same time; their results in the group's order. If one fails
-        (a hook raised) or the turn is cancelled, the others are cancelled too."""
+    async def _run_batch(self, batch: list[ToolCall], t: _Turn,
+                         done: dict[str, str]) -> list[ToolResult | ApprovalPending]:
+        """Run the calls of one group at the same time (side-effecting ones one after another); their results
+        in the group's order (a call waiting for an approval: its ApprovalPending). If one fails (a hook
+        raised) or the turn is cancelled, the others are cancelled too."""
 
-        async def one(call: ToolCall) -> ToolResult:
-            await t.hooks.tool_started(t.run, call)
-            result = await self.executor.execute(call, t.run, t.iterations)
-            await t.hooks.tool_finished(t.run, result)
-            return result
+        async def one(call: ToolCall, slot: AbstractAsyncContextManager[None]) -> ToolResult | ApprovalPending:
+            if call.id in done:  # it ran before the turn parked: recorded then
+                return ToolResult(call.id, call.name, call.arguments, done[call.id], "ok")
+            async with slot:  # a side-effecting call waits for the side-effecting calls before it
+                await t.hooks.tool_started(t.run, call)
+                try:
+                    result = await self.executor.execute(call, t.run, t.iterations)
+                except ApprovalPending as pending:
+                    return pending
+                await t.hooks.tool_finished(t.run, result)
+                return result
 
         if len(batch) <= 1:
-            return [await one(call) for call in batch]
-        tasks = [asyncio.ensure_future(one(call)) for call in batch]
+            return [await one(call, nullcontext()) for call in batch]
+        slots = self.executor.in_order(batch)
+        tasks = [asyncio.ensure_future(one(call, slot)) for call, slot in zip(batch, slots, strict=True)]
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:

@@ -159,6 +159,7 @@ class TurnResult:
     session_id: str
     turn_id: str
     outcome: TurnOutcome
+    parked: bool = False  # the turn waits for an approval; its answer comes when it is resumed (parked.py)
 
     @property
     def answer(self) -> str:

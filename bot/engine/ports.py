@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,6 +58,44 @@ class Notifier(Protocol):
     """Posts a message to a target like `slack:#ops-alerts` or `discord:123`; returns a reference."""
 
     async def notify(self, target: str, text: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AlertKey:
+    """One alert about to be posted, as the notify ledger keys it."""
+
+    agent: str
+    target: str
+    digest: str  # sha256 of the alert's text, whitespace folded: the same alert has the same digest
+    turn_id: str
+    reply: int  # the model reply of the turn that asked for it
+
+
+@dataclass(frozen=True, slots=True)
+class AlertHistory:
+    """What the ledger held for an alert's key when it was checked (the alert itself not counted)."""
+
+    same_ago: float | None = None  # seconds since the same alert (agent, target, text) went out, in the window
+    same_ref: str | None = None  # that alert's reference (None while it is still being posted)
+    this_reply: int = 0  # alerts sent from the same model reply of the turn
+    this_turn: int = 0  # alerts sent in the turn
+    to_target: int = 0  # alerts sent to the same target in the last minute, by any agent
+
+
+class NotifyLedger(Protocol):
+    """The notifications sent, by every process sharing the database (bot/store/notify_ledger.py), so
+    notify's limits and its dedup window hold across instances. A failed post still counts for the limits,
+    not for the dedup window."""
+
+    async def claim(self, key: AlertKey, window: float,
+                    allow: Callable[[AlertHistory], bool]) -> tuple[AlertHistory, int | None]:
+        """Read the key's history (the same alert within `window` seconds, the counts) and, if `allow` says
+        so, record the alert as being posted, in one atomic step for the target across instances. Returns
+        the history and the new entry's id (None: not allowed, nothing recorded)."""
+        ...
+
+    async def posted(self, entry: int, ref: str) -> None: ...
+    async def failed(self, entry: int) -> None: ...
 
 
 class SessionLock(Protocol):

@@ -15,6 +15,12 @@ NOT_ALLOWED = "Sorry, you don't have access to me here. Ask your yokebot admin i
 
 # What the records say (turns.error, schedule_runs.error) when a shutdown cancels the work.
 TURN_STOPPED = "yokebot stopped during this turn"
+
+
+def waiting_for_approval(tool: str) -> str:
+    """A message in a thread whose earlier turn is parked on an approval: it does not run ahead of it."""
+    return (f"This thread is waiting for an approval to run `{tool}` (the request is above). I will take new "
+            "questions here once it is decided or expires; ask me again then.")
 RUN_STOPPED = "yokebot stopped during this run"
 
 

@@ -18,8 +18,9 @@ from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
 from bot.engine.messages import USER_STOP, TurnOutcome, TurnResult
+from bot.engine.parked import ParkedTurn, Parking, TurnParked
 from bot.engine.plan import PlanExecutor
-from bot.engine.ports import MemoryStore, Notifier, SessionLock, SessionRecord, SessionStore
+from bot.engine.ports import MemoryStore, Notifier, NotifyLedger, SessionLock, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.window import Thread
 
@@ -52,6 +53,8 @@ class TurnRequest:
     session_id: str | None = None
     turn_id: str | None = None  # chosen by the caller when it must know it first (the inbox records it)
     attachments: tuple[AttachmentSource, ...] = ()  # files attached to the message (bot/engine/attachments.py)
+    parking: Parking | None = None  # where the turn's state goes if it waits for an approval (else it waits here)
+    parked: ParkedTurn | None = None  # resume this parked turn (`turn_id` is its id) instead of starting one
 
 
 # A ContextVar, not a global: each asyncio task sees its own turn, and tasks a turn spawns inherit it.
@@ -122,8 +125,10 @@ class AgentService:
         session_lock: SessionLock | None = None,
         planner: PlanExecutor | None = None,
         approvals: ApprovalGate | None = None,
+        notify_ledger: NotifyLedger | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
+        self.notify_ledger = notify_ledger
         self.approvals = approvals
         self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
         self.notifier, self.memory = notifier, memory
@@ -169,30 +174,63 @@ class AgentService:
             profile = files.profile if files is not None else profile
             scope = Scope(session.platform, session.channel, session.thread, req.user)
             run = RunContext(session.id, req.turn_id or uuid.uuid4().hex, profile, scope, req.trigger,
-                             self.notifier, self.memory, self.approvals, files.prepared.files if files else None)
+                             self.notifier, self.memory, self.approvals, files.prepared.files if files else None,
+                             self.notify_ledger, parks=req.parking is not None and profile.mode != "plan")
             turn_hooks = self.hooks.plus(hooks)
             async with turn_scope(run):
+                if req.parking is not None and req.parked is None:  # under the thread's locks: in order
+                    tool = await req.parking.waiting(session.id)
+                    if tool is not None:
+                        return await self._behind(req, run, turn_hooks, tool)
                 return await self._turn(req, session, run, turn_hooks, files.prepared if files else None)
+
+    async def _behind(self, req: TurnRequest, run: RunContext, turn_hooks: TurnHooks, tool: str) -> TurnResult:
+        """A message in a thread whose earlier turn waits for an approval: told so, it does not run ahead."""
+        outcome = TurnOutcome(replies.waiting_for_approval(tool))
+        await turn_hooks.turn_started(run, req.text)
+        await turn_hooks.turn_finished(run, outcome)
+        return TurnResult(run.session_id, run.turn_id, outcome)
+
+    async def _run(self, req: TurnRequest, run: RunContext, history: Thread, turn_hooks: TurnHooks,
+                   files: Prepared | None) -> TurnOutcome | None:
+        """The turn's loop; None when it parked on an approval (its state is with `req.parking`)."""
+        state = req.parked
+        while True:
+            try:
+                if state is not None:
+                    return await self.loop.resume(run, history, state, turn_hooks)
+                if run.profile.mode == "plan" and self.planner is not None:  # plan-and-execute, on the same thread
+                    return await self.planner.run(run, history, files.message.content if files else req.text,
+                                                  turn_hooks)
+                return await self.loop.run(run, history, files.message if files else req.text, turn_hooks)
+            except TurnParked as parked:
+                if req.parking is None:
+                    raise
+                if await req.parking.park(parked.state):
+                    log.info("turn %s parked on approval(s) %s", run.turn_id, list(parked.state.approvals))
+                    return None
+                state = parked.state  # decided while it parked: go on here at once
 
     async def _turn(self, req: TurnRequest, session: SessionRecord, run: RunContext,
                     turn_hooks: TurnHooks, files: Prepared | None = None) -> TurnResult:
         profile = run.profile
-        await turn_hooks.turn_started(run, req.text)
-        if files is not None:
-            await turn_hooks.attachments_read(run, files.records)
-        if is_reset(req.text):  # no model call: every platform gets it, and it works when the model is down
+        if req.parked is None:  # a resumed turn has its row, and its messages so far, already
+            await turn_hooks.turn_started(run, req.text)
+            if files is not None:
+                await turn_hooks.attachments_read(run, files.records)
+        if req.parked is None and is_reset(req.text):  # no model call: every platform gets it, even with the model down
             await self.store.reset_thread(session.id, run.turn_id)
             outcome = TurnOutcome(RESET_ANSWER)
             await turn_hooks.turn_finished(run, outcome)
             return TurnResult(session.id, run.turn_id, outcome)
         history = Thread() if session.created else await self.store.load_thread(session.id,
                                                                                 profile.max_history_turns)
+        if req.parked is not None:
+            history = Thread(history.summary, [t for t in history.turns if t.turn_id != run.turn_id])
         try:
-            if profile.mode == "plan" and self.planner is not None:  # plan-and-execute, on the same thread
-                outcome = await self.planner.run(run, history, files.message.content if files else req.text,
-                                                 turn_hooks)
-            else:
-                outcome = await self.loop.run(run, history, files.message if files else req.text, turn_hooks)
+            outcome = await self._run(req, run, history, turn_hooks, files)
+            if outcome is None:
+                return TurnResult(session.id, run.turn_id, TurnOutcome(""), parked=True)
         except asyncio.CancelledError as exc:  # its user or a shutdown: the row says which, never `running` forever
             if USER_STOP in exc.args:
                 stopped = TurnOutcome("", error=USER_STOP, stopped_by="user")

@@ -37,8 +37,12 @@ ApprovalFn = Callable[[ToolContext[Any], BaseModel], Awaitable[ApprovalSpec | No
 @dataclass(frozen=True)
 class Tool(Generic[SettingsT]):
     """`fn(ctx: ToolContext[SettingsT], **args)`; `profile_section` names a top-level profile key whose
-    mapping the loader merges into the settings (notify's `notify:` policy). `runs_alone`: never run at the
-    same time as another call of the same model message (a tool whose side effects must keep their order)."""
+    mapping the loader merges into the settings (notify's `notify:` policy).
+
+    A tool is read-only unless it declares `side_effects=True`. Side-effecting calls never run at the same
+    time within a turn: they run one after another in the model's order, while read-only calls run alongside
+    (`ToolExecutor.in_order`). `runs_alone`: never run at the same time as any other call of the same model
+    message, read-only ones included."""
 
     name: str
     description: str
@@ -48,8 +52,9 @@ class Tool(Generic[SettingsT]):
     guard: GuardFn | None = None
     timeout: float = 30.0
     profile_section: str | None = None
-    # True when running it changes something outside the turn (posts, writes memory): a turn interrupted
-    # after such a call is not run again on recovery, the thread is told instead (docs/architecture.md).
+    # True when running it changes something outside the turn (posts, writes memory): such calls run one at a
+    # time within a turn; a turn interrupted after one is not run again on recovery, the thread is told
+    # instead (docs/architecture.md).
     side_effects: bool = False
     runs_alone: bool = False
     approval: ApprovalFn | None = None

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import yaml
 
-from bot.engine.profiles import split_front_matter
+from bot.engine.profiles import load_yaml, split_front_matter
 from bot.eval.scenario import FileFixture, Scenario
 
 # {{now}}, {{now-5m}}, {{now+1d:iso}}: a time relative to the start of the run, in a log's format (UTC)
@@ -89,7 +89,7 @@ def copy_agents(source: Path, target: Path, root: Path, model: str | None = None
     for agent_md in sorted(target.glob("*/AGENT.md")):
         text = agent_md.read_text(encoding="utf-8")
         front_text, body, _ = split_front_matter(text, str(agent_md))
-        front = cast(dict[str, Any], yaml.safe_load(front_text) or {})
+        front = cast(dict[str, Any], load_yaml(front_text) or {})
         roots = found[agent_md.parent.name] = _roots_in(front)
         tools = front.get("tools")
         if isinstance(tools, dict):

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.engine.errors import ConfigError
+from bot.engine.profiles import load_yaml
 
 SHIPPED = Path(__file__).parent / "scenarios"
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -164,7 +165,7 @@ class SuiteFile(_Strict):
 
 def load_suite(path: Path) -> list[Scenario]:
     try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data: Any = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"Cannot read the eval suite {path}: {exc}") from None
     except yaml.YAMLError as exc:

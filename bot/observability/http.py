@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.chat.core.base import ReadinessProbe
 from bot.observability.metrics import Metrics
+from bot.store.db import SQLITE_BUSY_TIMEOUT_MS
 
 
 class _Adapters(Protocol):
@@ -64,9 +65,16 @@ def _sqlite_file_missing(engine: AsyncEngine) -> bool:
 async def database_ready(engine: AsyncEngine) -> tuple[bool, str]:
     if _sqlite_file_missing(engine):
         return False, "the database file is missing"
+    sqlite = engine.dialect.name == "sqlite"
     try:
         async with asyncio.timeout(DB_TIMEOUT_SECONDS), engine.begin() as conn:
-            await conn.execute(_WRITE_PROBE)  # committed: a file that cannot take the commit fails here
+            if sqlite:  # a locked file fails the probe within its timeout, not after the 10 s busy wait
+                await conn.exec_driver_sql(f"PRAGMA busy_timeout={int(DB_TIMEOUT_SECONDS * 500)}")
+            try:
+                await conn.execute(_WRITE_PROBE)  # committed: a file that cannot take the commit fails here
+            finally:
+                if sqlite:
+                    await conn.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     except Exception as exc:
         log.warning("readiness: database check failed: %s", type(exc).__name__)
         return False, f"database check failed ({type(exc).__name__})"

@@ -38,7 +38,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from bot.engine.approval import ApprovalDecision, ApprovalRequest
 from bot.engine.context import ApprovalGate, RunContext
-from bot.engine.errors import ConfigError
+from bot.engine.errors import ApprovalPending, ConfigError
 from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome
 from bot.engine.service import CURRENT_TURN
@@ -364,11 +364,19 @@ class TracedApprovals:
         try:
             decision = await self.inner.decide(run, request)
             return decision
+        except ApprovalPending:  # the turn parks: no wait to trace in this process
+            start = 0
+            raise
         finally:
-            try:
-                self.spans.approval(run, request, decision, start)
-            except Exception:
-                log.warning("could not trace an approval wait", exc_info=True)
+            if start:
+                self._record(run, request, decision, start)
+
+    def _record(self, run: RunContext, request: ApprovalRequest, decision: ApprovalDecision | None,
+                start: int) -> None:
+        try:
+            self.spans.approval(run, request, decision, start)
+        except Exception:
+            log.warning("could not trace an approval wait", exc_info=True)
 
     async def ran(self, decision: ApprovalDecision, status: str) -> None:
         await self.inner.ran(decision, status)

@@ -1,6 +1,8 @@
 """`yokebot db prune --older-than 30d`: delete sessions with no activity since the cutoff, with their turns,
-messages, model calls and tool calls; and schedule runs, seen-event ids and settled inbox rows older than the cutoff.
-Long-term memories are kept: they are what the agents learned, not an audit trail."""
+messages, model calls and tool calls; and schedule runs, seen-event ids, settled inbox rows, notify-ledger
+entries (alerts sent), processed alert webhooks and resolved alert groups older than the cutoff. Long-term
+memories are kept: they are what the agents learned, not an audit trail. A group still firing keeps its thread
+whatever its age."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import column, delete, func, select, table
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.engine.inbox import OPEN_STATES
@@ -17,6 +19,7 @@ from bot.store.models import (
     InboxRow,
     LLMCallRow,
     MessageRow,
+    NotifyLedgerRow,
     ProcessedEventRow,
     ScheduleRunRow,
     SessionRow,
@@ -26,6 +29,9 @@ from bot.store.models import (
 )
 
 S = SessionRow.__table__
+# bot/alerts/tables.py's, by name: the alerts package sits above this one (it imports the app)
+HOOKS = table("alert_notifications", column("received_at"), column("state"))
+GROUPS = table("alert_groups", column("updated_at"), column("state"))
 CHILDREN = (LLMCallRow.__table__, ToolInvocationRow.__table__, MessageRow.__table__, SummaryRow.__table__,
             AttachmentRow.__table__, TurnRow.__table__)
 
@@ -45,6 +51,8 @@ def _targets(cutoff: datetime) -> list[tuple[Any, Any]]:
     """(table, where) in delete order: children before the sessions they belong to."""
     old = select(S.c.id).where(S.c.updated_at < cutoff).scalar_subquery()
     runs, events, inbox = ScheduleRunRow.__table__, ProcessedEventRow.__table__, InboxRow.__table__
+    hooks, groups = HOOKS, GROUPS
+    ledger = NotifyLedgerRow.__table__
     return [
         *[(t, t.c.session_id.in_(old)) for t in CHILDREN],
         (S, S.c.updated_at < cutoff),
@@ -52,6 +60,10 @@ def _targets(cutoff: datetime) -> list[tuple[Any, Any]]:
         (events, events.c.received_at < cutoff),
         # settled inbox rows (their claims); an open one is still owed an answer
         (inbox, (inbox.c.created_at < cutoff) & inbox.c.state.not_in(OPEN_STATES)),
+        (ledger, ledger.c.sent_at < cutoff),  # alerts sent: notify's limits and dedup window look back minutes
+        # webhook bodies once processed; groups once resolved (a later firing of one opens a new thread)
+        (hooks, (hooks.c.received_at < cutoff) & (hooks.c.state == "done")),
+        (groups, (groups.c.updated_at < cutoff) & (groups.c.state == "resolved")),
     ]
 
 

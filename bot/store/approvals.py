@@ -1,5 +1,7 @@
 """The `approvals` table: one row per gated tool call. A decision is a conditional UPDATE (`WHERE status =
-'pending'`), so exactly one of two concurrent clicks counts, on any instance sharing the database."""
+'pending'`), so exactly one of two concurrent clicks counts, on any instance sharing the database. The same
+transaction makes the inbox row of a turn parked on the request claimable again (`state` parked -> claimed,
+no lease): exactly one instance then resumes the turn (bot/store/inbox.py, `take_parked`)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,17 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
-from sqlalchemy import Table, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Table, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.engine.approval import Approval, ApprovalStatus, NewApproval
-from bot.store.models import ApprovalRow, utcnow
+from bot.engine.approval import Approval, ApprovalStatus, Move, NewApproval
+from bot.engine.inbox import OPEN_STATES
+from bot.store.models import ApprovalRow, InboxRow, utcnow
 
 __all__ = ["Approval", "ApprovalStatus", "ApprovalStore", "NewApproval"]
 
 A = cast(Table, ApprovalRow.__table__)
+INBOX = cast(Table, InboxRow.__table__)
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -52,24 +56,60 @@ class ApprovalStore:
             row = (await conn.execute(select(A).where(A.c.id == approval_id))).first()
         return _approval(row) if row is not None else None
 
+    async def for_call(self, turn_id: str, call_id: str) -> Approval | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(A).where(A.c.turn_id == turn_id, A.c.call_id == call_id)
+                                      .order_by(A.c.id.desc()).limit(1))).first()
+        return _approval(row) if row is not None else None
+
     async def decide(self, approval_id: int, status: Literal["approved", "denied"], by: str,
-                     now: datetime | None = None) -> bool:
-        """True when this decision is the one that counts (the row was pending and had not expired)."""
+                     now: datetime | None = None) -> Move:
+        """Truthy when this decision is the one that counts (the row was pending and had not expired)."""
         now = now or utcnow()
         return await self._move(approval_id, {"status": status, "decided_by": by, "decided_at": now},
-                                A.c.expires_at > now)
+                                A.c.expires_at > now, now)
 
-    async def expire(self, approval_id: int, now: datetime | None = None) -> bool:
+    async def expire(self, approval_id: int, now: datetime | None = None) -> Move:
         now = now or utcnow()
-        return await self._move(approval_id, {"status": "expired", "decided_at": now}, None)
+        return await self._move(approval_id, {"status": "expired", "decided_at": now}, None, now)
 
-    async def _move(self, approval_id: int, values: dict[str, Any], extra: Any) -> bool:
+    async def _move(self, approval_id: int, values: dict[str, Any], extra: Any, now: datetime) -> Move:
         where = [A.c.id == approval_id, A.c.status == "pending"]
         if extra is not None:
             where.append(extra)
+        turn = select(A.c.turn_id).where(A.c.id == approval_id).scalar_subquery()
         async with self.engine.begin() as conn:
+            # first a write on the turn's inbox row: it orders this transaction against the turn parking
+            # (PostgreSQL: the row's lock; SQLite: the write lock), so neither misses the other
+            await conn.execute(update(INBOX).where(INBOX.c.turn_id == turn).values(updated_at=now))
             result = await conn.execute(update(A).where(*where).values(**values))
+            if result.rowcount != 1:
+                return ""
+            return await self._wake(conn, turn, now)
+
+    @staticmethod
+    async def _wake(conn: AsyncConnection, turn: Any, now: datetime) -> Move:
+        woke = await conn.execute(update(INBOX).where(INBOX.c.turn_id == turn, INBOX.c.state == "parked")
+                                  .values(state="claimed", lease_owner=None, lease_until=None, updated_at=now))
+        if woke.rowcount:
+            return "woke"
+        held = await conn.execute(select(INBOX.c.id).where(
+            INBOX.c.turn_id == turn, INBOX.c.state.in_(OPEN_STATES),
+            or_(INBOX.c.parked_at.is_not(None), INBOX.c.lease_until > now)).limit(1))
+        return "live" if held.first() is not None else "decided"
+
+    async def claim_run(self, approval_id: int) -> bool:
+        async with self.engine.begin() as conn:
+            result = await conn.execute(update(A).where(A.c.id == approval_id, A.c.status == "approved",
+                                                        A.c.outcome.is_(None)).values(outcome="running"))
             return result.rowcount == 1
+
+    async def parked_pending(self) -> list[Approval]:
+        parked = select(INBOX.c.turn_id).where(INBOX.c.state == "parked")
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(A).where(A.c.status == "pending", A.c.turn_id.in_(parked))
+                                       .order_by(A.c.id))).all()
+        return [_approval(r) for r in rows]
 
     async def set_message(self, approval_id: int, ref: str) -> None:
         await self._set(approval_id, message_ref=ref)

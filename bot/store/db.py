@@ -23,13 +23,16 @@ log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"  # a path, not an import: env.py imports us
 
 
+SQLITE_BUSY_TIMEOUT_MS = 10_000  # how long a statement waits for another connection's write lock
+
+
 def sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     # WAL + NORMAL: commits without an fsync each, readers never block the writer; still crash-safe.
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cur.close()
 
 

@@ -6,30 +6,37 @@
 - Leases: every `lease_seconds / 3` one UPDATE renews the leases of every open row this instance holds.
 - `take_over`: rows still open whose lease expired are leased to this instance in one statement; on
   PostgreSQL the candidates are picked `FOR UPDATE SKIP LOCKED`, so two instances never take the same row.
-- `finish` goes through the write-behind queue after the turn's own rows; the lease is dropped with it."""
+- `finish` goes through the write-behind queue after the turn's own rows; the lease is dropped with it. On
+  PostgreSQL the other instances then hear of it (NOTIFY, bot/store/wakeups.py): one of theirs may wait for
+  this row to close before it starts the next turn of the same thread (`earlier_elsewhere`).
+- `park`: a turn waiting for an approval leaves its state on the row (`parked`), which keeps no lease, so
+  nothing takes it over; a decision makes it `claimed` again in its own transaction (bot/store/approvals.py),
+  and `take_parked` (or a take-over) leases it to exactly one instance, which resumes the turn."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy import Table, bindparam, delete, exists, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from bot.engine.context import Trigger
-from bot.engine.inbox import OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent
+from bot.engine.inbox import HELD_STATES, OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent, conversation
 from bot.engine.messages import TurnOutcome
 from bot.store.claims import BatchedInsert, Key
-from bot.store.models import InboxRow, MessageRow, TurnRow, utcnow
+from bot.store.models import ApprovalRow, InboxRow, MessageRow, TurnRow, utcnow
 from bot.store.owner import instance_id
 from bot.store.repositories import SqlStore
+from bot.store.wakeups import PgWakeups
 
 log = logging.getLogger(__name__)
 INBOX, M, T = cast(Table, InboxRow.__table__), cast(Table, MessageRow.__table__), cast(Table, TurnRow.__table__)
+A = cast(Table, ApprovalRow.__table__)
 
 _START = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
 _FINISH = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
@@ -42,7 +49,7 @@ def _item(row: Any) -> InboxItem:
                      thread=row.thread, text=row.text, trigger=cast(Trigger, row.trigger), user=row.user,
                      reply=dict(row.reply or {}),
                      state=row.state, attempts=row.attempts, agent=row.agent, turn_id=row.turn_id,
-                     effects=tuple(row.effects or ()), live=_live(row))
+                     effects=tuple(row.effects or ()), live=_live(row), parked=row.parked or None)
 
 
 def _live(row: Any) -> dict[LiveKind, str]:
@@ -63,6 +70,8 @@ class SqlInbox:
         self._effects: dict[int, list[str]] = {}
         self._turns: dict[int, str] = {}  # inbox id -> the turn now running it
         self._heartbeat: asyncio.Task[None] | None = None
+        self._wake: Callable[[str], None] = lambda _: None
+        self._wakeups: PgWakeups | None = None  # PostgreSQL: opened at the first use
 
     @property
     def dialect(self) -> str:
@@ -82,11 +91,54 @@ class SqlInbox:
     # --- a turn's life -------------------------------------------------------------------------------------
     async def start(self, item: InboxItem, turn_id: str, agent: str) -> None:
         """Queued ahead of the turn's own rows; `effect` commits at once, so recovery sees it even if this
-        did not get out."""
+        did not get out. A resumed parked turn is not a new attempt."""
         self._turns[item.id] = turn_id
+        resumed = item.parked is not None and item.turn_id == turn_id and item.state != "running"  # not cut
         self.store.writes.put(_START, {"b_id": item.id, "state": "running", "turn_id": turn_id, "agent": agent,
-                                       "attempts": item.attempts + 1, "status_ref": None, "answer_ref": None,
-                                       "updated_at": utcnow()}, turn_id)  # an earlier run's messages are settled
+                                       "attempts": item.attempts + (0 if resumed else 1), "status_ref": None,
+                                       "answer_ref": None, "updated_at": utcnow()}, turn_id)
+
+    # --- a turn parked on an approval --------------------------------------------------------------------
+    async def park(self, item: InboxItem, state: dict[str, Any], approvals: Sequence[int]) -> bool:
+        """One transaction that starts with the write on this row: a decision's transaction starts with a write
+        on it too (bot/store/approvals.py), so either it sees `parked` (and wakes it) or this sees the decision."""
+        await self.store.writes.flush()  # the turn's rows so far are committed before it lets go
+        self._effects.pop(item.id, None)  # what ran before is in the state: not done again on resume
+        now = utcnow()
+        async with self.store.engine.begin() as conn:
+            await conn.execute(update(INBOX).where(INBOX.c.id == item.id).values(
+                state="parked", parked=state, parked_at=now, lease_owner=None, lease_until=None, effects=None,
+                status_ref=None, answer_ref=None, updated_at=now))
+            decided = await conn.execute(select(A.c.id).where(A.c.id.in_(list(approvals)),
+                                                              A.c.status != "pending").limit(1))
+            if decided.first() is None:
+                self._turns.pop(item.id, None)
+                return True
+            await conn.execute(update(INBOX).where(INBOX.c.id == item.id).values(
+                state="running", lease_owner=self.owner, lease_until=now + self.lease))
+            return False
+
+    async def take_parked(self, turn_id: str) -> InboxItem | None:
+        now = utcnow()
+        stmt = (update(INBOX).where(INBOX.c.turn_id == turn_id, INBOX.c.state == "claimed",
+                                    INBOX.c.parked_at.is_not(None), INBOX.c.lease_owner.is_(None))
+                .values(lease_owner=self.owner, lease_until=now + self.lease, updated_at=now).returning(*INBOX.c))
+        rows = await self.store.rows(stmt, {}, write=True)
+        return _item(rows[0]) if rows else None
+
+    async def waiting_in(self, session_id: str, item: InboxItem) -> str | None:
+        stmt = (select(A.c.tool).join(INBOX, INBOX.c.turn_id == A.c.turn_id)
+                .where(A.c.session_id == session_id, INBOX.c.parked_at.is_not(None),
+                       INBOX.c.state.in_(HELD_STATES), INBOX.c.id != item.id)
+                .order_by(A.c.id.desc()).limit(1))
+        rows = await self.store.rows(stmt, {})
+        return str(rows[0].tool) if rows else None
+
+    async def trim_turn(self, turn_id: str, keep: int) -> None:
+        last = (select(M.c.id).where(M.c.turn_id == turn_id).order_by(M.c.id).limit(1).offset(max(keep - 1, 0))
+                .scalar_subquery())
+        where = [M.c.turn_id == turn_id] + ([M.c.id > last] if keep > 0 else [])
+        await self.store.execute(delete(M).where(*where), {})
 
     async def effect(self, item: InboxItem, tool: str) -> None:
         effects = self._effects.setdefault(item.id, list(item.effects))
@@ -108,6 +160,38 @@ class SqlInbox:
         self.store.writes.put(_FINISH, {"b_id": item.id, "state": state, "note": note, "lease_owner": None,
                                         "lease_until": None, "updated_at": utcnow()}, turn_id)
         await self.store.writes.flush()
+        wakeups = self._shared()
+        if wakeups is not None:
+            await wakeups.notify(conversation(item.platform, item.channel, item.thread))
+
+    # --- the order of a conversation's turns ------------------------------------------------------------
+    def on_closed(self, wake: Callable[[str], None]) -> None:
+        self._wake = wake
+
+    def _shared(self) -> PgWakeups | None:
+        """The LISTEN/NOTIFY connection where other instances may share the database (None: a SQLite file)."""
+        if self.dialect == "sqlite":
+            return None
+        if self._wakeups is None:
+            self._wakeups = PgWakeups.for_engine(self.store.engine, lambda key: self._wake(key))
+        return self._wakeups
+
+    async def earlier_elsewhere(self, item: InboxItem) -> bool:
+        wakeups = self._shared()
+        if wakeups is None:  # `yokebot run` holds the file alone: every open row is in this process's hands
+            return False
+        await wakeups.listen()  # first: a row closed after the look below wakes the caller
+        stmt = (select(INBOX.c.id).where(INBOX.c.platform == item.platform, INBOX.c.channel == item.channel,
+                                         INBOX.c.thread == item.thread, INBOX.c.state.in_(OPEN_STATES),
+                                         INBOX.c.id < item.id, INBOX.c.lease_owner.is_distinct_from(self.owner))
+                .limit(1))
+        return bool(await self.store.rows(stmt, {}))
+
+    async def close(self) -> None:
+        await self.stop_heartbeat()
+        if self._wakeups is not None:
+            wakeups, self._wakeups = self._wakeups, None
+            await wakeups.close()
 
     # --- leases ------------------------------------------------------------------------------------------
     async def renew(self) -> None:
@@ -132,16 +216,19 @@ class SqlInbox:
                 log.warning("could not renew this instance's inbox leases (%s)", type(exc).__name__)
 
     async def take_over(self, limit: int = 50, *, every_open: bool = False,
-                        platforms: Sequence[str] = ()) -> list[InboxItem]:
+                        platforms: Sequence[str] = (), owners: Sequence[str] = ()) -> list[InboxItem]:
         """Lease open rows whose lease expired (or, with every_open, every open row: for a process that knows
-        it is alone on the database, a SQLite file it has locked) to this instance."""
+        it is alone on the database, a SQLite file it has locked; or, with `owners`, every open row those
+        processes hold: they are known to be gone, bot/store/instances.py) to this instance."""
         now = utcnow()
         pick = select(INBOX.c.id).where(INBOX.c.state.in_(OPEN_STATES))
         # never its own rows: one it just claimed, or whose lease a late heartbeat let lapse, is in hand
         pick = pick.where(INBOX.c.lease_owner.is_distinct_from(self.owner))
         if platforms:
             pick = pick.where(INBOX.c.platform.in_(list(platforms)))
-        if not every_open:
+        if owners:
+            pick = pick.where(INBOX.c.lease_owner.in_(list(owners)))
+        elif not every_open:
             pick = pick.where((INBOX.c.lease_until < now) | INBOX.c.lease_until.is_(None))
         pick = pick.order_by(INBOX.c.id).limit(limit).with_for_update(skip_locked=True)
         stmt = (update(INBOX).where(INBOX.c.id.in_(pick.scalar_subquery()))
@@ -164,7 +251,9 @@ class SqlInbox:
     async def interrupt_running_turns(self, note: str) -> int:
         """Every turn still `running` ends stopped by `interrupted`: for a process alone on its (SQLite) database at
         start-up, where nothing can still be running (`yokebot ask` and schedules included)."""
-        rows = await self.store.rows(update(T).where(T.c.status == "running")
+        parked = exists().where(INBOX.c.turn_id == T.c.id, INBOX.c.parked_at.is_not(None),
+                                INBOX.c.state.in_(HELD_STATES))  # parked (or resuming): resumed, not ended
+        rows = await self.store.rows(update(T).where(T.c.status == "running", ~parked)
                                       .values(interrupted_row(note, utcnow()))
                                       .returning(T.c.id), {}, write=True)
         return len(rows)

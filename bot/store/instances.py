@@ -9,21 +9,28 @@ engine records a turn cancelled at shutdown), so `yokebot sessions` and `trace` 
 cut scheduled turn running forever. Turns an open inbox row points at are left to the inbox's recovery
 (bot/chat/core/inbox_turns.py), which knows whether to run them again.
 
+The row also says which process it is (host, boot id, pid namespace, pid, start time: `Liveness`,
+bot/store/owner.py). `gone_here` finds the instances of this host whose process has ended (killed, crashed):
+`yokebot run` takes over their inbox rows at once (bot/chat/core/inbox_turns.py `Recovery`), then `forget`
+removes their rows, so that their other turns are swept without waiting for `alive_until`. An instance on another
+host (or in another container) cannot be told dead this way: its lease is waited out.
+
 On SQLite nothing of this runs: `yokebot run` holds the file alone and ends every `running` turn at start."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
-from typing import cast
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 from sqlalchemy import Table, delete, exists, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from bot.engine.inbox import OPEN_STATES
+from bot.engine.inbox import HELD_STATES
 from bot.store.inbox import interrupted_row
 from bot.store.models import InboxRow, InstanceRow, TurnRow, utcnow
+from bot.store.owner import Liveness, this_process
 from bot.store.repositories import SqlStore
 
 log = logging.getLogger(__name__)
@@ -40,12 +47,19 @@ class InstanceLease:
         self.store, self.owner = store, store.owner
         self.lease = timedelta(seconds=lease_seconds)
         self.sweeping = False  # `yokebot run`: also end the turns of dead instances at every renewal
+        self.process = this_process()
         self._task: asyncio.Task[None] | None = None
+
+    def _row(self, now: datetime) -> dict[str, Any]:
+        p = self.process
+        return {"id": self.owner, "alive_until": now + self.lease, "started_at": now,
+                "host": p.host if p else None, "boot_id": p.boot_id if p else None,
+                "pid_ns": p.pid_ns if p else None, "pid": p.pid if p else None,
+                "pid_started": p.started if p else None}
 
     def start(self) -> None:
         """Announce this process (queued: written before, or with, its first turn row) and keep it alive."""
-        now = utcnow()
-        self.store.writes.put(_ALIVE, {"id": self.owner, "alive_until": now + self.lease, "started_at": now})
+        self.store.writes.put(_ALIVE, self._row(utcnow()))
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._beat(), name="yokebot-instance-lease")
 
@@ -61,14 +75,35 @@ class InstanceLease:
             log.info("could not remove this instance's row (%s)", type(exc).__name__)
 
     async def renew(self) -> None:
-        now = utcnow()  # an upsert: a row removed while this process was cut off comes back
-        await self.store.execute(_ALIVE, {"id": self.owner, "alive_until": now + self.lease, "started_at": now})
+        # an upsert: a row removed while this process was cut off comes back
+        await self.store.execute(_ALIVE, self._row(utcnow()))
+
+    async def gone_here(self) -> tuple[str, ...]:
+        """The instances of this host whose process has ended (their ids). Empty where this process cannot tell
+        (not Linux)."""
+        here = self.process
+        if here is None:
+            return ()
+        rows = await self.store.rows(select(INST.c.id, INST.c.boot_id, INST.c.pid_ns, INST.c.pid, INST.c.pid_started)
+                                     .where(INST.c.host == here.host, INST.c.id != self.owner,
+                                            INST.c.pid.is_not(None)), {})
+        gone = tuple(r.id for r in rows if Liveness(here.host, r.boot_id or "", r.pid_ns or "", r.pid,
+                                                    r.pid_started or 0).gone(here))
+        if gone:
+            log.warning("yokebot process(es) %s on this host are gone (killed or crashed): what they held is "
+                        "taken over now", ", ".join(gone))
+        return gone
+
+    async def forget(self, owners: tuple[str, ...]) -> None:
+        """Remove the rows of instances known to be gone, and end the turns they left running now."""
+        await self.store.execute(delete(INST).where(INST.c.id.in_(list(owners))), {})
+        await self.sweep()
 
     async def sweep(self, note: str = GONE_NOTE) -> int:
         """End every `running` turn whose process is gone; the number ended."""
         now = utcnow()
         alive = select(INST.c.id).where(INST.c.alive_until >= now)
-        in_inbox = exists().where(INBOX.c.turn_id == T.c.id, INBOX.c.state.in_(OPEN_STATES))
+        in_inbox = exists().where(INBOX.c.turn_id == T.c.id, INBOX.c.state.in_(HELD_STATES))
         stmt = (update(T).where(T.c.status == "running", T.c.owner.is_not(None), T.c.owner != self.owner,
                                 T.c.owner.not_in(alive), ~in_inbox)
                 .values(interrupted_row(note, now)).returning(T.c.id))

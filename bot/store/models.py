@@ -89,6 +89,13 @@ class InstanceRow(Base):
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
     alive_until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # which process it is (0012; bot/store/owner.py `Liveness`): an instance on the same host can tell it is
+    # gone without waiting for `alive_until`. NULL where /proc does not tell (not Linux)
+    host: Mapped[str | None] = mapped_column(String(80))
+    boot_id: Mapped[str | None] = mapped_column(String(64))
+    pid_ns: Mapped[str | None] = mapped_column(String(64))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    pid_started: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class MessageRow(Base):
@@ -190,6 +197,24 @@ class MemoryRow(Base):
     __table_args__ = (Index("ix_memories_agent_channel", "agent", "channel"),)
 
 
+class NotifyLedgerRow(Base):
+    """An alert notify sent (added in 0012_notify_ledger): target channel, content hash, time. Every instance
+    checks its limits and dedup window here, under a lock on the target (bot/store/notify_ledger.py).
+    `state`: posting -> posted | failed; `ref` is the platform's reference once posted."""
+
+    __tablename__ = "notify_ledger"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    agent: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(255))
+    digest: Mapped[str] = mapped_column(String(64))
+    turn_id: Mapped[str] = mapped_column(String(64), index=True)
+    reply: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="posting")
+    ref: Mapped[str | None] = mapped_column(String(255))
+    sent_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    __table_args__ = (Index("ix_notify_ledger_target_sent_at", "target", "sent_at"),)
+
+
 class ScheduleRunRow(Base):
     __tablename__ = "schedule_runs"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -240,7 +265,8 @@ class ProcessedEventRow(Base):
 class InboxRow(Base):
     """The durable inbox (added in 0004_inbox): an accepted platform event with what is needed to answer it,
     stored in the transaction that claims it (unique `(platform, event_key)`), before the platform gets its
-    ack. `state`: claimed -> running -> answered | failed | interrupted | skipped. An instance works on a row
+    ack. `state`: claimed -> running [-> parked -> claimed -> running] -> answered | failed | interrupted |
+    skipped. An instance works on a row
     while it holds the lease (`lease_owner`, renewed until `lease_until`); an expired lease is taken over."""
 
     __tablename__ = "inbox"
@@ -265,19 +291,29 @@ class InboxRow(Base):
     # crash settles them, so the thread keeps no "thinking…" from a process that is gone
     status_ref: Mapped[str | None] = mapped_column(String(255))
     answer_ref: Mapped[str | None] = mapped_column(String(255))
+    # a turn waiting for an approval (0013): its state (bot/engine/parked.py), kept until the row is settled;
+    # `state` is `parked` (no lease) while nobody has decided, `claimed` once a decision made it claimable
+    parked: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    parked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     __table_args__ = (
         UniqueConstraint("platform", "event_key"),
         Index("ix_inbox_state_lease_until", "state", "lease_until"),
+        Index("ix_inbox_turn_id", "turn_id"),
+        # the open events of one thread (0014): a turn looks here for an earlier one before it starts
+        Index("ix_inbox_open_conversation", "platform", "channel", "thread", "id",
+              postgresql_where=sql("state IN ('claimed', 'running')"),
+              sqlite_where=sql("state IN ('claimed', 'running')")),
     )
 
 
 class ApprovalRow(Base):
     """A gated tool call waiting for (or decided by) a human. `status` moves once, from `pending`, by a
-    conditional UPDATE: exactly one decision counts. `outcome`: `ran`/`error` once the approved call ran,
-    `not_run` when the turn that asked was gone by the time of the decision. `heartbeat_at`: the waiting turn
-    is alive (a click on any instance can tell whether someone still waits)."""
+    conditional UPDATE: exactly one decision counts. `outcome`: `running` when the approved call starts (claimed
+    once, so it never runs twice), `ran`/`error` once it ran, `not_run` when the turn that asked was gone by the
+    time of the decision. `heartbeat_at`: a turn waiting in-process is alive (a click on any instance can tell
+    whether someone still waits); NULL for a parked turn, which its inbox row holds instead."""
 
     __tablename__ = "approvals"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -301,4 +337,5 @@ class ApprovalRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    __table_args__ = (Index("ix_approvals_status_expires_at", "status", "expires_at"),)
+    __table_args__ = (Index("ix_approvals_status_expires_at", "status", "expires_at"),
+                      Index("ix_approvals_turn_id", "turn_id"))

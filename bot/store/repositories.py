@@ -11,11 +11,25 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from functools import cache
 from itertools import groupby
 from typing import Any, cast, overload
 
-from sqlalchemy import DateTime, String, Table, Text, bindparam, delete, exists, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    DateTime,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -41,7 +55,7 @@ from bot.store.models import (
     utcnow,
 )
 from bot.store.owner import instance_id
-from bot.store.writer import FoldedUpdate, WriteBehind
+from bot.store.writer import FoldedUpdate, Write, WriteBehind
 
 Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
 
@@ -188,6 +202,25 @@ def _message(row: Any) -> Message:
                    name=row.name)
 
 
+def _batch_committed(conn: Connection, batch: Sequence[Write]) -> bool:
+    """Whether a batch whose commit went unanswered is in the database: it is one transaction, so one of its
+    turn rows tells for all of it (a turn's INSERT, or the finishing UPDATE's time). A batch with neither
+    cannot tell and is written again (its audit rows may then be there twice; none is lost)."""
+    for statement, params, _ in batch:
+        if statement is _INSERT_TURN:
+            return conn.execute(select(T.c.id).where(T.c.id == params["id"])).first() is not None
+    for statement, params, _ in batch:
+        if statement is _FINISH_TURN and params.get("finished_at") is not None:
+            row = conn.execute(select(T.c.finished_at).where(T.c.id == params["b_id"])).first()
+            return row is not None and row.finished_at is not None and _utc(row.finished_at) == _utc(
+                params["finished_at"])
+    return False
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 class SqlStore:
     """Implements the engine's SessionStore and MemoryStore ports; `recorder.py` writes turns through it."""
 
@@ -198,7 +231,8 @@ class SqlStore:
         # in the batch that starts it is one INSERT (nothing in a batch reads a turn row)
         self.writes = WriteBehind(engine, outage_seconds=outage_seconds,
                                   reorderable=(_INSERT_TURN, _INSERT_MESSAGE, _INSERT_LLM_CALL, _INSERT_TOOL_CALL),
-                                  folds=(FoldedUpdate(_FINISH_TURN, "b_id", _INSERT_TURN, "id"),))
+                                  folds=(FoldedUpdate(_FINISH_TURN, "b_id", _INSERT_TURN, "id"),),
+                                  committed=_batch_committed)
         self._recent = RecentSessions()
         self._touches = Touches()
         # PostgreSQL: a statement that stands alone runs in autocommit (one round trip, where BEGIN, the

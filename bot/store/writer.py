@@ -39,6 +39,9 @@ from bot.store.db import sqlite_pragmas
 log = logging.getLogger(__name__)
 
 Write = tuple[Executable, dict[str, Any], str | None]  # statement, parameters, owner (a turn id)
+# Did this batch commit after all? Asked before a retry: a connection lost while COMMIT was on its way leaves
+# that unknown, and writing the batch again would store its rows twice (or refuse it on a primary key).
+Committed = Callable[[Connection, Sequence[Write]], bool]
 T = TypeVar("T")
 
 
@@ -85,8 +88,9 @@ class WriteBehind:
     def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, backoff: float = 0.1,
                  max_backoff: float = 2.0, max_rows: int = 100_000, linger: float = 0.025,
                  batch_rows: int = 500, reorderable: Sequence[Executable] = (),
-                 folds: Sequence[FoldedUpdate] = ()) -> None:
+                 folds: Sequence[FoldedUpdate] = (), committed: Committed | None = None) -> None:
         self.engine = engine
+        self._committed = committed
         self.linger, self.batch_rows = linger, batch_rows
         # statement -> rank: within a run of these, rows go out grouped by rank (each keeps its own order)
         self._rank: dict[Executable, int] = {stmt: n for n, stmt in enumerate(reorderable)}
@@ -278,6 +282,10 @@ class WriteBehind:
                 self._outage_from(exc, len(batch))
                 async for attempt in retrying:
                     with attempt:
+                        if await self._already_committed(batch):
+                            log.warning("the database had committed a batch of %d rows before the connection "
+                                        "was lost; it is not written again", len(batch))
+                            break
                         await self._commit(batch)
         except Exception as exc:
             log.warning("a batch of %d rows failed (%s); committing them one by one", len(batch), _first_line(exc))
@@ -285,6 +293,21 @@ class WriteBehind:
             return False
         self._recovered(len(batch), written=True)
         return True
+
+    async def _already_committed(self, batch: list[Write]) -> bool:
+        probe = self._committed
+        if probe is None:
+            return False
+        if self._thread is not None and self._sync is not None:
+            sync = self._sync
+
+            def run() -> bool:
+                with sync.connect() as conn:
+                    return probe(conn, batch)
+
+            return await asyncio.get_running_loop().run_in_executor(self._thread, run)
+        async with self.engine.connect() as conn:
+            return await conn.run_sync(probe, batch)
 
     def _outage(self, state: RetryCallState, rows: int) -> None:
         self._outage_from(state.outcome.exception() if state.outcome else None, rows)

@@ -1,20 +1,24 @@
 """notify: post an alert to the team channel the profile names, through the engine's Notifier port (the
-same chat adapters the bot answers with). Identical alerts within the profile's window are not re-posted.
+same chat adapters the bot answers with). Identical alerts within the profile's window are not re-posted, and
+alerts per reply, per turn and per channel per minute are limited, counted in the notify ledger (the database's,
+shared by every instance; the tool's own in memory for a turn without one).
 
 Its policy is the profile's top-level `notify:` block (default target, allowed targets, dedup window),
 which the loader merges into NotifySettings (this tool owns that section), with `tools: notify:` on top."""
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
+import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pydantic import Field
 
 from bot.engine.errors import ToolDenied, ToolFailed
+from bot.engine.ports import AlertHistory, AlertKey, NotifyLedger
 from bot.engine.tooling import Tool, ToolContext, ToolSettings, tool
 
 MAX_MESSAGE_CHARS = 3000
@@ -22,6 +26,9 @@ MAX_MESSAGE_CHARS = 3000
 # The ref a notifier returns when the alert only reached the terminal of `yokebot chat` (bot/chat/console): the
 # rest of it says why (", slack is not configured in this process").
 TERMINAL_ONLY = "terminal only"
+BEING_POSTED = "(being posted)"  # the ref of an identical alert whose post has not returned yet
+
+log = logging.getLogger(__name__)
 
 
 class NotifySpec(ToolSettings):
@@ -34,73 +41,83 @@ class NotifySpec(ToolSettings):
 
 class NotifySettings(NotifySpec):
     max_chars: int = Field(default=MAX_MESSAGE_CHARS, ge=1, le=40_000)
-    # side effects are bounded: alerts per model reply, per turn, and per channel per minute (this process)
+    # side effects are bounded: alerts per model reply, per turn, and per channel per minute (every instance
+    # on the database: the ledger)
     max_per_reply: int = Field(default=2, ge=1, le=100)
     max_per_turn: int = Field(default=5, ge=1, le=1000)
     max_per_channel_per_minute: int = Field(default=6, ge=1, le=1000)
 
 
-@dataclass
-class AlertBudget:
-    """How many alerts went out per reply, per turn and per target in the last minute. Owned by the tool
-    instance, like RecentAlerts. Turns not seen for an hour are forgotten."""
-
-    clock: Callable[[], float] = time.monotonic
-    per_reply: dict[tuple[str, int], int] = field(default_factory=lambda: {})
-    per_turn: dict[str, tuple[int, float]] = field(default_factory=lambda: {})
-    per_target: dict[str, deque[float]] = field(default_factory=lambda: {})
-
-    def refuse(self, settings: NotifySettings, turn: str, reply: int, target: str) -> str | None:
-        """Why another alert may not go out now, or None (and then it is counted)."""
-        now = self.clock()
-        self._forget(now)
-        recent = self.per_target.setdefault(target, deque())
-        while recent and now - recent[0] >= 60:
-            recent.popleft()
-        turn_count = self.per_turn.get(turn, (0, now))[0]
-        reply_count = self.per_reply.get((turn, reply), 0)
-        if reply_count >= settings.max_per_reply:
-            return f"{reply_count} alerts were already posted from this reply (max_per_reply {settings.max_per_reply})"
-        if turn_count >= settings.max_per_turn:
-            return f"{turn_count} alerts were already posted in this turn (max_per_turn {settings.max_per_turn})"
-        if len(recent) >= settings.max_per_channel_per_minute:
-            return (f"{len(recent)} alerts went to {target} in the last minute "
-                    f"(max_per_channel_per_minute {settings.max_per_channel_per_minute})")
-        self.per_reply[(turn, reply)] = reply_count + 1
-        self.per_turn[turn] = (turn_count + 1, now)
-        recent.append(now)
-        return None
-
-    def _forget(self, now: float) -> None:
-        for turn in [t for t, (_, seen) in self.per_turn.items() if now - seen > 3600]:
-            del self.per_turn[turn]
-            for key in [k for k in self.per_reply if k[0] == turn]:
-                del self.per_reply[key]
+@dataclass(slots=True)
+class _Sent:
+    id: int
+    key: AlertKey
+    at: float
+    ref: str | None = None
+    state: str = "posting"  # posting -> posted | failed
 
 
 @dataclass
-class RecentAlerts:
-    """What was posted lately, per (agent, target, text). Owned by the tool instance an App builds, so two
-    apps in one process do not share it. `clock` is monotonic seconds."""
+class LocalLedger:
+    """The ledger of one tool instance, in this process's memory: used when the turn has no shared one
+    (`RunContext.notify_ledger`, which an App sets to the database's, bot/store/notify_ledger.py). `clock` is
+    monotonic seconds; entries older than an hour (or the longest dedup window asked for) are forgotten, and
+    at most `max_entries` are kept."""
 
     clock: Callable[[], float] = time.monotonic
     max_entries: int = 1000
-    sent: dict[tuple[str, str, str], tuple[float, str]] = field(default_factory=lambda: {})
+    sent: deque[_Sent] = field(default_factory=lambda: deque[_Sent]())
+    horizon: float = 3600.0
+    _ids: int = 0
 
-    def seen(self, key: tuple[str, str, str], window: float) -> tuple[float, str] | None:
-        now = self.clock()
-        for k in [k for k, (t, _) in self.sent.items() if now - t >= window]:
-            del self.sent[k]
-        hit = self.sent.get(key)
-        return (now - hit[0], hit[1]) if hit else None
+    async def claim(self, key: AlertKey, window: float,
+                    allow: Callable[[AlertHistory], bool]) -> tuple[AlertHistory, int | None]:
+        now = self.clock()  # no await below: the check and the record are one step
+        self.horizon = max(self.horizon, window)
+        while self.sent and (now - self.sent[0].at >= self.horizon or len(self.sent) >= self.max_entries):
+            self.sent.popleft()
+        same = [e for e in self.sent if e.state != "failed" and now - e.at < window and
+                (e.key.agent, e.key.target, e.key.digest) == (key.agent, key.target, key.digest)]
+        history = AlertHistory(
+            now - same[-1].at if same else None,
+            same[-1].ref if same else None,
+            sum(e.key.turn_id == key.turn_id and e.key.reply == key.reply for e in self.sent),
+            sum(e.key.turn_id == key.turn_id for e in self.sent),
+            sum(e.key.target == key.target and now - e.at < 60 for e in self.sent),
+        )
+        if not allow(history):
+            return history, None
+        self._ids += 1
+        self.sent.append(_Sent(self._ids, key, now))
+        return history, self._ids
 
-    def record(self, key: tuple[str, str, str], ref: str) -> None:
-        if len(self.sent) >= self.max_entries:
-            del self.sent[min(self.sent, key=lambda k: self.sent[k][0])]
-        self.sent[key] = (self.clock(), ref)
+    async def posted(self, entry: int, ref: str) -> None:
+        for e in self.sent:
+            if e.id == entry:
+                e.state, e.ref = "posted", ref
 
-    def drop(self, key: tuple[str, str, str]) -> None:
-        self.sent.pop(key, None)
+    async def failed(self, entry: int) -> None:
+        for e in self.sent:
+            if e.id == entry:
+                e.state = "failed"
+
+
+def digest(text: str) -> str:
+    """The alert's content hash: identical alerts (whitespace aside) have the same one."""
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+
+
+def refusal(history: AlertHistory, settings: NotifySettings, target: str) -> str | None:
+    """Why another alert may not go out now (a limit is reached), or None."""
+    if history.this_reply >= settings.max_per_reply:
+        return (f"{history.this_reply} alerts were already posted from this reply "
+                f"(max_per_reply {settings.max_per_reply})")
+    if history.this_turn >= settings.max_per_turn:
+        return f"{history.this_turn} alerts were already posted in this turn (max_per_turn {settings.max_per_turn})"
+    if history.to_target >= settings.max_per_channel_per_minute:
+        return (f"{history.to_target} alerts went to {target} in the last minute "
+                f"(max_per_channel_per_minute {settings.max_per_channel_per_minute})")
+    return None
 
 
 def allowed_targets(policy: NotifySpec) -> list[str]:
@@ -134,10 +151,9 @@ def clean_message(message: str, limit: int) -> str:
     return text  # broadcast pings are defused by the adapters, in the final platform text
 
 
-def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | None = None) -> Tool[NotifySettings]:
-    alerts = recent or RecentAlerts()
-    limits = budget or AlertBudget()
-    lock = asyncio.Lock()
+def make_notify_tool(ledger: NotifyLedger | None = None) -> Tool[NotifySettings]:
+    """`ledger`: where alerts are counted when the turn brings none (`RunContext.notify_ledger`)."""
+    own = ledger or LocalLedger()
 
     @tool(
         "notify",
@@ -161,19 +177,17 @@ def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | N
             )
         text = clean_message(message, settings.max_chars)
         window = settings.dedup_window_seconds
-        key = (ctx.agent, target, " ".join(text.split()))
-        async with lock:
-            hit = alerts.seen(key, window) if window > 0 else None
-            refused = limits.refuse(settings, ctx.turn_id, ctx.reply, target) if hit is None else None
-            if hit is None and refused is None and window > 0:
-                alerts.record(key, "(being posted)")
-        if hit is not None:
-            ago, ref = hit
+        ledger = ctx.run.notify_ledger or own
+        key = AlertKey(ctx.agent, target, digest(text), ctx.turn_id, ctx.reply)
+        history, entry = await ledger.claim(
+            key, window, lambda h: h.same_ago is None and refusal(h, settings, target) is None)
+        if history.same_ago is not None:
             return (
-                f"Not posted again: the same alert went to {target} {ago:.0f} s ago (ref {ref}); identical "
-                f"alerts within {window:g} s are suppressed."
+                f"Not posted again: the same alert went to {target} {history.same_ago:.0f} s ago "
+                f"(ref {history.same_ref or BEING_POSTED}); identical alerts within {window:g} s are suppressed."
             )
-        if refused is not None:
+        refused = refusal(history, settings, target)
+        if refused is not None or entry is None:
             raise ToolDenied(
                 f"notify limit reached: {refused}; nothing was posted",
                 f"at most {settings.max_per_reply} alerts per reply, {settings.max_per_turn} per turn and "
@@ -182,13 +196,20 @@ def make_notify_tool(recent: RecentAlerts | None = None, budget: AlertBudget | N
         try:
             ref = await ctx.notifier.notify(target, text)
         except BaseException:
-            alerts.drop(key)
+            await _settle(ledger.failed(entry))  # still counts for the limits, no longer for the dedup window
             raise
-        if window > 0:
-            alerts.record(key, ref)
+        await _settle(ledger.posted(entry, ref))
         if ref.startswith(TERMINAL_ONLY):  # `yokebot chat`: the model must not believe anyone was told
             why = ref[len(TERMINAL_ONLY):]
             return f"Not posted to {target}: shown in this terminal only; nobody was notified{why}."
         return f"Posted to {target} (ref {ref})."
 
     return notify
+
+
+async def _settle(update: Awaitable[None]) -> None:
+    """Record how a post ended; the post itself is done either way, so a failure here is only logged."""
+    try:
+        await update
+    except Exception:
+        log.warning("could not record a notify post in the ledger", exc_info=True)

@@ -157,24 +157,30 @@ async def test_an_unanswered_request_expires_and_the_thread_is_told(
         await stop(app, adapter)
 
 
-async def test_a_click_after_a_restart_resolves_the_row_and_says_it_did_not_run(
+async def test_a_click_after_a_restart_resumes_the_parked_turn_and_the_call_runs_once(
     sqlite_url: str, script: FakeOpenAI, agents_dir: Path, fake_discord: FakeDiscord
 ):
+    """The turn parked on the request (no task, no slot): a stop and a start lose nothing; the click on the new
+    process resumes it from its stored state, the call runs once, and the thread gets the answer."""
     gated(agents_dir)
     app, adapter = await start(sqlite_url, script, agents_dir, fake_discord, discord_drain_seconds=0.2)
     asked = fake_discord.mention("restart nginx please", author=ALICE)
     post, approval_id = await request_message(fake_discord)
+    await eventually(lambda: adapter.pipeline.busy == 0, what="the turn parked (its task ended)")
     await stop(app, adapter)
 
     app, adapter = await start(sqlite_url, script, agents_dir, fake_discord)
     try:
         fake_discord.click(f"{ACTION_APPROVE}:{approval_id}", post, BOB, to=-1)  # the new connection
-        await eventually(lambda: any("no longer running" in t for t in texts(fake_discord, asked)),
-                         what="the thread told it did not run")
-        await eventually(lambda: fake_discord.callbacks, what="the click's answer")  # it may follow the text
-        assert fake_discord.callbacks[0].type == 7 and RESTARTS["nginx"] == 0
+        await eventually(lambda: "Done." in texts(fake_discord, asked), what="the answer of the resumed turn")
+        assert fake_discord.callbacks[0].type == 7 and RESTARTS["nginx"] == 1
+        assert tool_messages(script.requests[1])[0]["content"] == "nginx restarted (run 1)"
+        assert len(script.requests) == 2  # the model was not asked again from scratch
+        assert [p for p in fake_discord.posted if p.body.get("components")] == [post]  # one request
+        assert not any("restarted" in t or "no longer running" in t for t in texts(fake_discord, asked))
         (row,) = await approval_rows(app)
-        assert (row.status, row.decided_by, row.outcome) == ("approved", str(BOB), "not_run")
+        assert (row.status, row.decided_by, row.outcome) == ("approved", str(BOB), "ran")
+        assert [(t.status, t.reason) for t in await tool_rows(app)] == [("ok", f"approved by {BOB}")]
     finally:
         await stop(app, adapter)
 

@@ -1,5 +1,5 @@
-"""Two instances sharing PostgreSQL: a click handled by the instance that is not waiting still resolves the
-turn, and when two approvers click at once on different instances exactly one decision counts."""
+"""Two instances sharing PostgreSQL: a click handled by the instance that did not ask resumes the parked
+turn there, and when two approvers click at once on different instances exactly one decision counts."""
 
 from __future__ import annotations
 
@@ -33,8 +33,11 @@ async def test_a_click_on_the_second_instance_resolves_the_turn_waiting_on_the_f
     try:
         await first.deliver(mention("restart nginx please", ASK_TS, user=CAROL))
         _, ts, approval_id = await slack_request(fake_slack)
+        await eventually(lambda: first.adapter.pipeline.busy == 0, what="the turn parked on the first")
         await click(second, BOSS, ACTION_APPROVE, approval_id, ts)
         await answered(fake_slack, ASK_TS)
+        assert first.adapter.pipeline.busy == 0  # the second instance resumed it; nothing waited on the first
+        assert len(fake_llm.requests) == 2
         assert RESTARTS["nginx"] == 1
         assert tool_messages(fake_llm.requests[1])[0]["content"] == "nginx restarted (run 1)"
         (row,) = await approval_rows(first.app)

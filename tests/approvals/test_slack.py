@@ -13,6 +13,7 @@ import pytest
 from bot.chat.core.approvals import ACTION_APPROVE, ACTION_DENY
 from tests.approvals.harness import BOSS, approval_rows, blocks_of, fast, gated_agent, slack_request, tool_rows
 from tests.chat.slack_harness import ALICE, MALLORY, OPS, SECRET, SlackBot, answered, mention, start_bot
+from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.fakes.slack_server import FakeSlack, block_actions, sign
 from tests.helpers import RESTARTS, eventually, tool_messages
@@ -162,7 +163,7 @@ async def test_a_request_nobody_decides_expires_and_the_thread_is_told(
         await bot.stop()
 
 
-async def test_a_click_after_a_restart_resolves_the_row_and_the_thread_is_told_it_did_not_run(
+async def test_a_click_after_a_restart_resumes_the_parked_turn_once_with_one_answer(
     fake_slack: FakeSlack, restart_script: FakeOpenAI, sqlite_url: str, agents_dir: Path
 ):
     gated_agent(agents_dir)
@@ -170,20 +171,26 @@ async def test_a_click_after_a_restart_resolves_the_row_and_the_thread_is_told_i
     fast(first.app)
     await first.deliver(mention("restart nginx please", ASK_TS))
     _, ts, approval_id = await slack_request(fake_slack)
-    await first.stop()  # the waiting turn is cancelled at shutdown
-    assert any("restarted before I could finish" in t for t in thread_texts(fake_slack))
+    await eventually(lambda: first.adapter.pipeline.busy == 0, what="the turn parked (its task ended)")
+    await first.stop()  # nothing is in flight: the parked turn is a row, not a task
+    assert not any("restarted" in t for t in thread_texts(fake_slack))
 
     second = await start_bot(fake_slack, restart_script, sqlite_url, agents_dir)
     fast(second.app)
     try:
         await click(second, BOSS, ACTION_APPROVE, approval_id, ts)
-        await eventually(lambda: any("no longer running" in t for t in thread_texts(fake_slack)),
-                         what="the thread told the call did not run")
-        assert RESTARTS["nginx"] == 0
+        await answered(fake_slack, ASK_TS)
+        assert RESTARTS["nginx"] == 1
+        assert len(restart_script.requests) == 2  # resumed from its state, not run again from scratch
+        assert tool_messages(restart_script.requests[1])[0]["content"] == "nginx restarted (run 1)"
+        assert thread_texts(fake_slack).count("Done.") == 1
+        assert not any("no longer running" in t for t in thread_texts(fake_slack))
         (row,) = await approval_rows(second.app)
-        assert (row.status, row.decided_by, row.outcome) == ("approved", BOSS, "not_run")
+        assert (row.status, row.decided_by, row.outcome) == ("approved", BOSS, "ran")
         assert any("Approved by <@U_BOSS>" in u for u in updates(fake_slack, ts))
-        assert await tool_rows(second.app) == []  # the tool never ran
+        assert [(t.status, t.reason) for t in await tool_rows(second.app)] == [("ok", "approved by U_BOSS")]
+        turns = await rows(second.app, "SELECT status FROM turns")
+        assert [t.status for t in turns] == ["ok"]  # one turn, parked and resumed
     finally:
         await second.stop()
 

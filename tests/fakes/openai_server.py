@@ -81,6 +81,7 @@ class Step:
     body: Any = None  # raw: the JSON body, or the list of SSE `data:` events of a stream
     chunk_delay: float = 0.0  # streaming: seconds between content chunks (a model that writes slowly)
     cut_after: int | None = None  # streaming: drop the connection after this many content chunks
+    release: threading.Event | None = None  # answer only once the test sets it (a model as slow as the test needs)
 
 
 def call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
@@ -186,6 +187,8 @@ class FakeOpenAI:
             step = Step("reply", content="(too late)")
         if step.delay:
             await asyncio.sleep(step.delay)
+        if step.release is not None:
+            await asyncio.get_running_loop().run_in_executor(None, step.release.wait, 120)
         if step.kind == "raw":
             return await self._raw(request, step)
         if step.kind == "fail":

@@ -19,6 +19,8 @@ class TcpProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._cut_after: bytes | None = None  # the next client bytes holding this go through, then both ends close
+        self.cuts = 0
 
     def start(self) -> TcpProxy:
         self._thread.start()
@@ -34,6 +36,11 @@ class TcpProxy:
 
     def resume(self) -> None:
         self.down = False
+
+    def cut_after(self, marker: bytes) -> None:
+        """Once: forward the client's next bytes that hold `marker` (a `COMMIT`, say) to the server, then close
+        the connection before the server's answer comes back, as a network that fails at that moment."""
+        self._cut_after = marker
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
@@ -62,15 +69,22 @@ class TcpProxy:
             writer.close()
             return
         self._open.update((writer, up_writer))
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        await asyncio.gather(self._pipe(reader, up_writer, client=writer), self._pipe(up_reader, writer))
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    client: asyncio.StreamWriter | None = None) -> None:
         try:
             while data := await reader.read(65536):
                 if self.down:
                     break
                 writer.write(data)
                 await writer.drain()
+                if client is not None and self._cut_after is not None and self._cut_after in data:
+                    self._cut_after = None
+                    self.cuts += 1
+                    client.close()  # the client never hears the answer to what it just sent
+                    await asyncio.sleep(0.2)  # the server reads it before it sees the connection go
+                    break
         except (OSError, RuntimeError):
             pass
         finally:

@@ -138,3 +138,23 @@ async def test_a_giant_input_schema_is_refused_at_start_naming_server_and_tool(
     assert str(err.value).startswith("MCP server 'ops': tool 'huge' is refused: the input schema is 6,000,")
     assert "more than the 100,000 a tool may send" in str(err.value)
     print(f"refused a 6 MB schema after {time.monotonic() - started:.1f} s")
+
+
+def test_doctor_checks_each_declared_mcp_server_and_shows_a_dying_ones_last_words(
+        tmp_path: Path, fake_llm: FakeOpenAI):
+    from tests.test_cli import base_env, yokebot
+
+    env = base_env(tmp_path, fake_llm)
+    fake_llm.models = ["cli-model"]
+    write_agent(tmp_path / "up", "ops", "description: ops\nmcp:" + stdio_server("[echo]"))
+    out = yokebot("doctor", env={**env, "YOKEBOT_AGENTS_DIR": str(tmp_path / "up"), "YOKEBOT_DEFAULT_AGENT": "ops"})
+    text = " ".join(out.stdout.split())
+    assert "✓ mcp ops/ops: up at " in text and "mcp_server.py stdio, 11 tool(s) offered" in text, text
+
+    write_agent(tmp_path / "dies", "ops", "description: ops\nmcp:" + stdio_server("[echo]", "--die-at-start"))
+    out = yokebot("doctor", env={**env, "YOKEBOT_AGENTS_DIR": str(tmp_path / "dies"), "YOKEBOT_DEFAULT_AGENT": "ops"})
+    text = " ".join(out.stdout.split())
+    assert out.returncode == 1
+    assert "mcp ops/ops: could not connect" in text, text
+    assert "ModuleNotFoundError: No module named 'grafana_sdk'" in text, text
+    assert "yokebot mcp tools ops ops" in text

@@ -43,6 +43,17 @@ async def age(url: str, session_id: str, days: int) -> None:
     await sql(url, inbox, k="C1:old-answered", st="answered", t=old)
     await sql(url, inbox, k="C1:old-but-open", st="claimed", t=old)  # still owed an answer: kept
     await sql(url, inbox, k="C1:new-answered", st="answered", t=new)
+    hook = ("INSERT INTO alert_notifications (source, body, state, attempts, received_at) "
+            "VALUES ('alertmanager', :b, :st, 1, :t)")
+    await sql(url, hook, b="old-done", st="done", t=old)
+    await sql(url, hook, b="old-but-new", st="new", t=old)  # not processed yet: kept
+    await sql(url, hook, b="new-done", st="done", t=new)
+    group = ("INSERT INTO alert_groups (source, group_hash, group_key, agent, post_to, title, state, generation, "
+             "alerts, investigation, cooldown_seconds, fired_at, updated_at) VALUES ('alertmanager', :h, :h, "
+             "'ops', 'slack:#ops', '', :st, 1, '{}', 'none', 3600, :t, :t)").replace(":h, :h", ":h, :k")
+    await sql(url, group, h="old-resolved", k="old-resolved", st="resolved", t=old)
+    await sql(url, group, h="old-firing", k="old-firing", st="firing", t=old)  # still firing: its thread is kept
+    await sql(url, group, h="new-resolved", k="new-resolved", st="resolved", t=new)
     await sql(url, "INSERT INTO memories (agent, channel, content, session_id, created_at) VALUES "
                    "('tester', NULL, 'the disk is /dev/sda', :s, :o)", s=session_id, o=old)
 
@@ -67,6 +78,7 @@ def test_prune_removes_exactly_the_old_sessions(db_url: str, fake_llm: FakeOpenA
     assert "would delete" in dry.stdout
     assert "5 llm_calls, 2 tool_invocations, 7 messages, 0 summaries, 0 attachments, 2 turns, 1 sessions" in dry.stdout
     assert "1 schedule_runs, 1 processed_events" in dry.stdout
+    assert "1 alert_notifications, 1 alert_groups" in dry.stdout
     assert asyncio.run(counts(db_url, data.ops)) == before_old
 
     # without --yes it asks; no answer (stdin closed) deletes nothing
@@ -89,6 +101,10 @@ def test_prune_removes_exactly_the_old_sessions(db_url: str, fake_llm: FakeOpenA
     assert [m[0] for m in memories] == ["the disk is /dev/sda"]  # what the agent learned is kept
     inbox = asyncio.run(sql(db_url, "SELECT event_key FROM inbox ORDER BY event_key"))
     assert [r[0] for r in inbox] == ["C1:new-answered", "C1:old-but-open"]
+    hooks = asyncio.run(sql(db_url, "SELECT body FROM alert_notifications ORDER BY body"))
+    groups = asyncio.run(sql(db_url, "SELECT group_key FROM alert_groups ORDER BY group_key"))
+    assert [r[0] for r in hooks] == ["new-done", "old-but-new"]
+    assert [r[0] for r in groups] == ["new-resolved", "old-firing"]
 
     again = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d"], env=env)  # nothing to ask about
     assert again.exit_code == 0 and "0 sessions" in again.stdout

@@ -9,6 +9,8 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +22,14 @@ from tests.helpers import db_rows, write_agent
 from tests.recovery.harness import Bot, free_port, wait_until
 
 DIES, LIVES = "the question whose process is killed", "the question whose process lives on"
+LIVE_ANSWER = threading.Event()  # the live process's answer waits for this: past the kill, a restart and a lease
 
 
 def answer(body: dict[str, Any]) -> Step:
     question = str([m for m in body["messages"] if m["role"] == "user"][-1]["content"])
     if DIES in question:
         return Step("reply", content="never seen", delay=60.0)
-    return Step("reply", content="the slow answer", delay=12.0)  # outlives the kill, a restart and a lease
+    return Step("reply", content="the slow answer", release=LIVE_ANSWER)
 
 
 def turn(url: str, question: str) -> tuple[str, str | None, str] | None:
@@ -39,6 +42,7 @@ def turn(url: str, question: str) -> tuple[str, str | None, str] | None:
 
 def test_a_running_turn_of_a_killed_ask_ends_interrupted_and_a_live_ones_is_left_alone(
         tmp_path: Path, pg_database: str, fake_llm: FakeOpenAI):
+    LIVE_ANSWER.clear()
     fake_llm.handler = answer
     agents = tmp_path / "agents"
     write_agent(agents, "ops", "description: ops\ntools: [current_time]")
@@ -68,6 +72,9 @@ def test_a_running_turn_of_a_killed_ask_ends_interrupted_and_a_live_ones_is_left
             status, stopped_by, session = turn(pg_database, DIES)  # type: ignore[misc]
             assert (status, stopped_by) == ("error", "interrupted")
             assert turn(pg_database, LIVES)[:2] == ("running", None)  # type: ignore[index]
+            time.sleep(1.5)  # a lease (1 s) past the sweep: the live turn is still left alone
+            assert turn(pg_database, LIVES)[:2] == ("running", None)  # type: ignore[index]
+            LIVE_ANSWER.set()
             out, _ = lives.communicate(timeout=30)
             assert lives.returncode == 0, out
             assert "the slow answer" in out

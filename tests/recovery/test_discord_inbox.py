@@ -121,6 +121,9 @@ def test_kill9_then_restart_answers_each_discord_message_once_where_it_was_asked
         # every turn is in flight: both questions at the (slow) model, and the alert has been posted
         wait_until(lambda: len(fake_llm.requests) >= 4, 15, "the model requests", first)
         wait_until(lambda: len(fake_discord.posted_in(OPS_ALERTS)) == 1, 10, "the alert", first)
+        # the turns' rows are committed within the write-behind queue's 25 ms linger: the kill comes after
+        wait_until(lambda: asyncio.run(db_rows(db_url, "SELECT count(*) FROM turns"))[0][0] >= 3, 10,
+                   "every turn's row", first)
     finally:
         first.kill9()
     assert in_channel in fake_discord.threads  # the first attempt opened the thread

@@ -8,6 +8,7 @@ and on PostgreSQL (leases run out; YOKEBOT_INBOX_LEASE_SECONDS=2)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,10 @@ def test_kill9_with_turns_in_flight_then_restart_answers_every_acked_message_onc
         # every turn is in flight: each question is at the (slow) model, and the alert has been posted
         wait_until(lambda: len(fake_llm.requests) >= len(QUESTIONS) + 2, 15, "the model requests", first)
         wait_until(lambda: len(fake_slack.posts(channel="C_OPS_ALERTS")) == 1, 10, "the alert", first)
+        # the turns' rows go through the write-behind queue (committed within its 25 ms linger): the kill
+        # comes once every one is there, so each cut turn has a row to be marked interrupted
+        wait_until(lambda: asyncio.run(db_rows(db_url, "SELECT count(*) FROM turns"))[0][0] >= len(stamps), 10,
+                   "every turn's row", first)
     finally:
         first.kill9()
     assert all(replies(fake_slack, ts) == [] for ts in stamps)  # nobody has an answer yet
@@ -119,3 +124,41 @@ def test_a_second_run_on_the_same_sqlite_file_is_refused(tmp_path: Path, db_url:
         assert "http on 127.0.0.1:" in first.output()  # YOKEBOT_HTTP_HOST
     finally:
         assert first.stop() == 0
+
+
+IN_FLIGHT = 8
+LONG_LEASE = "60"  # far longer than a restart takes: the leases of the killed process are not waited out
+
+
+def test_a_restart_on_the_same_host_takes_over_the_killed_process_turns_at_once(
+        tmp_path: Path, db_url: str, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    """Issue 25: the restarted process sees its predecessor is gone (same host and boot, its pid gone or
+    another process's) and takes its inbox leases at once; before, on PostgreSQL it waited the lease out."""
+    model = SlowModel()
+    fake_llm.handler = model
+    env = run_env(tmp_path, db_url, fake_slack, fake_llm, YOKEBOT_INBOX_LEASE_SECONDS=LONG_LEASE)
+    first = Bot(env, tmp_path, "first")
+    try:
+        wait_until(lambda: fake_slack.connections >= 1, 20, "the Socket Mode connection", first)
+        stamps = [fake_slack.next_ts() for _ in range(IN_FLIGHT)]
+        envelopes = [fake_slack.push(mention(f"how is host {i}?", ts)) for i, ts in enumerate(stamps)]
+        wait_until(lambda: all(e in fake_slack.acks for e in envelopes), 10, "the acks", first)
+        wait_until(lambda: len(fake_llm.requests) >= IN_FLIGHT, 15, "every turn at the model", first)
+    finally:
+        first.kill9()
+    model.fast = True
+    second = Bot(env, tmp_path, "second")
+    began = time.monotonic()
+    try:
+        wait_until(lambda: all(replies(fake_slack, ts) for ts in stamps), 90, "a reply to every message", second)
+        took = time.monotonic() - began
+        print(f"took over and answered {IN_FLIGHT} cut turns {took:.1f} s after the restart")
+        assert took < 20, f"{took:.1f} s: the killed process's leases ({LONG_LEASE} s) were waited out"
+        for i, ts in enumerate(stamps):
+            assert replies(fake_slack, ts) == [f"answer: how is host {i}?"]
+    finally:
+        assert second.stop() == 0, second.output()[-3000:]
+    inbox = asyncio.run(db_rows(db_url, "SELECT state, count(*) FROM inbox GROUP BY state"))
+    assert dict(inbox) == {"answered": IN_FLIGHT}
+    running = asyncio.run(db_rows(db_url, "SELECT count(*) FROM turns WHERE status = 'running'"))
+    assert running == [(0,)]

@@ -215,3 +215,41 @@ async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes
     finally:
         await store.close()
         await engine.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("path", ["transaction", "one statement"])
+async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: str, path: str):
+    """The connection drops after COMMIT reached PostgreSQL and before its answer came back: the batch is in,
+    but the writer cannot know. Before, the retry inserted the turn row again, the primary key refused it, and
+    the turn failed ("Sorry") although its rows were all stored; now the writer asks first. The same for the
+    one-statement batch (autocommit): its statement reached the server, its answer did not."""
+    from tests.fakes.tcp_proxy import TcpProxy
+
+    direct = create_engine(pg_database)
+    await ensure_schema(direct)
+    await direct.dispose()
+    proxy = TcpProxy("127.0.0.1", 5432).start()
+    host_part, dbname = pg_database.rsplit("/", 1)
+    engine = create_engine(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}")
+    store = SqlStore(engine)
+    store.writes.backoff = 0.01
+    try:
+        session = await store.session_for("t", "c", "th", "a")
+        if path == "transaction":
+            store.writes._one_statement = lambda _batch: None  # type: ignore[method-assign]
+            proxy.cut_after(b"COMMIT;")  # the simple query that ends a transaction
+        else:
+            proxy.cut_after(b"json_to_recordset")  # the batch's one statement (autocommit: it commits alone)
+        await store.start_turn(session.id, "turn-1", "chat", "U1", "hello")
+        await store.append(session.id, "turn-1", Message.user("hello"))
+        await store.flush("turn-1")  # raised WriteFailed before
+        assert proxy.cuts == 1
+        async with engine.connect() as conn:
+            turns = (await conn.execute(text("SELECT count(*) FROM turns"))).scalar()
+            messages = (await conn.execute(text("SELECT count(*) FROM messages"))).scalar()
+        assert (turns, messages) == (1, 1)
+    finally:
+        await store.close()
+        await engine.dispose()
+        proxy.stop()

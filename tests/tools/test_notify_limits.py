@@ -11,7 +11,7 @@ from bot.app import build_app
 from bot.engine.messages import ToolCall
 from bot.engine.service import TurnRequest
 from bot.tools import builtin_tools
-from bot.tools.notify import AlertBudget, make_notify_tool
+from bot.tools.notify import LocalLedger, make_notify_tool
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.helpers import registry, write_agent
@@ -55,7 +55,7 @@ async def test_one_reply_with_25_notify_calls_posts_two(sqlite_url: str, fake_ll
 
 async def test_a_channel_gets_at_most_n_alerts_a_minute(sandbox: Sandbox):
     clock = [1000.0]
-    tool = make_notify_tool(budget=AlertBudget(clock=lambda: clock[0]))
+    tool = make_notify_tool(LocalLedger(clock=lambda: clock[0]))
     sandbox.registry = {**sandbox.registry, "notify": tool}
     ex = sandbox.executor()
     run = sandbox.run_context()

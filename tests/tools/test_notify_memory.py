@@ -6,13 +6,13 @@ from pathlib import Path
 
 from bot.chat.core.notifier import AdapterNotifier
 from bot.engine.context import RunContext
-from bot.tools.notify import RecentAlerts, make_notify_tool
+from bot.tools.notify import LocalLedger, make_notify_tool
 from tests.tools.conftest import Sandbox
 
 
 def with_clock(sandbox: Sandbox) -> list[float]:
     now = [1000.0]
-    sandbox.registry["notify"] = make_notify_tool(RecentAlerts(clock=lambda: now[0]))
+    sandbox.registry["notify"] = make_notify_tool(LocalLedger(clock=lambda: now[0]))
     sandbox._executor = sandbox.executor()
     return now
 
@@ -116,10 +116,14 @@ async def test_remember_and_forget_are_scoped_and_bounded(sandbox: Sandbox, sqli
         await engine.dispose()
 
 
-def test_recent_alerts_stay_bounded():
+async def test_the_local_ledger_stays_bounded():
+    from bot.engine.ports import AlertKey
+
     now = [0.0]
-    alerts = RecentAlerts(clock=lambda: now[0], max_entries=3)
+    ledger = LocalLedger(clock=lambda: now[0], max_entries=3)
     for i in range(10):
         now[0] += 1
-        alerts.record(("a", "t", str(i)), "ref")
-    assert len(alerts.sent) == 3 and ("a", "t", "9") in alerts.sent
+        _, entry = await ledger.claim(AlertKey("a", "t", str(i), f"turn{i}", 1), 600, lambda h: True)
+        assert entry is not None
+        await ledger.posted(entry, "ref")
+    assert [e.key.digest for e in ledger.sent] == ["7", "8", "9"]

@@ -1,11 +1,15 @@
 """The approval flow, written once for every platform: the engine's `ApprovalGate` (post the request, wait for
 a decision in the database) and what a click does (who may decide, exactly one decision, the turn is told).
 
-    gated call ─> row `pending` ─> platform posts Approve / Deny ─> wait: event from a local click, or the
-    row polled (a click on another instance) ─> approved: the tool runs │ denied │ expired (row + thread told)
-    click ─> may this user decide? (else a private answer) ─> conditional UPDATE (one decision counts)
-          ─> message updated ─> the waiting turn wakes; nobody waits any more (restart): the thread is told
-             and the call is recorded as not run
+    gated call ─> row `pending` ─> platform posts Approve / Deny ─> a chat turn on the inbox parks (raises
+    ApprovalPending: its state goes to its inbox row, its task ends); any other turn waits: event from a local
+    click, or the row polled (a click on another instance) ─> approved: the tool runs │ denied │ expired
+    click ─> may this user decide? (else a private answer) ─> conditional UPDATE (one decision counts), in the
+          same transaction the parked turn's inbox row is made claimable ─> message updated ─> this instance
+          resumes the parked turn (`resume`), or the waiting turn wakes; nobody holds the turn any more (it
+          is truly gone): the thread and the clicker are told, and the call is recorded as not run
+    expiry ─> a timer per parked request (re-armed by `watch`, which recovery runs every sweep) expires it,
+          tells the thread and resumes the turn, which tells the model
 
 Platforms render (`ApprovalButtons`); terminals decide inline (`InlineApprover`)."""
 
@@ -14,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from bot.engine.approval import (
     REQUESTER,
@@ -28,6 +33,7 @@ from bot.engine.approval import (
     may_approve,
 )
 from bot.engine.context import RunContext
+from bot.engine.errors import ApprovalPending
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +94,13 @@ class ClickAnswer:
 
 NOT_YOURS = "You may not approve this request; it needs one of its approvers."
 NOT_THIS_MESSAGE = "These buttons do not belong to that approval request, so nothing was decided."
+STARTED_BEFORE = ("it was approved and had started once already when yokebot was restarted, so it is not run "
+                  "a second time")
+
+
+def gone_text(approval: Approval) -> str:
+    return (f"{approval.status.capitalize()}, but the conversation that asked for `{approval.tool}` is no "
+            "longer running (I was restarted), so it was not run. Ask me again if it is still needed.")
 
 
 def describe(approval: Approval) -> str:
@@ -115,6 +128,10 @@ class ApprovalDesk:
         self.buttons: dict[str, ApprovalButtons] = {}
         self.inline: dict[str, InlineApprover] = {}
         self._waiting: dict[int, asyncio.Event] = {}
+        # resume the parked turn with this id here (the app: InboxTurns.resume_parked); None: recovery takes it over
+        self.resume: Callable[[str], Awaitable[bool]] | None = None
+        self._timers: dict[int, asyncio.TimerHandle] = {}  # expiry of the parked requests seen here
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def register(self, platform: str, buttons: ApprovalButtons) -> None:
         self.buttons[platform] = buttons
@@ -128,15 +145,19 @@ class ApprovalDesk:
         if isinstance(where, str):
             return ApprovalDecision("refused", note=f"{request.tool} needs a human's approval, but {where}")
         platform, channel, thread = where
+        if run.parks and (asked := await self.store.for_call(run.turn_id, request.call_id)) is not None:
+            return await self._asked_before(asked)
         now = utcnow()
         new = NewApproval(run.session_id, run.turn_id, run.agent, request.call_id, request.tool, request.arguments,
                           run.scope.user, request.spec.approvers, request.spec.self_approve, platform, channel,
                           thread, now + timedelta(seconds=request.spec.timeout_seconds))
         approval_id = await self.store.create(new, now)
+        if run.parks:  # nobody waits in-process: a click finds the turn by its inbox row, not a heartbeat
+            await self.store.heartbeat(approval_id, None)
         approval = await self._get(approval_id)
         inline = self.inline.get(platform)
         if inline is not None:
-            return await self._inline(inline, approval)
+            return await self._once(await self._inline(inline, approval))
         try:
             ref = await self.buttons[platform].ask(approval)
         except Exception:
@@ -146,7 +167,74 @@ class ApprovalDesk:
             return ApprovalDecision("refused", note=f"{request.tool} needs a human's approval, but the request "
                                     "could not be posted", approval_id=approval_id)
         await self.store.set_message(approval_id, ref)
-        return await self._wait(approval_id)
+        if run.parks:
+            self._arm(await self._get(approval_id))
+            raise ApprovalPending(approval_id, request.call_id)
+        return await self._once(await self._wait(approval_id))
+
+    async def _asked_before(self, approval: Approval) -> ApprovalDecision:
+        """A resumed turn at a call it parked on: the decision made meanwhile; never a second request."""
+        if approval.status == "pending" and approval.expired(utcnow()):
+            await self._expire(approval)
+            approval = await self._get(approval.id)
+        if approval.status == "pending":  # another call of the group was decided: this one still waits
+            self._arm(approval)
+            raise ApprovalPending(approval.id, approval.call_id)
+        return await self._once(self._decision(approval))
+
+    async def _once(self, decision: ApprovalDecision) -> ApprovalDecision:
+        """An approved call runs at most once, whichever instance resumes its turn, and however often."""
+        if decision.approved and decision.approval_id is not None \
+                and not await self.store.claim_run(decision.approval_id):
+            return ApprovalDecision("refused", decision.by, decision.at, STARTED_BEFORE, decision.approval_id)
+        return decision
+
+    # --- parked requests: expiry -------------------------------------------------------------------------
+    def _arm(self, approval: Approval) -> None:
+        if approval.id in self._timers:
+            return
+        delay = max(0.0, (approval.expires_at - utcnow()).total_seconds())
+        loop = asyncio.get_running_loop()
+        self._timers[approval.id] = loop.call_later(delay, lambda: self._spawn(self._expire_parked(approval.id)))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _expire_parked(self, approval_id: int) -> None:
+        self._timers.pop(approval_id, None)
+        try:
+            approval = await self.store.get(approval_id)
+            if approval is not None and approval.status == "pending":
+                await self._expire(approval)
+        except Exception:
+            log.warning("could not expire approval request %s (recovery tries again)", approval_id, exc_info=True)
+
+    async def watch(self) -> int:
+        """Expire the parked requests whose time is up (a restart lost their timers) and arm the others; run
+        by recovery at start-up and every sweep. The number expired."""
+        expired = 0
+        for approval in await self.store.parked_pending():
+            if approval.expired(utcnow()):
+                await self._expire(approval)
+                expired += 1
+            else:
+                self._arm(approval)
+        return expired
+
+    def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    async def _wake(self, turn_id: str) -> None:
+        if self.resume is None:
+            return
+        try:
+            await self.resume(turn_id)
+        except Exception:  # the row is claimable: recovery takes it over at its next sweep
+            log.exception("could not resume parked turn %s here", turn_id)
 
     async def ran(self, decision: ApprovalDecision, status: str) -> None:
         if decision.approval_id is not None:
@@ -217,12 +305,18 @@ class ApprovalDesk:
             self._waiting.pop(approval_id, None)
 
     async def _expire(self, approval: Approval) -> None:
-        if not await self.store.expire(approval.id):
+        move = await self.store.expire(approval.id)
+        if not move:
             return  # decided at the last moment
+        timer = self._timers.pop(approval.id, None)
+        if timer is not None:
+            timer.cancel()
         expired = await self._get(approval.id)
         await self._tell(expired, f"Nobody approved `{approval.tool}` within "
                                   f"{timeout_words(approval.timeout_seconds)}, so the request expired and it "
                                   "was not run.")
+        if move == "woke":
+            await self._wake(approval.turn_id)
 
     async def _tell(self, approval: Approval, text: str) -> None:
         buttons = self.buttons.get(approval.platform)
@@ -258,16 +352,23 @@ class ApprovalDesk:
         if approval.expired(now):
             await self._expire(approval)
             return ClickAnswer(private="This request has expired; it was not run.")
-        if not await self.store.decide(approval_id, "approved" if approve else "denied", user, now):
+        move = await self.store.decide(approval_id, "approved" if approve else "denied", user, now)
+        if not move:
             latest = await self._get(approval_id)
             return ClickAnswer(private=f"This request was already {latest.status}.")
         decided = await self._get(approval_id)
         log.info("approval %s for %s %s by %s", approval_id, decided.tool, decided.status, user)
+        timer = self._timers.pop(approval_id, None)
+        if timer is not None:
+            timer.cancel()
         event = self._waiting.get(approval_id)
         if event is not None:
             event.set()
-        elif self._gone(decided, now):
+        elif move == "woke":  # its turn was parked: resumed here, now
+            self._spawn(self._wake(decided.turn_id))
+        elif move == "decided" and self._gone(decided, now):  # no inbox row holds it, nobody waits in-process
             await self._orphaned(decided)
+            return ClickAnswer(approval=decided, private=gone_text(decided))
         return ClickAnswer(approval=decided)
 
     def _may_decide(self, approval: Approval, user: str, groups: frozenset[str]) -> bool:
@@ -304,10 +405,8 @@ class ApprovalDesk:
         buttons = self.buttons.get(approval.platform)
         if buttons is None:
             return
-        text = (f"{approval.status.capitalize()}, but the conversation that asked for `{approval.tool}` is no "
-                "longer running (I was restarted), so it was not run. Ask me again if it is still needed.")
         try:
-            await buttons.say(approval, text)
+            await buttons.say(approval, gone_text(approval))
         except Exception:
             log.warning("could not tell the thread of approval %s that its turn is gone", approval.id, exc_info=True)
 

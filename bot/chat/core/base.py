@@ -29,7 +29,9 @@ class ReplySurface(ABC):
       status and the answer as it is written, bot/chat/core/live.py; the console: its LiveView);
     - `stopped_text`: what the user reads when a turn is cut at shutdown (None: the pipeline's STOPPED);
     - `track(note)` and `leftovers(live)`: the messages a turn posts to show itself, noted on the inbox row, and
-      settled after a crash (bot/chat/core/inbox_turns.py).
+      settled after a crash (bot/chat/core/inbox_turns.py);
+    - `parked()`: instead of `deliver()` and `done()`, when the turn parked on an approval (its answer comes
+      from the resumed turn, through a reply surface rebuilt from the inbox row).
     Approval requests are not a reply's: the desk posts them through the platform's buttons, registered once
     per platform (`Platform.mount_approvals`, bot/chat/core/platform.py)."""
 
@@ -55,6 +57,10 @@ class ReplySurface(ABC):
 
     async def leftovers(self, live: Mapping[LiveKind, str]) -> None:
         """A turn for this message ran in a process that is gone: settle the messages it left."""
+        return None
+
+    async def parked(self) -> None:
+        """The turn waits for an approval: stop showing progress (the request says what it waits for)."""
         return None
 
 

@@ -165,6 +165,15 @@ class LiveMessages:
         with contextlib.suppress(*self.ops.refused):
             await self.ops.delete(ref)
 
+    async def parked(self, summary: str | None) -> None:
+        """The turn parked on an approval: the status becomes the steps so far (or goes), a half answer goes."""
+        await self._settle_status(summary)
+        ref, self.answer_ref = self.answer_ref, None
+        if ref is not None:
+            with contextlib.suppress(*self.ops.refused):
+                await self.ops.close_stream(ref)
+                await self.ops.delete(ref)
+
     async def _settle_status(self, summary: str | None) -> None:
         """The status message becomes the list of steps, or goes away. Best effort: never fails the answer."""
         with contextlib.suppress(*self.ops.refused):
@@ -216,6 +225,11 @@ class LiveReply(ReplySurface):
             await self.live.final(text, self.progress.summary())
         else:
             await self.ops.deliver(text)
+
+    async def parked(self) -> None:
+        if self.progress is not None and self.live is not None:
+            await self.progress.close()
+            await self.live.parked(self.progress.summary())
 
     def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
         if self.live is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -194,6 +195,9 @@ class Pipeline:
                 request, hooks = await self.once.started(inbound, request, hooks)
             async with self._slots:
                 result = await self.service.handle(request, hooks)
+            if result.parked:  # waits for an approval, holding nothing; resumed (here or elsewhere) by the decision
+                await self._quietly(reply.parked())
+                return result
             text = result.answer or "(no answer)"
         except asyncio.CancelledError:
             await self._last_word(inbound)
@@ -208,6 +212,12 @@ class Pipeline:
             ok = False
         await reply.done(ok)
         return result
+
+    async def _quietly(self, step: Awaitable[None]) -> None:
+        try:
+            await step
+        except Exception:
+            log.warning("%s: could not update the reply surface of a parked turn", self.platform, exc_info=True)
 
     async def _deliver(self, inbound: Inbound, text: str) -> bool:
         try:

@@ -110,9 +110,10 @@ async def answer_click(desk: ApprovalDesk, interaction: discord.Interaction, app
     clicked = f"{interaction.channel_id}/{message.id if message is not None else ''}"
     answer = await desk.click("discord", approval_id, str(user.id), roles(user), approve, clicked)
     try:
-        if answer.private is not None:
+        if answer.approval is not None:  # with a sentence: its turn is gone (one answer per click: on the request)
+            text = request_text(answer.approval) + (f"\n{answer.private}" if answer.private else "")
+            await answer_with_edit(interaction, text, view=None)
+        elif answer.private is not None:
             await answer_privately(interaction, answer.private)
-        elif answer.approval is not None:
-            await answer_with_edit(interaction, request_text(answer.approval), view=None)
     except discord.HTTPException as exc:
         log.warning("could not answer the approval click on %s: %s", approval_id, exc)

@@ -108,6 +108,10 @@ class DiscordReply(LiveReply):
         await self.typing.stop()
         await super().deliver(text)
 
+    async def parked(self) -> None:
+        await self.typing.stop()
+        await super().parked()
+
     async def done(self, ok: bool) -> None:
         await self.typing.stop()
         await react(self.message, DONE if ok else FAILED)

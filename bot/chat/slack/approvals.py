@@ -133,10 +133,10 @@ async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, groups
     answer = await desk.click("slack", approval_id, user, await groups.of(user), approve,
                               f"{channel}:{message_ts}")
     try:
-        if answer.private is not None:
+        if answer.approval is not None:
+            await buttons.show(answer.approval)
+        if answer.private is not None:  # alone (not decided), or with the decision (its turn is gone)
             thread = (body.get("message") or {}).get("thread_ts")
             await buttons.messages.ephemeral(channel, user, answer.private, thread)
-        elif answer.approval is not None:
-            await buttons.show(answer.approval)
     except SlackApiError as exc:
         log.warning("could not answer the approval click on %s: %s", approval_id, exc.response.get("error"))

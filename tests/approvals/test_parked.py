@@ -1,0 +1,237 @@
+"""Issue 25: a turn waiting for an approval is parked, not a task: it holds no concurrency slot while it waits
+(nine pending requests with the cap at 8 do not delay a question in another thread), a later message of its
+thread is told it waits, and a click on a request whose turn is truly gone tells the thread and the clicker.
+Real Bolt against the fake Slack, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from bot.chat.core.approvals import ACTION_APPROVE
+from bot.scheduling.setup import schedule_runner, synced_store
+from bot.store.models import utcnow
+from tests.approvals.harness import BOSS, approval_rows, fast, gated_agent, slack_request, tool_rows
+from tests.approvals.test_slack import click
+from tests.chat.slack_harness import OPS, answered, mention, start_bot
+from tests.conftest import rows
+from tests.fakes.openai_server import FakeOpenAI, Step, call
+from tests.fakes.slack_server import FakeSlack
+from tests.helpers import RESTARTS, eventually, write_agent
+
+WAITING = 9
+CAP = 8
+
+
+class ParkingModel:
+    """`restart svc-N` asks to restart svc-N (a gated call), then says what came of it; anything else is answered
+    at once."""
+
+    def __call__(self, body: dict[str, Any]) -> Step:
+        msgs = body["messages"]
+        last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+        question = str(msgs[last_user]["content"])
+        results = [m for m in msgs[last_user:] if m["role"] == "tool"]
+        asked = re.search(r"restart (svc-\d+)", question)
+        if asked is None:
+            return Step("reply", content="It is noon.")
+        service = asked.group(1)
+        if not results:
+            return Step("calls", calls=[call("restart_service", {"service": service}, f"call_{service}")])
+        return Step("reply", content=f"{service}: {results[-1]['content']}")
+
+
+def thread_texts(fake: FakeSlack, ts: str) -> list[str]:
+    return [str(c.params.get("text")) for c in fake.posts(thread_ts=ts)]
+
+
+async def test_nine_parked_approvals_hold_no_slot_and_another_thread_is_answered_at_once(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str, agents_dir: Path
+):
+    RESTARTS.clear()
+    fake_llm.handler = ParkingModel()
+    gated_agent(agents_dir, timeout="5m")
+    bot = await start_bot(fake_slack, fake_llm, db_url, agents_dir, slack_max_concurrent_turns=CAP)
+    fast(bot.app)
+    try:
+        stamps = [fake_slack.next_ts() for _ in range(WAITING)]
+        for i, ts in enumerate(stamps):
+            await bot.deliver(mention(f"restart svc-{i}", ts))
+        await slack_request(fake_slack, WAITING)
+        await eventually(lambda: bot.adapter.pipeline.busy == 0, what="every waiting turn parked (no task left)")
+        parked = await rows(bot.app, "SELECT state, lease_owner FROM inbox ORDER BY id")
+        assert [(r.state, r.lease_owner) for r in parked] == [("parked", None)] * WAITING
+
+        other = fake_slack.next_ts()
+        started = time.monotonic()
+        await bot.deliver(mention("what time is it?", other))
+        await answered(fake_slack, other)
+        took = time.monotonic() - started
+        assert thread_texts(fake_slack, other) == ["It is noon."]
+        # answered while all nine still wait: it did not wait for a slot (the old way: until one expired, 5 min)
+        assert [r.status for r in await approval_rows(bot.app)] == ["pending"] * WAITING, took
+        assert not RESTARTS
+
+        for row in await approval_rows(bot.app):
+            channel, _, ts = row.message_ref.rpartition(":")
+            await click(bot, BOSS, ACTION_APPROVE, str(row.id), ts, thread=row.thread, channel=channel)
+        for i, ts in enumerate(stamps):
+            await answered(fake_slack, ts)
+            assert thread_texts(fake_slack, ts)[-1] == f"svc-{i}: svc-{i} restarted (run 1)"
+        assert RESTARTS == {f"svc-{i}": 1 for i in range(WAITING)}
+        assert len(await slack_requests(fake_slack)) == WAITING  # one request per call, none posted again
+        assert [r.outcome for r in await approval_rows(bot.app)] == ["ran"] * WAITING
+    finally:
+        await bot.stop()
+
+
+async def slack_requests(fake: FakeSlack) -> list[Any]:
+    from tests.approvals.harness import blocks_of
+
+    return [c for c in fake.calls_to("chat.postMessage") if any(b.get("type") == "actions" for b in blocks_of(c))]
+
+
+async def test_a_later_message_of_a_parked_thread_is_told_it_waits_and_the_thread_goes_on_after(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str, agents_dir: Path
+):
+    RESTARTS.clear()
+    fake_llm.handler = ParkingModel()
+    gated_agent(agents_dir, timeout="5m")
+    bot = await start_bot(fake_slack, fake_llm, db_url, agents_dir)
+    fast(bot.app)
+    try:
+        asked = fake_slack.next_ts()
+        await bot.deliver(mention("restart svc-1", asked))
+        _, ts, approval_id = await slack_request(fake_slack)
+        await eventually(lambda: bot.adapter.pipeline.busy == 0, what="the turn parked")
+
+        await bot.deliver(mention("what time is it?", fake_slack.next_ts(), thread_ts=asked))
+        told = await eventually(lambda: [t for t in thread_texts(fake_slack, asked) if "waiting for an approval" in t],
+                                what="the later message told that the thread waits")
+        assert told == ["This thread is waiting for an approval to run `restart_service` (the request is above). "
+                        "I will take new questions here once it is decided or expires; ask me again then."]
+        assert len(fake_llm.requests) == 1  # it did not run ahead of the parked turn
+
+        await click(bot, BOSS, ACTION_APPROVE, approval_id, ts, thread=asked)
+        await eventually(lambda: "svc-1: svc-1 restarted (run 1)" in thread_texts(fake_slack, asked),
+                         what="the parked turn's answer")
+        await bot.deliver(mention("what time is it now?", fake_slack.next_ts(), thread_ts=asked))
+        await eventually(lambda: "It is noon." in thread_texts(fake_slack, asked), what="the thread answered again")
+        assert RESTARTS == {"svc-1": 1}
+    finally:
+        await bot.stop()
+
+
+NIGHTLY = """
+tools:
+  restart_service:
+    approval: {approvers: [U_BOSS], timeout: 5m}
+schedules:
+  - {name: nightly, every: 1h, prompt: "Restart nginx.", post_to: "slack:#ops-alerts"}
+"""
+GONE = "no longer running (I was restarted), so it was not run"
+
+
+async def test_a_click_on_a_scheduled_run_that_is_gone_tells_the_channel_and_the_clicker(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str, agents_dir: Path
+):
+    """A scheduled run has no inbox row: it waits in its process, which stops; the click on the next process
+    finds nobody holding the turn."""
+    RESTARTS.clear()
+    write_agent(agents_dir, "tester", NIGHTLY)
+    fake_llm.calls(call("restart_service", {"service": "nginx"}, "call_restart")).reply("Restarted nginx.")
+    first = await start_bot(fake_slack, fake_llm, db_url, agents_dir)
+    fast(first.app)
+    store, _ = await synced_store(first.app)
+    run = asyncio.create_task(schedule_runner(first.app, store).run(
+        (await store.get("tester/nightly")), utcnow(), kind="scheduled"))  # type: ignore[arg-type]
+    channel, ts, approval_id = await slack_request(fake_slack)
+
+    async def waiting() -> bool:
+        return all(r.message_ref for r in await approval_rows(first.app))
+
+    await eventually(waiting, what="the request's message stored: the run waits")
+    run.cancel()  # the run's process stops
+    await asyncio.gather(run, return_exceptions=True)
+    await first.stop()
+
+    second = await start_bot(fake_slack, fake_llm, db_url, agents_dir)
+    fast(second.app)
+    try:
+        await click(second, BOSS, ACTION_APPROVE, approval_id, ts, thread="", channel=channel)
+        private = await eventually(lambda: fake_slack.calls_to("chat.postEphemeral"), what="the clicker told")
+        assert [(c.params["user"], GONE in c.params["text"]) for c in private] == [(BOSS, True)]
+        await eventually(lambda: any(GONE in str(c.params.get("text")) for c in fake_slack.posts(channel=channel)),
+                         what="the channel told")
+        assert RESTARTS["nginx"] == 0
+        (row,) = await approval_rows(second.app)
+        assert (row.status, row.outcome) == ("approved", "not_run")
+    finally:
+        await second.stop()
+
+
+async def test_a_click_on_a_parked_turn_whose_inbox_row_was_settled_tells_the_thread_and_the_clicker(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str, agents_dir: Path
+):
+    """A chat turn that is truly gone: its inbox row was settled without it (as recovery leaves a row it gave
+    up on after MAX_ATTEMPTS cut resumptions). Before, SQLite recorded such a click silently."""
+    RESTARTS.clear()
+    fake_llm.handler = ParkingModel()
+    gated_agent(agents_dir, timeout="5m")
+    bot = await start_bot(fake_slack, fake_llm, db_url, agents_dir)
+    fast(bot.app)
+    try:
+        asked = fake_slack.next_ts()
+        await bot.deliver(mention("restart svc-7", asked))
+        _, ts, approval_id = await slack_request(fake_slack)
+        await eventually(lambda: bot.adapter.pipeline.busy == 0, what="the turn parked")
+        async with bot.app.engine.begin() as conn:
+            await conn.execute(text("UPDATE inbox SET state = 'interrupted' WHERE state = 'parked'"))
+
+        await click(bot, BOSS, ACTION_APPROVE, approval_id, ts, thread=asked)
+        private = await eventually(lambda: fake_slack.calls_to("chat.postEphemeral"), what="the clicker told")
+        assert [(c.params["user"], GONE in c.params["text"]) for c in private] == [(BOSS, True)]
+        await eventually(lambda: any(GONE in t for t in thread_texts(fake_slack, asked)), what="the thread told")
+        assert not RESTARTS and await tool_rows(bot.app) == []
+        (row,) = await approval_rows(bot.app)
+        assert (row.status, row.outcome) == ("approved", "not_run")
+        assert OPS in row.message_ref
+    finally:
+        await bot.stop()
+
+
+async def test_two_gated_calls_in_one_message_park_until_both_are_decided_and_each_runs_once(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, agents_dir: Path
+):
+    RESTARTS.clear()
+    gated_agent(agents_dir, timeout="5m")
+    fake_llm.calls(call("restart_service", {"service": "svc-a"}, "call_a"),
+                   call("restart_service", {"service": "svc-b"}, "call_b")).reply("Both done.")
+    bot = await start_bot(fake_slack, fake_llm, sqlite_url, agents_dir)
+    fast(bot.app)
+    try:
+        asked = fake_slack.next_ts()
+        await bot.deliver(mention("restart both", asked))
+        await slack_request(fake_slack, 2)
+        await eventually(lambda: bot.adapter.pipeline.busy == 0, what="the turn parked on both")
+        first, second = await approval_rows(bot.app)
+        for row in (first, second):
+            channel, _, ts = row.message_ref.rpartition(":")
+            await click(bot, BOSS, ACTION_APPROVE, str(row.id), ts, thread=asked, channel=channel)
+            if row is first:  # resumed, ran svc-a, and parked again on svc-b: no new request
+                await eventually(lambda: RESTARTS["svc-a"] == 1 and bot.adapter.pipeline.busy == 0,
+                                 what="svc-a run and the turn parked again")
+                assert RESTARTS["svc-b"] == 0 and len(fake_llm.requests) == 1
+        await eventually(lambda: "Both done." in thread_texts(fake_slack, asked), what="the answer")
+        assert RESTARTS == {"svc-a": 1, "svc-b": 1}
+        assert len(await slack_requests(fake_slack)) == 2
+        results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+        assert results == ["svc-a restarted (run 1)", "svc-b restarted (run 1)"]  # in the model's order
+        assert [r.outcome for r in await approval_rows(bot.app)] == ["ran", "ran"]
+    finally:
+        await bot.stop()

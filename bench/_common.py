@@ -10,10 +10,10 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -25,6 +25,7 @@ from bot.engine.model import preload  # noqa: E402
 from bot.engine.tooling import Tool, ToolContext, tool  # noqa: E402
 from bot.gc_freeze import freeze_startup_objects  # noqa: E402
 
+T = TypeVar("T")
 PG_ADMIN_URL = os.environ.get("YOKEBOT_BENCH_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
 SYSTEM_PROMPT = "You are a benchmark agent. Call the tools you are asked to call, then answer in one line."
 USER_TEXT = "run the two echoes"
@@ -217,9 +218,27 @@ class StallMeter:
             self._task.cancel()
 
 
+def loop_name() -> str:
+    """The event loop the benchmarks run on: asyncio's own, as `yokebot run`; YOKEBOT_BENCH_LOOP=uvloop runs
+    them on uvloop (when installed) to compare (bench/README.md: it did not win here, so it is not used)."""
+    return "uvloop" if os.environ.get("YOKEBOT_BENCH_LOOP", "").strip().lower() == "uvloop" else "asyncio"
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run a benchmark's coroutine on `loop_name()`'s loop, every variant of the run on the same loop."""
+    factory = None
+    if loop_name() == "uvloop":
+        import uvloop  # not a dependency: `pip install uvloop` to compare
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
 def header(title: str) -> None:
+    title = f"{title} [{loop_name()} loop]"
     print(f"\n== {title} " + "=" * max(0, 70 - len(title)), flush=True)

@@ -30,6 +30,9 @@ from bench._common import (
     verdict,
     workdir,
 )
+from bench._common import (
+    run as bench_run,
+)
 from bench.fake_llm import FINAL_ANSWER
 from bench.overhead import bare_turn
 from bot.app import App
@@ -136,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     args = p.parse_args(argv)
     sessions = 50 if args.quick else args.sessions
     backends = ["bare", "sqlite"] if args.quick or args.no_pg else ["bare", "sqlite", "postgresql"]
-    return asyncio.run(run(sessions, args.latency, backends))
+    return bench_run(run(sessions, args.latency, backends))
 
 
 if __name__ == "__main__":

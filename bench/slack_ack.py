@@ -39,6 +39,9 @@ from bench._common import (
     workdir,
     write_bench_agent,
 )
+from bench._common import (
+    run as bench_run,
+)
 from bot.app import App, build_app
 from bot.chat.slack.adapter import EVENTS_PATH, SlackAdapter
 from bot.chat.slack.events import EventClaims
@@ -269,7 +272,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     plan = Plan(20 if args.quick else args.events, latency,
                 {} if args.slots is None else {"slack_max_concurrent_turns": args.slots})
     backends = ["sqlite"] if args.quick or args.no_pg else ["sqlite", "postgresql"]
-    return asyncio.run(run(plan, args.mode or ["socket", "http"], backends))
+    return bench_run(run(plan, args.mode or ["socket", "http"], backends))
 
 
 if __name__ == "__main__":

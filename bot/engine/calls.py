@@ -14,6 +14,7 @@ from bot.engine.compaction import Compactor
 from bot.engine.errors import ContextOverflow
 from bot.engine.guards import TurnBudget
 from bot.engine.messages import Message, ModelResponse
+from bot.engine.pacing import REPLIES
 from bot.engine.retrying import OnAttempt, RetryingModel
 from bot.engine.window import FittedPrompt, ThreadWindow
 from bot.engine.wire import CallPurpose, ModelRequest, OnDelta, encoded
@@ -53,6 +54,7 @@ class ModelCalls:
                        stream: bool = True) -> ModelResponse:
         """One call on `messages` after the thread (and the system prompt), fitted to the window."""
         window, compact = self.window, self._compactor
+        await REPLIES.pace()  # a burst of turns building their requests at once is spread out (pacing.py)
         fitted: FittedPrompt = await window.prepare(self.system, messages, schemas, compact)
         for attempt in range(OVERFLOW_RETRIES + 1):
             request = ModelRequest(self.settings.model, fitted.messages, schemas, self.settings.temperature, purpose)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
 from bot.engine.overflow import detect
+from bot.engine.pacing import pace_reply
 from bot.engine.wire import ModelRequest, OnDelta
 
 if TYPE_CHECKING:
@@ -349,8 +350,10 @@ class OpenAIChatModel:
             import openai
 
             # the SDK's own aiohttp transport (`openai[aiohttp]`; aiohttp is ours anyway): a third less CPU per
-            # call than its default httpx transport (bench/model_overhead.py), same errors, proxies and streams
-            self._client = openai.AsyncOpenAI(**self._options, http_client=openai.DefaultAioHttpClient())
+            # call than its default httpx transport (bench/model_overhead.py), same errors, proxies and streams.
+            # Each reply waits for its place in a burst once its headers are in (pacing.py: 200 at once, spread)
+            http = openai.DefaultAioHttpClient(event_hooks={"response": [pace_reply]})
+            self._client = openai.AsyncOpenAI(**self._options, http_client=http)
         return self._client
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

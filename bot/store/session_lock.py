@@ -10,11 +10,14 @@ Why not `pg_advisory_lock` on a connection per held lock: a connection per runni
 flight at the pool's size (200 turns at once waited for 16 connections, in waves; beyond the pool's
 timeout they failed).
 
-Each statement is one round trip straight through asyncpg, in autocommit, one at a time on the connection,
-and shielded: a turn cancelled mid-statement never breaks the connection the other turns' locks are on
-(a lock granted to a turn that was cancelled meanwhile is released). If the connection dies, the server
-drops its locks with it; the next lock opens a new one. SQLite needs none of this: `yokebot run` owns the
-file (bot/store/filelock.py), and in one process the service's own lock does it."""
+The statements go straight through asyncpg, in autocommit, and the ones asked for while the connection is
+busy go together in the next round trip: one `SELECT` over an array of keys that releases and tries them
+all (unlocks first), each caller getting its own answer. 200 turns starting (or ending) at once are then a
+few round trips, not 200 in a row on one connection. Each is shielded: a turn cancelled mid-statement
+never breaks the connection the other turns' locks are on (a lock granted to a turn that was cancelled
+meanwhile is released). If the connection dies, the server drops its locks with it; the next lock opens a
+new one. SQLite needs none of this: `yokebot run` owns the file (bot/store/filelock.py), and in one
+process the service's own lock does it."""
 
 from __future__ import annotations
 
@@ -30,8 +33,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.store.db import create_engine
 
 log = logging.getLogger(__name__)
-_TRY = "SELECT pg_try_advisory_lock($1)"
-_UNLOCK = "SELECT pg_advisory_unlock($1)"
+_TRY = "try"
+_UNLOCK = "unlock"
+# unlocks (op true) and tries (op false) of a batch, in the arrays' order: one answer per key
+_BATCH = ("SELECT CASE WHEN t.op THEN pg_advisory_unlock(t.k) ELSE pg_try_advisory_lock(t.k) END "
+          "FROM unnest($1::bigint[], $2::bool[]) WITH ORDINALITY AS t(k, op, n) ORDER BY t.n")
 
 
 def lock_key(thread: str) -> int:
@@ -47,23 +53,52 @@ class PgSessionLock:
         self._conn: AsyncConnection | None = None
         self._driver: Any = None  # the asyncpg connection under `_conn`
         self._io = asyncio.Lock()  # one statement at a time on the connection
+        self._queued: list[tuple[str, int, asyncio.Future[bool]]] = []  # for the next round trip
+        self._drain: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[Any]] = set()
 
     @classmethod
     def for_url(cls, url: str) -> PgSessionLock:
         return cls(create_engine(url, pool_size=1, max_overflow=0, isolation_level="AUTOCOMMIT"))
 
-    async def _run(self, sql: str, key: int) -> Any:
+    async def _run(self, op: str, key: int) -> bool:
+        """Queue the statement for the next round trip and wait for its answer. One drain task sends
+        everything queued by the time the connection is free (callers never queue for the connection one
+        by one: with 200 of them, waking each in turn took 200 loop iterations)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        self._queued.append((op, key, future))
+        if self._drain is None or self._drain.done():
+            self._drain = loop.create_task(self._drain_queue(), name="yokebot-thread-locks")
+        return await future
+
+    async def _drain_queue(self) -> None:
         async with self._io:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                await self._send(sorted(batch, key=lambda item: item[0] != _UNLOCK))  # stable: unlocks first
+
+    async def _send(self, batch: list[tuple[str, int, asyncio.Future[bool]]]) -> None:
+        try:
             if self._conn is None:
                 self._conn = await self.engine.connect()
                 self._driver = (await self._conn.get_raw_connection()).driver_connection
             try:
-                return await self._driver.fetchval(sql, key)
+                rows = await self._driver.fetch(_BATCH, [k for _, k, _ in batch], [op == _UNLOCK for op, _, _ in batch])
             except BaseException:
                 conn, self._conn = self._conn, None
                 await conn.invalidate()  # the server drops the locks held on it
                 raise
+        except BaseException as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, _, future), row in zip(batch, rows, strict=True):
+            if not future.done():
+                future.set_result(bool(row[0]))
 
     async def _statement(self, sql: str, key: int) -> Any:
         """Run it to the end even if the caller is cancelled meanwhile (see the module's note)."""

@@ -14,16 +14,18 @@ executemany per statement between the other statements, which keep their place."
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import groupby
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import JSON, Connection, Engine, Table, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -94,6 +96,11 @@ class WriteBehind:
         self._rank: dict[Executable, int] = {stmt: n for n, stmt in enumerate(reorderable)}
         self._folds: dict[Executable, FoldedUpdate] = {fold.update: fold for fold in folds}
         self._sync = _sqlite_writer(engine)
+        postgres = engine.dialect.name == "postgresql"
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else None
+        self._dialect = engine.dialect
+        self._quote = engine.dialect.identifier_preparer.quote
+        self._json: Callable[[Any], str] = getattr(engine.dialect, "_json_serializer", None) or json.dumps
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
         self.outage_seconds = outage_seconds
         self.backoff, self.max_backoff = backoff, max_backoff
@@ -170,8 +177,86 @@ class WriteBehind:
         if self._thread is not None:
             await asyncio.get_running_loop().run_in_executor(self._thread, self._commit_sync, batch)
             return
+        one = self._one_statement(batch) if self._autocommit is not None else None
+        if one is not None:
+            assert self._autocommit is not None
+            async with self._autocommit.connect() as conn:
+                driver: Any = (await conn.get_raw_connection()).driver_connection
+                await driver.execute(*one)
+            return
         async with self.engine.connect() as conn:
             await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet
+
+    def _one_statement(self, batch: list[Write]) -> tuple[str, ...] | None:
+        """PostgreSQL: a batch of plain audit INSERTs and turn-finishing UPDATEs (the common case) as one
+        statement, one round trip instead of BEGIN, an executemany per run of a table and COMMIT (six for a
+        fast turn, more in a busy batch): each table's rows go in as one JSON array parameter
+        (`json_to_recordset`), in their order, each table in a data-modifying CTE; one statement is one
+        transaction. The UPDATEs may leave their place between the INSERTs: each touches a row of an earlier
+        batch (one of this batch is folded into its INSERT) that nothing in the batch reads, and two of one
+        row are merged in their order. None: some write is of another kind, a table's rows differ in their
+        columns, or a value is not plain JSON; the batch then goes the usual way."""
+        inserts: dict[Executable, list[dict[str, Any]]] = {}
+        updates: dict[Executable, dict[Any, dict[str, Any]]] = {}
+        for statement, params, _owner in _folded(batch, self._folds):
+            fold = self._folds.get(statement)
+            if fold is not None:
+                rows = updates.setdefault(statement, {})
+                key = params.get(fold.param)
+                rows[key] = rows.get(key, {}) | params
+            elif statement in self._rank:
+                inserts.setdefault(statement, []).append(params)
+            else:
+                return None
+        groups: list[tuple[Table, FoldedUpdate | None, list[dict[str, Any]]]] = []
+        tables: set[str] = set()
+        for statement, rows in inserts.items():
+            table = _table(statement)
+            if table is None or table.name in tables or len({tuple(r) for r in rows}) != 1:
+                return None  # a table in two CTEs: the order of its rows' ids between them would be unspecified
+            tables.add(table.name)
+            groups.append((table, None, _with_defaults(table, rows)))
+        for statement, merged in updates.items():
+            table, fold = _table(statement), self._folds[statement]
+            if table is None:
+                return None
+            by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for row in merged.values():  # each row once: CTEs on different rows need no order
+                row = {fold.column: row[fold.param], **{k: v for k, v in row.items() if k != fold.param}}
+                by_columns.setdefault(tuple(row), []).append(row)
+            groups += [(table, fold, rows) for rows in by_columns.values()]
+        parts: list[str] = []
+        args: list[str] = []
+        quote = self._quote
+        for table, fold, rows in groups:
+            if any(key not in table.columns for key in rows[0]):
+                return None  # names in the SQL below are the table's own columns, never anything else
+            columns = [table.columns[c] for c in rows[0]]
+            as_json = {c.name for c in columns if isinstance(c.type, JSON)}
+            try:  # a JSON column's value as SQLAlchemy's JSON type writes it (its text; None is JSON null)
+                args.append(_json_rows([{k: self._json(v) if k in as_json else v for k, v in row.items()}
+                                        for row in rows]))
+            except (TypeError, ValueError):
+                return None
+            # the SQL holds only the schema's own names (quoted) and types; every value is in the JSON parameter
+            decl = ", ".join(f"{quote(c.name)} {'text' if c.name in as_json else c.type.compile(self._dialect)}"
+                             for c in columns)
+            names = ", ".join(quote(c.name) for c in columns)
+            source = f"ROWS FROM (json_to_recordset(${len(args)}::json) AS ({decl})) WITH ORDINALITY AS x({names}, n)"
+            value = {c.name: f"x.{quote(c.name)}" + ("::json" if c.name in as_json else "") for c in columns}
+            name = quote(table.name)
+            if fold is not None:
+                key = quote(fold.column)
+                sets = ", ".join(f"{quote(c)} = {v}" for c, v in value.items() if c != fold.column)
+                parts.append(f"w{len(parts)} AS (UPDATE {name} AS t SET {sets} FROM {source} "  # noqa: S608
+                             f"WHERE t.{key} = x.{key})")
+                continue
+            cols = ", ".join(quote(c) for c in value)
+            parts.append(f"w{len(parts)} AS (INSERT INTO {name} ({cols}) SELECT {', '.join(value.values())} "  # noqa: S608
+                         f"FROM {source} ORDER BY x.n)")
+        if not parts:
+            return None
+        return ("WITH " + ", ".join(parts) + " SELECT 1", *args)
 
     def _transaction(self, conn: Connection, batch: list[Write]) -> None:
         with conn.begin():
@@ -315,6 +400,38 @@ def _folded(batch: list[Write], folds: dict[Executable, FoldedUpdate]) -> list[W
             rows[(statement, params.get(column))] = len(out)
         out.append(write)
     return out
+
+
+def _table(statement: Executable) -> Table | None:
+    table: Any = getattr(statement, "table", None)
+    return cast(Table, table) if isinstance(table, Table) else None
+
+
+def _with_defaults(table: Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with the Python-side column defaults SQLAlchemy would have filled in (`default=`), for the
+    columns they leave out (the key, and columns with a server default, are left to the database)."""
+    missing = [c for c in table.columns if c.name not in rows[0] and c.default is not None
+               and c.server_default is None and not (c.primary_key and c.autoincrement is True)]
+    if not missing:
+        return rows
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        extra: dict[str, Any] = {}
+        for column in missing:
+            default: Any = column.default
+            extra[column.name] = default.arg(None) if default.is_callable else default.arg
+        out.append(row | extra)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(type(value).__name__)
+
+
+def _json_rows(rows: list[dict[str, Any]]) -> str:
+    return json.dumps(rows, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain)
 
 
 def _runs(batch: list[Write], rank: dict[Executable, int]) -> Iterable[tuple[Executable, list[dict[str, Any]]]]:

@@ -93,3 +93,38 @@ async def test_a_turn_cancelled_while_waiting_or_holding_leaves_the_thread_free(
         async with asyncio.timeout(1):
             async with lock.hold("slack/C1/t"):
                 pass
+
+
+async def test_locks_asked_for_together_share_round_trips(locks):
+    lock = locks()
+    async with lock.hold("slack/C1/warm"):  # the connection is open
+        pass
+    trips = 0
+    real = lock._send  # one round trip (one statement) per call
+
+    async def counted(batch):
+        nonlocal trips
+        trips += 1
+        await real(batch)
+
+    lock._send = counted
+    inside = 0
+    most = 0
+
+    async def turn(n: int) -> None:
+        nonlocal inside, most
+        async with lock.hold(f"slack/C1/{n}"):
+            inside += 1
+            most = max(most, inside)
+            await asyncio.sleep(0.05)
+            inside -= 1
+
+    await asyncio.gather(*(turn(n) for n in range(100)))
+    assert most == 100
+    # 100 takes and 100 releases: one round trip each was 200; queued ones go together
+    assert trips < 50
+    other = locks()  # and every lock was released
+    for n in range(100):
+        async with asyncio.timeout(1):
+            async with other.hold(f"slack/C1/{n}"):
+                pass

@@ -138,19 +138,92 @@ async def test_a_fast_turn_is_one_transaction(store: SqlStore):
     engines = [store.engine.sync_engine] + ([store.writes._sync] if store.writes._sync is not None else [])
     for engine in engines:
         event.listen(engine, "commit", lambda _conn: commits.append(1))
+    batches: list[int] = []
+    real = store.writes._commit
+
+    async def counted(batch):
+        batches.append(len(batch))
+        await real(batch)
+
+    store.writes._commit = counted  # type: ignore[method-assign]
     await store.start_turn(s.id, "t1", "test", "u", "hi")
     for n in range(6):
         await store.append(s.id, "t1", Message.user(f"m{n}"))
     await store.finish_turn("t1", TurnOutcome("ok", iterations=1, stopped_by="answer"))
-    assert len(commits) == 1
+    assert len(batches) == 1
+    # SQLite: one transaction; PostgreSQL: one statement (autocommit, so no transaction of SQLAlchemy's)
+    assert len(commits) == (0 if store.engine.dialect.name == "postgresql" else 1)
     assert await _contents(store, s.id) == [f"m{n}" for n in range(6)]
 
 
 @pytest.mark.postgres
-async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: str):
+async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes(pg_database: str):
+    """The one-statement batch (json_populate_recordset in CTEs) against the usual transaction: the same
+    rows, values, defaults, JSON (null included) and order; a finish in a later batch updates its row."""
+    from bot.engine.messages import ToolCall, ToolResult, TurnOutcome, Usage
+    from bot.store.repositories import LLMCallRecord
+
+    engine = create_engine(pg_database)
+    await ensure_schema(engine)
+    store = SqlStore(engine)
+    used: list[bool] = []
+    real = store.writes._one_statement
+
+    def spy(batch):
+        one = real(batch) if not forced_off else None
+        used.append(one is not None)
+        return one
+
+    store.writes._one_statement = spy  # type: ignore[method-assign]
+    try:
+        for forced_off in (False, True):
+            tag = "tx" if forced_off else "one"
+            s = await store.session_for("t", "c", f"eq-{tag}", "a")
+            await store.start_turn(s.id, f"{tag}-a", "mention", "u", "hi \u00e9")
+            call = ToolCall("c1", "echo", '{"text": "x"}')
+            await store.append(s.id, f"{tag}-a", Message.user("hi"))
+            await store.append(s.id, f"{tag}-a", Message.assistant("", (call,)))
+            await store.append(s.id, f"{tag}-a", Message.tool("c1", "echo", "x"))
+            await store.record_llm_call(LLMCallRecord(s.id, f"{tag}-a", "a", "m", 1, {"messages": [{"k": 1.5}]},
+                                                      None, Usage(3, 4), 1.25, "stop"))
+            await store.record_tool_call(s.id, f"{tag}-a", "a", ToolResult("c1", "echo", {"text": "x"}, "x", "ok", duration_ms=2.5))
+            await store.finish_turn(f"{tag}-a", TurnOutcome("done", iterations=2, stopped_by="answer"))
+            await store.start_turn(s.id, f"{tag}-b", "mention", None, "again")
+            await store.flush()
+            await store.append(s.id, f"{tag}-b", Message.user("again"))
+            await store.record_plan(f"{tag}-b", {"steps": ["look"]})  # two UPDATEs of one row, merged in order
+            await store.finish_turn(f"{tag}-b", TurnOutcome("later", iterations=1, stopped_by="answer"))
+        assert True in used and False in used  # both paths ran
+        assert used.count(True) == used.count(False)  # every batch of the first pass was one statement
+        queries = {
+            "turns": "SELECT trigger, \"user\", text, answer, iterations, hit_limit, prompt_tokens, status, "
+                     "error, stopped_by, plan::text, owner, finished_at IS NOT NULL AS fin "
+                     "FROM turns WHERE id LIKE :p ORDER BY id",
+            "messages": "SELECT role, content, tool_calls::text, tool_calls IS NULL AS sql_null, tool_call_id, name "
+                        "FROM messages WHERE turn_id LIKE :p ORDER BY id",
+            "llm_calls": "SELECT agent, model, attempt, request::text, response::text, response IS NULL AS sql_null,"
+                         " prompt_tokens, completion_tokens, latency_ms, finish_reason, error, purpose "
+                         "FROM llm_calls WHERE turn_id LIKE :p ORDER BY id",
+            "tool_invocations": "SELECT call_id, tool, arguments::text, result, status, attempts "
+                                "FROM tool_invocations WHERE turn_id LIKE :p ORDER BY id",
+        }
+        async with engine.connect() as conn:
+            for table, sql in queries.items():
+                one = [tuple(r) for r in await conn.execute(text(sql), {"p": "one-%"})]
+                tx = [tuple(r) for r in await conn.execute(text(sql), {"p": "tx-%"})]
+                assert one and one == tx, table
+    finally:
+        await store.close()
+        await engine.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("path", ["transaction", "one statement"])
+async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: str, path: str):
     """The connection drops after COMMIT reached PostgreSQL and before its answer came back: the batch is in,
     but the writer cannot know. Before, the retry inserted the turn row again, the primary key refused it, and
-    the turn failed ("Sorry") although its rows were all stored; now the writer asks first."""
+    the turn failed ("Sorry") although its rows were all stored; now the writer asks first. The same for the
+    one-statement batch (autocommit): its statement reached the server, its answer did not."""
     from tests.fakes.tcp_proxy import TcpProxy
 
     direct = create_engine(pg_database)
@@ -163,7 +236,11 @@ async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: s
     store.writes.backoff = 0.01
     try:
         session = await store.session_for("t", "c", "th", "a")
-        proxy.cut_after(b"COMMIT;")  # the simple query that ends a transaction
+        if path == "transaction":
+            store.writes._one_statement = lambda _batch: None  # type: ignore[method-assign]
+            proxy.cut_after(b"COMMIT;")  # the simple query that ends a transaction
+        else:
+            proxy.cut_after(b"json_to_recordset")  # the batch's one statement (autocommit: it commits alone)
         await store.start_turn(session.id, "turn-1", "chat", "U1", "hello")
         await store.append(session.id, "turn-1", Message.user("hello"))
         await store.flush("turn-1")  # raised WriteFailed before

@@ -63,9 +63,15 @@ class WriteFailed(YokebotError):
 
 
 def _transient(exc: BaseException) -> bool:
-    """Worth retrying: the database is busy, restarting or unreachable. A bad row is not."""
+    """Worth retrying: the database is busy, restarting or unreachable. A bad row is not. The one-statement
+    batch runs on asyncpg itself, so its errors arrive unwrapped: a lost connection (class 08) or a server
+    shutting down or starting up (57P) is transient there too."""
     if isinstance(exc, OperationalError | InterfaceError | OSError):
         return True
+    if type(exc).__module__.startswith("asyncpg"):
+        import asyncpg.exceptions as pg  # pyright: ignore[reportMissingTypeStubs]  (loaded: its error is here)
+
+        return isinstance(exc, pg.PostgresConnectionError | pg.OperatorInterventionError | pg.InterfaceError)
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
@@ -182,7 +188,11 @@ class WriteBehind:
             assert self._autocommit is not None
             async with self._autocommit.connect() as conn:
                 driver: Any = (await conn.get_raw_connection()).driver_connection
-                await driver.execute(*one)
+                try:
+                    await driver.execute(*one)
+                except Exception:  # SQLAlchemy did not see it fail: the connection must not go back to the pool
+                    await conn.invalidate()
+                    raise
             return
         async with self.engine.connect() as conn:
             await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet

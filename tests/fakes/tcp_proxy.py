@@ -20,6 +20,7 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
         self._cut_after: bytes | None = None  # the next client bytes holding this go through, then both ends close
+        self._forward = True
         self.cuts = 0
 
     def start(self) -> TcpProxy:
@@ -37,10 +38,11 @@ class TcpProxy:
     def resume(self) -> None:
         self.down = False
 
-    def cut_after(self, marker: bytes) -> None:
+    def cut_after(self, marker: bytes, *, forward: bool = True) -> None:
         """Once: forward the client's next bytes that hold `marker` (a `COMMIT`, say) to the server, then close
-        the connection before the server's answer comes back, as a network that fails at that moment."""
-        self._cut_after = marker
+        the connection before the server's answer comes back, as a network that fails at that moment
+        (`forward=False`: they never reach the server)."""
+        self._cut_after, self._forward = marker, forward
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
@@ -77,9 +79,14 @@ class TcpProxy:
             while data := await reader.read(65536):
                 if self.down:
                     break
+                cut = client is not None and self._cut_after is not None and self._cut_after in data
+                if cut and not self._forward:
+                    self._cut_after = None
+                    self.cuts += 1
+                    break  # dropped: the finally closes both ends
                 writer.write(data)
                 await writer.drain()
-                if client is not None and self._cut_after is not None and self._cut_after in data:
+                if cut and client is not None:
                     self._cut_after = None
                     self.cuts += 1
                     client.close()  # the client never hears the answer to what it just sent

@@ -4,6 +4,7 @@ the database refuses fails the turns that wrote it, not the others."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from sqlalchemy import text
@@ -218,8 +219,9 @@ async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("path", ["transaction", "one statement"])
-async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: str, path: str):
+@pytest.mark.parametrize("path", ["transaction", "one statement", "one statement, lost on the way"])
+async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: str, path: str,
+                                                                 caplog: pytest.LogCaptureFixture):
     """The connection drops after COMMIT reached PostgreSQL and before its answer came back: the batch is in,
     but the writer cannot know. Before, the retry inserted the turn row again, the primary key refused it, and
     the turn failed ("Sorry") although its rows were all stored; now the writer asks first. The same for the
@@ -239,12 +241,17 @@ async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: s
         if path == "transaction":
             store.writes._one_statement = lambda _batch: None  # type: ignore[method-assign]
             proxy.cut_after(b"COMMIT;")  # the simple query that ends a transaction
-        else:
+        elif path == "one statement":
             proxy.cut_after(b"json_to_recordset")  # the batch's one statement (autocommit: it commits alone)
+        else:  # it never reaches the server: asyncpg's own "connection was closed" must count as an outage
+            proxy.cut_after(b"json_to_recordset", forward=False)
         await store.start_turn(session.id, "turn-1", "chat", "U1", "hello")
         await store.append(session.id, "turn-1", Message.user("hello"))
-        await store.flush("turn-1")  # raised WriteFailed before
+        with caplog.at_level(logging.WARNING, logger="bot.store.writer"):
+            await store.flush("turn-1")  # raised WriteFailed before
         assert proxy.cuts == 1
+        # a lost connection is an outage, waited out; not a refused row (one by one, each on a dead database)
+        assert "the database is unavailable" in caplog.text and "one by one" not in caplog.text, caplog.text
         async with engine.connect() as conn:
             turns = (await conn.execute(text("SELECT count(*) FROM turns"))).scalar()
             messages = (await conn.execute(text("SELECT count(*) FROM messages"))).scalar()

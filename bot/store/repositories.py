@@ -74,6 +74,7 @@ _SESSION_BY_KEY = select(S).where(S.c.platform == bindparam("b_platform"),
                                   S.c.channel == bindparam("b_channel"), S.c.thread == bindparam("b_thread"))
 _INSERT_SESSION, _INSERT_MESSAGE, _INSERT_TURN = insert(S), insert(M), insert(T)
 _INSERT_LLM_CALL, _INSERT_TOOL_CALL = insert(L), insert(TI)
+_AUDIT_INSERTS: dict[Executable, Table] = {_INSERT_MESSAGE: M, _INSERT_LLM_CALL: L, _INSERT_TOOL_CALL: TI}
 _SESSION_BY_ID = select(S).where(S.c.id == bindparam("b_id"))
 _TOUCH_SESSION = update(S).where(S.c.id == bindparam("b_id"))
 _FINISH_TURN = update(T).where(T.c.id == bindparam("b_id"))
@@ -203,9 +204,10 @@ def _message(row: Any) -> Message:
 
 
 def _batch_committed(conn: Connection, batch: Sequence[Write]) -> bool:
-    """Whether a batch whose commit went unanswered is in the database: it is one transaction, so one of its
-    turn rows tells for all of it (a turn's INSERT, or the finishing UPDATE's time). A batch with neither
-    cannot tell and is written again (its audit rows may then be there twice; none is lost)."""
+    """Whether a batch whose commit went unanswered is in the database: it is one transaction (or one
+    statement), so one of its rows tells for all of it: a turn's INSERT by its id, the finishing UPDATE by its
+    time, or an audit row by its turn and the microsecond it was made. A batch with none of these (a session
+    touch, a reset alone) cannot tell and is written again; those statements are harmless twice."""
     for statement, params, _ in batch:
         if statement is _INSERT_TURN:
             return conn.execute(select(T.c.id).where(T.c.id == params["id"])).first() is not None
@@ -214,6 +216,12 @@ def _batch_committed(conn: Connection, batch: Sequence[Write]) -> bool:
             row = conn.execute(select(T.c.finished_at).where(T.c.id == params["b_id"])).first()
             return row is not None and row.finished_at is not None and _utc(row.finished_at) == _utc(
                 params["finished_at"])
+    for statement, params, _ in batch:
+        table = _AUDIT_INSERTS.get(statement)
+        if table is not None and params.get("turn_id") is not None and params.get("created_at") is not None:
+            found = select(table.c.id).where(table.c.turn_id == params["turn_id"],
+                                             table.c.created_at == params["created_at"]).limit(1)
+            return conn.execute(found).first() is not None
     return False
 
 

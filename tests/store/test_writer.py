@@ -260,3 +260,42 @@ async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: s
         await store.close()
         await engine.dispose()
         proxy.stop()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("path", ["transaction", "one statement"])
+async def test_a_lost_commit_of_audit_rows_alone_is_not_written_twice(pg_database: str, path: str):
+    """A batch with no turn row in it (a message and a model call of a turn that started earlier): its rows
+    tell by their turn and time whether the commit that went unanswered was made; none is stored twice."""
+    from bot.engine.messages import Usage
+    from bot.store.repositories import LLMCallRecord
+    from tests.fakes.tcp_proxy import TcpProxy
+
+    direct = create_engine(pg_database)
+    await ensure_schema(direct)
+    await direct.dispose()
+    proxy = TcpProxy("127.0.0.1", 5432).start()
+    host_part, dbname = pg_database.rsplit("/", 1)
+    engine = create_engine(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}")
+    store = SqlStore(engine)
+    store.writes.backoff = 0.01
+    try:
+        session = await store.session_for("t", "c", "th", "a")
+        await store.start_turn(session.id, "turn-1", "chat", "U1", "hello")
+        await store.flush("turn-1")
+        if path == "transaction":
+            store.writes._one_statement = lambda _batch: None  # type: ignore[method-assign]
+        proxy.cut_after(b"COMMIT;" if path == "transaction" else b"json_to_recordset")
+        await store.append(session.id, "turn-1", Message.user("hello"))
+        await store.record_llm_call(LLMCallRecord(session.id, "turn-1", "a", "m", 1, {}, {}, Usage(1, 1), 5, "stop",
+                                                  None))
+        await store.flush("turn-1")
+        assert proxy.cuts == 1
+        async with engine.connect() as conn:
+            messages = (await conn.execute(text("SELECT count(*) FROM messages"))).scalar()
+            calls = (await conn.execute(text("SELECT count(*) FROM llm_calls"))).scalar()
+        assert (messages, calls) == (1, 1)
+    finally:
+        await store.close()
+        await engine.dispose()
+        proxy.stop()

@@ -178,7 +178,8 @@ class AgentService:
                              self.notify_ledger, parks=req.parking is not None and profile.mode != "plan")
             turn_hooks = self.hooks.plus(hooks)
             async with turn_scope(run):
-                if req.parking is not None and req.parked is None:  # under the thread's locks: in order
+                # under the thread's locks, in order; a thread made just now has no parked turn to ask about
+                if req.parking is not None and req.parked is None and not session.created:
                     tool = await req.parking.waiting(session.id)
                     if tool is not None:
                         return await self._behind(req, run, turn_hooks, tool)

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.engine.messages import Message
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.store.writer import WriteFailed
+from tests.fakes.tcp_proxy import TcpProxy
 
 
 @pytest.fixture
@@ -218,84 +221,79 @@ async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes
         await engine.dispose()
 
 
+Proxied = tuple[SqlStore, AsyncEngine, TcpProxy]
+
+
+@pytest.fixture
+async def proxied(pg_database: str) -> AsyncIterator[Proxied]:
+    """A store on a migrated PostgreSQL database reached through a TCP proxy the test can cut."""
+    direct = create_engine(pg_database)
+    await ensure_schema(direct)
+    await direct.dispose()
+    proxy = TcpProxy("127.0.0.1", 5432).start()
+    host_part, dbname = pg_database.rsplit("/", 1)
+    engine = create_engine(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}")
+    store = SqlStore(engine)
+    store.writes.backoff = 0.01
+    try:
+        yield store, engine, proxy
+    finally:
+        await store.close()
+        await engine.dispose()
+        proxy.stop()
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("path", ["transaction", "one statement", "one statement, lost on the way"])
-async def test_a_commit_whose_answer_is_lost_is_not_written_twice(pg_database: str, path: str,
+async def test_a_commit_whose_answer_is_lost_is_not_written_twice(proxied: Proxied, path: str,
                                                                  caplog: pytest.LogCaptureFixture):
     """The connection drops after COMMIT reached PostgreSQL and before its answer came back: the batch is in,
     but the writer cannot know. Before, the retry inserted the turn row again, the primary key refused it, and
     the turn failed ("Sorry") although its rows were all stored; now the writer asks first. The same for the
     one-statement batch (autocommit): its statement reached the server, its answer did not."""
-    from tests.fakes.tcp_proxy import TcpProxy
-
-    direct = create_engine(pg_database)
-    await ensure_schema(direct)
-    await direct.dispose()
-    proxy = TcpProxy("127.0.0.1", 5432).start()
-    host_part, dbname = pg_database.rsplit("/", 1)
-    engine = create_engine(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}")
-    store = SqlStore(engine)
-    store.writes.backoff = 0.01
-    try:
-        session = await store.session_for("t", "c", "th", "a")
-        if path == "transaction":
-            store.writes._one_statement = lambda _batch: None  # type: ignore[method-assign]
-            proxy.cut_after(b"COMMIT;")  # the simple query that ends a transaction
-        elif path == "one statement":
-            proxy.cut_after(b"json_to_recordset")  # the batch's one statement (autocommit: it commits alone)
-        else:  # it never reaches the server: asyncpg's own "connection was closed" must count as an outage
-            proxy.cut_after(b"json_to_recordset", forward=False)
-        await store.start_turn(session.id, "turn-1", "chat", "U1", "hello")
-        await store.append(session.id, "turn-1", Message.user("hello"))
-        with caplog.at_level(logging.WARNING, logger="bot.store.writer"):
-            await store.flush("turn-1")  # raised WriteFailed before
-        assert proxy.cuts == 1
-        # a lost connection is an outage, waited out; not a refused row (one by one, each on a dead database)
-        assert "the database is unavailable" in caplog.text and "one by one" not in caplog.text, caplog.text
-        async with engine.connect() as conn:
-            turns = (await conn.execute(text("SELECT count(*) FROM turns"))).scalar()
-            messages = (await conn.execute(text("SELECT count(*) FROM messages"))).scalar()
-        assert (turns, messages) == (1, 1)
-    finally:
-        await store.close()
-        await engine.dispose()
-        proxy.stop()
+    store, engine, proxy = proxied
+    session = await store.session_for("t", "c", "th", "a")
+    if path == "transaction":
+        store.writes._one_statement = lambda _batch: None  # type: ignore[method-assign]
+        proxy.cut_after(b"COMMIT;")  # the simple query that ends a transaction
+    elif path == "one statement":
+        proxy.cut_after(b"json_to_recordset")  # the batch's one statement (autocommit: it commits alone)
+    else:  # it never reaches the server: asyncpg's own "connection was closed" must count as an outage
+        proxy.cut_after(b"json_to_recordset", forward=False)
+    await store.start_turn(session.id, "turn-1", "mention", "U1", "hello")
+    await store.append(session.id, "turn-1", Message.user("hello"))
+    with caplog.at_level(logging.WARNING, logger="bot.store.writer"):
+        await store.flush("turn-1")  # raised WriteFailed before
+    assert proxy.cuts == 1
+    # a lost connection is an outage, waited out; not a refused row (one by one, each on a dead database)
+    assert "the database is unavailable" in caplog.text and "one by one" not in caplog.text, caplog.text
+    async with engine.connect() as conn:
+        turns = (await conn.execute(text("SELECT count(*) FROM turns"))).scalar()
+        messages = (await conn.execute(text("SELECT count(*) FROM messages"))).scalar()
+    assert (turns, messages) == (1, 1)
 
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("path", ["transaction", "one statement"])
-async def test_a_lost_commit_of_audit_rows_alone_is_not_written_twice(pg_database: str, path: str):
+async def test_a_lost_commit_of_audit_rows_alone_is_not_written_twice(proxied: Proxied, path: str):
     """A batch with no turn row in it (a message and a model call of a turn that started earlier): its rows
     tell by their turn and time whether the commit that went unanswered was made; none is stored twice."""
     from bot.engine.messages import Usage
     from bot.store.repositories import LLMCallRecord
-    from tests.fakes.tcp_proxy import TcpProxy
 
-    direct = create_engine(pg_database)
-    await ensure_schema(direct)
-    await direct.dispose()
-    proxy = TcpProxy("127.0.0.1", 5432).start()
-    host_part, dbname = pg_database.rsplit("/", 1)
-    engine = create_engine(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}")
-    store = SqlStore(engine)
-    store.writes.backoff = 0.01
-    try:
-        session = await store.session_for("t", "c", "th", "a")
-        await store.start_turn(session.id, "turn-1", "chat", "U1", "hello")
-        await store.flush("turn-1")
-        if path == "transaction":
-            store.writes._one_statement = lambda _batch: None  # type: ignore[method-assign]
-        proxy.cut_after(b"COMMIT;" if path == "transaction" else b"json_to_recordset")
-        await store.append(session.id, "turn-1", Message.user("hello"))
-        await store.record_llm_call(LLMCallRecord(session.id, "turn-1", "a", "m", 1, {}, {}, Usage(1, 1), 5, "stop",
-                                                  None))
-        await store.flush("turn-1")
-        assert proxy.cuts == 1
-        async with engine.connect() as conn:
-            messages = (await conn.execute(text("SELECT count(*) FROM messages"))).scalar()
-            calls = (await conn.execute(text("SELECT count(*) FROM llm_calls"))).scalar()
-        assert (messages, calls) == (1, 1)
-    finally:
-        await store.close()
-        await engine.dispose()
-        proxy.stop()
+    store, engine, proxy = proxied
+    session = await store.session_for("t", "c", "th", "a")
+    await store.start_turn(session.id, "turn-1", "mention", "U1", "hello")
+    await store.flush("turn-1")
+    if path == "transaction":
+        store.writes._one_statement = lambda _batch: None  # type: ignore[method-assign]
+    proxy.cut_after(b"COMMIT;" if path == "transaction" else b"json_to_recordset")
+    await store.append(session.id, "turn-1", Message.user("hello"))
+    await store.record_llm_call(LLMCallRecord(session.id, "turn-1", "a", "m", 1, {}, {}, Usage(1, 1), 5, "stop",
+                                              None))
+    await store.flush("turn-1")
+    assert proxy.cuts == 1
+    async with engine.connect() as conn:
+        messages = (await conn.execute(text("SELECT count(*) FROM messages"))).scalar()
+        calls = (await conn.execute(text("SELECT count(*) FROM llm_calls"))).scalar()
+    assert (messages, calls) == (1, 1)

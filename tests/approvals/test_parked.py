@@ -6,8 +6,10 @@ Real Bolt against the fake Slack, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +98,10 @@ async def slack_requests(fake: FakeSlack) -> list[Any]:
     return [c for c in fake.calls_to("chat.postMessage") if any(b.get("type") == "actions" for b in blocks_of(c))]
 
 
-async def test_a_later_message_of_a_parked_thread_is_told_it_waits_and_the_thread_goes_on_after(
-    fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str, agents_dir: Path
-):
+@contextlib.asynccontextmanager
+async def parked(fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str, agents_dir: Path,
+                 question: str) -> AsyncIterator[tuple[Any, str, str, str]]:
+    """A bot whose turn in a new thread asked for an approval and parked: (bot, thread, request ts, id)."""
     RESTARTS.clear()
     fake_llm.handler = ParkingModel()
     gated_agent(agents_dir, timeout="5m")
@@ -106,10 +109,18 @@ async def test_a_later_message_of_a_parked_thread_is_told_it_waits_and_the_threa
     fast(bot.app)
     try:
         asked = fake_slack.next_ts()
-        await bot.deliver(mention("restart svc-1", asked))
+        await bot.deliver(mention(question, asked))
         _, ts, approval_id = await slack_request(fake_slack)
         await eventually(lambda: bot.adapter.pipeline.busy == 0, what="the turn parked")
+        yield bot, asked, ts, approval_id
+    finally:
+        await bot.stop()
 
+
+async def test_a_later_message_of_a_parked_thread_is_told_it_waits_and_the_thread_goes_on_after(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str, agents_dir: Path
+):
+    async with parked(fake_slack, fake_llm, db_url, agents_dir, "restart svc-1") as (bot, asked, ts, approval_id):
         await bot.deliver(mention("what time is it?", fake_slack.next_ts(), thread_ts=asked))
         told = await eventually(lambda: [t for t in thread_texts(fake_slack, asked) if "waiting for an approval" in t],
                                 what="the later message told that the thread waits")
@@ -123,8 +134,6 @@ async def test_a_later_message_of_a_parked_thread_is_told_it_waits_and_the_threa
         await bot.deliver(mention("what time is it now?", fake_slack.next_ts(), thread_ts=asked))
         await eventually(lambda: "It is noon." in thread_texts(fake_slack, asked), what="the thread answered again")
         assert RESTARTS == {"svc-1": 1}
-    finally:
-        await bot.stop()
 
 
 NIGHTLY = """
@@ -180,16 +189,7 @@ async def test_a_click_on_a_parked_turn_whose_inbox_row_was_settled_tells_the_th
 ):
     """A chat turn that is truly gone: its inbox row was settled without it (as recovery leaves a row it gave
     up on after MAX_ATTEMPTS cut resumptions). Before, SQLite recorded such a click silently."""
-    RESTARTS.clear()
-    fake_llm.handler = ParkingModel()
-    gated_agent(agents_dir, timeout="5m")
-    bot = await start_bot(fake_slack, fake_llm, db_url, agents_dir)
-    fast(bot.app)
-    try:
-        asked = fake_slack.next_ts()
-        await bot.deliver(mention("restart svc-7", asked))
-        _, ts, approval_id = await slack_request(fake_slack)
-        await eventually(lambda: bot.adapter.pipeline.busy == 0, what="the turn parked")
+    async with parked(fake_slack, fake_llm, db_url, agents_dir, "restart svc-7") as (bot, asked, ts, approval_id):
         async with bot.app.engine.begin() as conn:
             await conn.execute(text("UPDATE inbox SET state = 'interrupted' WHERE state = 'parked'"))
 
@@ -201,8 +201,6 @@ async def test_a_click_on_a_parked_turn_whose_inbox_row_was_settled_tells_the_th
         (row,) = await approval_rows(bot.app)
         assert (row.status, row.outcome) == ("approved", "not_run")
         assert OPS in row.message_ref
-    finally:
-        await bot.stop()
 
 
 async def test_two_gated_calls_in_one_message_park_until_both_are_decided_and_each_runs_once(

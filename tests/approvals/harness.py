@@ -54,7 +54,7 @@ async def slack_request(fake: FakeSlack, n: int = 1) -> tuple[str, str, str]:
 
 
 async def approval_rows(app: App) -> list[Any]:
-    return await rows(app, "SELECT id, tool, arguments, requested_by, status, decided_by, decided_at, outcome, "
+    return await rows(app, "SELECT id, call_id, tool, arguments, requested_by, status, decided_by, decided_at, outcome, "
                            "platform, channel, thread, message_ref FROM approvals ORDER BY id")
 
 

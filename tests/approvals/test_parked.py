@@ -217,7 +217,9 @@ async def test_two_gated_calls_in_one_message_park_until_both_are_decided_and_ea
         await bot.deliver(mention("restart both", asked))
         await slack_request(fake_slack, 2)
         await eventually(lambda: bot.adapter.pipeline.busy == 0, what="the turn parked on both")
-        first, second = await approval_rows(bot.app)
+        # the two requests are asked at once (a read-only tool), so their ids may come in either order
+        by_call = {r.call_id: r for r in await approval_rows(bot.app)}
+        first, second = by_call["call_a"], by_call["call_b"]
         for row in (first, second):
             channel, _, ts = row.message_ref.rpartition(":")
             await click(bot, BOSS, ACTION_APPROVE, str(row.id), ts, thread=asked, channel=channel)

@@ -32,28 +32,28 @@ class MetricsHooks(TurnHooks):
     async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
         m, model, usage = self.metrics, attempt.model, attempt.usage
         if m is not None:
-            m.model_calls.labels(agent=run.agent, model=model, outcome="error" if attempt.error else "ok").inc()
-            m.model_seconds.labels(model=model).observe(attempt.latency_ms / 1000)
-            m.tokens.labels(agent=run.agent, model=model, kind="prompt").inc(usage.prompt_tokens)
-            m.tokens.labels(agent=run.agent, model=model, kind="completion").inc(usage.completion_tokens)
+            m.child(m.model_calls, run.agent, model, "error" if attempt.error else "ok").inc()
+            m.child(m.model_seconds, model).observe(attempt.latency_ms / 1000)
+            m.child(m.tokens, run.agent, model, "prompt").inc(usage.prompt_tokens)
+            m.child(m.tokens, run.agent, model, "completion").inc(usage.completion_tokens)
         if attempt.error is not None:
             log.warning("model call failed: model=%s attempt=%d error=%s", model, attempt.attempt,
                         attempt.error.detail or attempt.error)
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
-        if self.metrics is not None:
-            self.metrics.tool_calls.labels(agent=run.agent, tool=result.tool, status=result.status).inc()
-            self.metrics.tool_seconds.labels(tool=result.tool).observe(result.duration_ms / 1000)
+        if (m := self.metrics) is not None:
+            m.child(m.tool_calls, run.agent, result.tool, result.status).inc()
+            m.child(m.tool_seconds, result.tool).observe(result.duration_ms / 1000)
         log.info("tool call: tool=%s status=%s attempts=%d ms=%.0f%s", result.tool, result.status,
                  result.attempts, result.duration_ms, f" reason={result.reason}" if result.reason else "")
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         seconds = time.perf_counter() - self._started.pop(run.turn_id, time.perf_counter())
         status, usage = outcome.status, outcome.usage
-        if self.metrics is not None:
-            self.metrics.turns_in_progress.dec()
-            self.metrics.turns.labels(agent=run.agent, trigger=run.trigger, status=status).inc()
-            self.metrics.turn_seconds.labels(agent=run.agent).observe(seconds)
+        if (m := self.metrics) is not None:
+            m.turns_in_progress.dec()
+            m.child(m.turns, run.agent, run.trigger, status).inc()
+            m.child(m.turn_seconds, run.agent).observe(seconds)
         level = logging.WARNING if outcome.error else logging.INFO
         log.log(level, "turn finished: status=%s iterations=%d tokens=%d/%d seconds=%.2f stopped_by=%s%s", status,
                 outcome.iterations, usage.prompt_tokens, usage.completion_tokens, seconds, outcome.stopped_by,

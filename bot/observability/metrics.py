@@ -3,6 +3,8 @@ the process-global default registry would mix their counts and refuse duplicate 
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -43,6 +45,18 @@ class Metrics:
                                     registry=r)
         self.schedule_runs = Counter("yokebot_schedule_runs", "Scheduled agent runs.", ["schedule", "status"],
                                      registry=r)
+
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def child(self, metric: Counter | Histogram, *values: str) -> Any:
+        """`metric.labels(*values)`, kept: the label set of a hot path (a turn's agent, model, tool) is looked up
+        once, not validated and joined again for every model call and tool call. As many entries as the
+        metric has label sets, which it keeps anyway."""
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     # --- for adapters and the scheduler (they hold `app.metrics`) -------------------------------------
     def adapter_event(self, platform: str, kind: str) -> None:

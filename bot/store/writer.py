@@ -43,6 +43,7 @@ Write = tuple[Executable, dict[str, Any], str | None]  # statement, parameters, 
 # that unknown, and writing the batch again would store its rows twice (or refuse it on a primary key).
 Committed = Callable[[Connection, Sequence[Write]], bool]
 T = TypeVar("T")
+SQL_SHAPES = 256  # one-statement batch texts kept (a shape: the tables, and the columns of each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,8 @@ class WriteBehind:
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else None
         self._dialect = engine.dialect
         self._quote = engine.dialect.identifier_preparer.quote
+        self._sql: dict[tuple[tuple[str, str | None, tuple[str, ...]], ...], str] = {}
+        self._json_cols: dict[str, frozenset[str]] = {}
         self._json: Callable[[Any], str] = getattr(engine.dialect, "_json_serializer", None) or json.dumps
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
         self.outage_seconds = outage_seconds
@@ -235,24 +238,46 @@ class WriteBehind:
                 row = {fold.column: row[fold.param], **{k: v for k, v in row.items() if k != fold.param}}
                 by_columns.setdefault(tuple(row), []).append(row)
             groups += [(table, fold, rows) for rows in by_columns.values()]
-        parts: list[str] = []
         args: list[str] = []
-        quote = self._quote
-        for table, fold, rows in groups:
+        for table, _fold, rows in groups:
             if any(key not in table.columns for key in rows[0]):
-                return None  # names in the SQL below are the table's own columns, never anything else
-            columns = [table.columns[c] for c in rows[0]]
-            as_json = {c.name for c in columns if isinstance(c.type, JSON)}
+                return None  # names in the SQL are the table's own columns, never anything else
+            as_json = self._json_columns(table)
             try:  # a JSON column's value as SQLAlchemy's JSON type writes it (its text; None is JSON null)
                 args.append(_json_rows([{k: self._json(v) if k in as_json else v for k, v in row.items()}
                                         for row in rows]))
             except (TypeError, ValueError):
                 return None
+        shape = tuple((table.name, fold.column if fold is not None else None, tuple(rows[0]))
+                      for table, fold, rows in groups)
+        sql = self._sql.get(shape)
+        if sql is None:  # a batch of this shape is new: its text is made once (a turn's batches have few shapes)
+            sql = self._sql_for(groups)
+            if sql is None:
+                return None
+            if len(self._sql) >= SQL_SHAPES:
+                self._sql.clear()
+            self._sql[shape] = sql
+        return (sql, *args)
+
+    def _json_columns(self, table: Table) -> frozenset[str]:
+        found = self._json_cols.get(table.name)
+        if found is None:
+            found = self._json_cols[table.name] = frozenset(c.name for c in table.columns if isinstance(c.type, JSON))
+        return found
+
+    def _sql_for(self, groups: list[tuple[Table, FoldedUpdate | None, list[dict[str, Any]]]]) -> str | None:
+        """The statement's text for these groups (the n-th group's rows are parameter $n)."""
+        parts: list[str] = []
+        quote = self._quote
+        for index, (table, fold, rows) in enumerate(groups, start=1):
+            columns = [table.columns[c] for c in rows[0]]
+            as_json = self._json_columns(table)
             # the SQL holds only the schema's own names (quoted) and types; every value is in the JSON parameter
             decl = ", ".join(f"{quote(c.name)} {'text' if c.name in as_json else c.type.compile(self._dialect)}"
                              for c in columns)
             names = ", ".join(quote(c.name) for c in columns)
-            source = f"ROWS FROM (json_to_recordset(${len(args)}::json) AS ({decl})) WITH ORDINALITY AS x({names}, n)"
+            source = f"ROWS FROM (json_to_recordset(${index}::json) AS ({decl})) WITH ORDINALITY AS x({names}, n)"
             value = {c.name: f"x.{quote(c.name)}" + ("::json" if c.name in as_json else "") for c in columns}
             name = quote(table.name)
             if fold is not None:
@@ -266,7 +291,7 @@ class WriteBehind:
                          f"FROM {source} ORDER BY x.n)")
         if not parts:
             return None
-        return ("WITH " + ", ".join(parts) + " SELECT 1", *args)
+        return "WITH " + ", ".join(parts) + " SELECT 1"
 
     def _transaction(self, conn: Connection, batch: list[Write]) -> None:
         with conn.begin():

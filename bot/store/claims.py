@@ -1,31 +1,32 @@
-"""Exactly-once claims of platform events, committed in groups.
+"""Exactly-once claims of platform events (and new sessions), committed in groups.
 
 A burst of Slack events (a busy channel, or Slack redelivering after an outage) must be acknowledged within
 3 s, and each claim is written before its ack. One transaction per claim made 200 events queue for the
 database; here, claims that arrive while a transaction runs go into the next one, a single
 `INSERT ... ON CONFLICT DO NOTHING RETURNING`: each caller still learns whether its key was new (and, for the
-inbox, what the new row is)."""
+inbox, what the new row is). The sessions of a burst of new threads go in the same way (one INSERT for all the
+threads that opened while the last one ran)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 Key = tuple[str, str]  # (platform, event id)
+K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
-InsertNew = Callable[[Sequence[tuple[Key, Any]]], Awaitable[dict[Key, R]]]
 
 
-class BatchedInsert(Generic[R]):
+class BatchedInsert(Generic[K, R]):
     """`claim(key, payload)` returns what `insert_new` returned for the key when it was new, else None."""
 
-    def __init__(self, insert_new: InsertNew[R]) -> None:
+    def __init__(self, insert_new: Callable[[Sequence[tuple[K, Any]]], Awaitable[dict[K, R]]]) -> None:
         self._insert_new = insert_new
-        self._pending: list[tuple[Key, Any, asyncio.Future[R | None]]] = []
+        self._pending: list[tuple[K, Any, asyncio.Future[R | None]]] = []
         self._draining = False
 
-    async def claim(self, key: Key, payload: Any = None) -> R | None:
+    async def claim(self, key: K, payload: Any = None) -> R | None:
         future: asyncio.Future[R | None] = asyncio.get_running_loop().create_future()
         self._pending.append((key, payload, future))
         if not self._draining:

@@ -66,7 +66,7 @@ class SqlInbox:
         self.store = store
         self.owner = owner or instance_id()  # the app passes the store's: one id per process (leases, turns)
         self.lease = timedelta(seconds=lease_seconds)
-        self._claims: BatchedInsert[InboxItem] = BatchedInsert(self._insert_new)
+        self._claims: BatchedInsert[Key, InboxItem] = BatchedInsert(self._insert_new)
         self._effects: dict[int, list[str]] = {}
         self._turns: dict[int, str] = {}  # inbox id -> the turn now running it
         self._heartbeat: asyncio.Task[None] | None = None

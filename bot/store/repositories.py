@@ -33,7 +33,6 @@ from sqlalchemy import (
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
@@ -72,7 +71,7 @@ SUM = _t(SummaryRow)
 # (coercions, cache-key generation) cost more than running it (bench/README.md, benchmark 1).
 _SESSION_BY_KEY = select(S).where(S.c.platform == bindparam("b_platform"),
                                   S.c.channel == bindparam("b_channel"), S.c.thread == bindparam("b_thread"))
-_INSERT_SESSION, _INSERT_MESSAGE, _INSERT_TURN = insert(S), insert(M), insert(T)
+_INSERT_MESSAGE, _INSERT_TURN = insert(M), insert(T)
 _INSERT_LLM_CALL, _INSERT_TOOL_CALL = insert(L), insert(TI)
 _AUDIT_INSERTS: dict[Executable, Table] = {_INSERT_MESSAGE: M, _INSERT_LLM_CALL: L, _INSERT_TOOL_CALL: TI}
 _SESSION_BY_ID = select(S).where(S.c.id == bindparam("b_id"))
@@ -173,6 +172,13 @@ def _claim_insert(dialect: str) -> Executable:
     return stmt.returning(EVENTS.c.platform, EVENTS.c.event_id)
 
 
+@cache
+def _session_insert(dialect: str) -> Executable:
+    """New sessions, several at once: those whose thread has one already are left out of what returns."""
+    dialect_insert = sqlite_insert if dialect == "sqlite" else pg_insert
+    return dialect_insert(S).on_conflict_do_nothing().returning(S.c.platform, S.c.channel, S.c.thread)
+
+
 @overload
 def _text(value: str) -> str: ...
 @overload
@@ -247,7 +253,13 @@ class SqlStore:
         # statement and COMMIT or ROLLBACK were three; a single statement is atomic either way)
         self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else None)
-        self._claims: BatchedInsert[bool] = BatchedInsert(self._insert_new_events)
+        self._claims: BatchedInsert[tuple[str, str], bool] = BatchedInsert(self._insert_new_events)
+        # the sessions of new threads that open while one INSERT runs go into the next (a burst of mentions)
+        self._new_sessions: BatchedInsert[tuple[str, str, str], SessionRecord] = BatchedInsert(self._insert_sessions)
+        # a recall that is running is shared by the recalls of the same memories asked meanwhile (a burst in one
+        # channel); never across a `remember` or `forget` of this process (`_memory_changes`, per agent)
+        self._recalls: dict[tuple[str, str | None, int], tuple[int, asyncio.Task[list[MemoryItem]]]] = {}
+        self._memory_changes: dict[str, int] = {}
         self._memory_locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
 
     async def rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
@@ -282,19 +294,23 @@ class SqlStore:
         cached = self._recent.get((platform, channel, thread))
         if cached is not None:
             return cached
-        record = SessionRecord(new_id(), platform, channel, thread, agent, created=True)
-        try:
-            await self.execute(_INSERT_SESSION, {
-                "id": record.id, "platform": platform, "channel": channel, "thread": thread,
-                "agent": agent, "created_at": utcnow(), "updated_at": utcnow(),
-            })
-        except IntegrityError:  # the thread has its session already (or another turn just made it)
+        record = await self._new_sessions.claim((platform, channel, thread), agent)
+        if record is None:  # the thread has its session already (or another turn just made it)
             key = {"b_platform": platform, "b_channel": channel, "b_thread": thread}
             record = _session((await self.rows(_SESSION_BY_KEY, key))[0])
         self._recent.put((platform, channel, thread), replace(record, created=False))
         if record.created:
             self._touches.due(record.id)  # made just now: its updated_at is current
         return record
+
+    async def _insert_sessions(self, threads: Sequence[tuple[tuple[str, str, str], Any]]
+                               ) -> dict[tuple[str, str, str], SessionRecord]:
+        now = utcnow()
+        made = {key: SessionRecord(new_id(), *key, agent=agent, created=True) for key, agent in threads}
+        rows = [{"id": r.id, "platform": r.platform, "channel": r.channel, "thread": r.thread, "agent": r.agent,
+                 "created_at": now, "updated_at": now} for r in made.values()]
+        inserted = await self.rows(_session_insert(self.engine.dialect.name), rows, write=True)
+        return {key: made[key] for key in ((r.platform, r.channel, r.thread) for r in inserted)}
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         rows = await self.rows(_SESSION_BY_ID, {"b_id": session_id})
@@ -386,6 +402,18 @@ class SqlStore:
 
     # --- memory ---------------------------------------------------------------------------------------------
     async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:
+        key, changes = (agent, channel, limit), self._memory_changes.get(agent, 0)
+        running = self._recalls.get(key)
+        if running is None or running[0] != changes:
+            task = asyncio.get_running_loop().create_task(self._recall(agent, channel, limit))
+            running = self._recalls[key] = (changes, task)
+            task.add_done_callback(lambda _: self._recalls.pop(key) if self._recalls.get(key) is running else None)
+        return list(await asyncio.shield(running[1]))  # a caller that is cancelled leaves it to the others
+
+    def _memories_changed(self, agent: str) -> None:
+        self._memory_changes[agent] = self._memory_changes.get(agent, 0) + 1
+
+    async def _recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:
         query, params = _RECALL_ALL, {"b_agent": agent, "b_limit": limit}
         if channel is not None:
             query, params = _RECALL_CHANNEL, {**params, "b_channel": channel}
@@ -415,13 +443,15 @@ class SqlStore:
                 await conn.execute(sql_text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": key})
             result = await conn.execute(stmt.returning(t.c.id))
             new_id = result.scalar_one_or_none()
+        self._memories_changed(agent)  # committed: a recall asked from now on does not share an older one
         return int(new_id) if new_id is not None else None
 
     async def forget(self, agent: str, memory_id: int) -> bool:
         t = MEM
         async with self.engine.begin() as conn:
-            result = await conn.execute(delete(t).where(t.c.id == memory_id, t.c.agent == agent))
-            return (result.rowcount or 0) > 0
+            gone = ((await conn.execute(delete(t).where(t.c.id == memory_id, t.c.agent == agent))).rowcount or 0) > 0
+        self._memories_changed(agent)
+        return gone
 
     # --- exactly-once platform events ----------------------------------------------------------------------
     async def claim_event(self, platform: str, event_id: str) -> bool:

@@ -1,0 +1,130 @@
+"""A burst of turns at once (200 mentions, an alert storm in one channel) opens its sessions with few INSERTs
+and reads a channel's memories with few queries (bench/concurrency.py: PostgreSQL went from 2.1x to 1.3x the
+ideal), without giving a turn a wrong session or a memory list older than what it must see."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, text
+
+from bot.store.db import create_engine, ensure_schema
+from bot.store.repositories import SqlStore
+
+
+@pytest.fixture
+async def engine(db_url: str):
+    engine = create_engine(db_url)
+    await ensure_schema(engine)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def seen() -> Iterator[Counter[str]]:
+    """The statements sent to the database, by their first three words, by any engine of this process (on
+    SQLite the store's hot queries run on its writer thread's own engine)."""
+    counts: Counter[str] = Counter()
+
+    def before(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        counts[" ".join(statement.split()[:3])] += 1
+
+    event.listen(Engine, "before_cursor_execute", before)
+    yield counts
+    event.remove(Engine, "before_cursor_execute", before)
+
+
+async def test_a_burst_of_new_threads_gets_one_session_each_in_few_inserts(engine, seen: Counter[str]):
+    store = SqlStore(engine)
+    seen.clear()
+    threads = [f"t{i}" for i in range(60)]
+    # thread t0 is asked for three times at once (e.g. a retry of its first message racing the first)
+    asks = [*threads, "t0", "t0"]
+    opened = await asyncio.gather(*(store.session_for("slack", "C1", t, "ops") for t in asks))
+    by_thread: dict[str, set[str]] = {}
+    for thread, session in zip(asks, opened, strict=True):
+        assert (session.platform, session.channel, session.thread, session.agent) == ("slack", "C1", thread, "ops")
+        by_thread.setdefault(thread, set()).add(session.id)
+    assert all(len(ids) == 1 for ids in by_thread.values())  # one session per thread, whoever asked
+    assert len({next(iter(ids)) for ids in by_thread.values()}) == 60
+    assert [s.created for s in opened].count(True) == 60  # t0 made once: the other two find it
+    inserts = seen["INSERT INTO sessions"]
+    assert 1 <= inserts <= 5, seen  # 60 sessions, not one INSERT each
+
+    again = SqlStore(engine)  # another instance (or after a restart): the threads have their sessions
+    reopened = await asyncio.gather(*(again.session_for("slack", "C1", t, "ops") for t in threads))
+    assert [s.id for s in reopened] == [next(iter(by_thread[t])) for t in threads]
+    assert not any(s.created for s in reopened)
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM sessions"))).scalar() == 60
+    await store.close()
+    await again.close()
+
+
+async def test_a_burst_in_one_channel_reads_its_memories_once(
+        engine, seen: Counter[str]):
+    store = SqlStore(engine)
+    await store.remember("ops", "C1", "the db is on port 5433", None)
+    seen.clear()
+    recalled = await asyncio.gather(*(store.recall("ops", "C1", 20) for _ in range(50)))
+    assert all([m.content for m in r] == ["the db is on port 5433"] for r in recalled)
+    assert seen["SELECT memories.id, memories.agent,"] <= 3, seen  # 50 recalls, not 50 queries
+    recalled[0].clear()  # each caller has its own list
+    assert [m.content for m in await store.recall("ops", "C1", 20)] == ["the db is on port 5433"]
+    await store.close()
+
+
+class HeldRecalls(SqlStore):
+    """A store whose memory reads, once they have run, wait for the test before they answer: the interleaving
+    of a real burst (a read that began before a fact was stored, still in flight after it), made certain."""
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine)
+        self.answer = asyncio.Event()
+        self.answer.set()
+
+    async def _recall(self, agent: str, channel: str | None, limit: int) -> Any:
+        items = await super()._recall(agent, channel, limit)
+        await self.answer.wait()
+        return items
+
+
+@pytest.mark.parametrize("change", ["remember", "forget"])
+async def test_a_recall_asked_after_a_fact_changed_does_not_share_a_read_from_before(
+        engine, seen: Counter[str], change: str):
+    store = HeldRecalls(engine)
+    old = await store.remember("ops", "C1", "the db is on port 5433", None)
+    assert old is not None
+    store.answer.clear()
+    seen.clear()
+    before = asyncio.create_task(store.recall("ops", "C1", 20))  # another turn's read, in flight
+    while not seen["SELECT memories.id, memories.agent,"]:
+        await asyncio.sleep(0.005)
+    if change == "remember":  # this turn stores a fact, and its next read (or anyone's after) must have it
+        assert await store.remember("ops", "C1", "on-call is alice", None) is not None
+    else:
+        assert await store.forget("ops", old)
+    after = asyncio.create_task(store.recall("ops", "C1", 20))
+    await asyncio.sleep(0.05)
+    store.answer.set()
+    expected = ["the db is on port 5433", "on-call is alice"] if change == "remember" else []
+    assert [m.content for m in await after] == expected
+    assert [m.content for m in await before] == ["the db is on port 5433"]  # it began before: it may not
+    await store.close()
+
+
+async def test_a_recall_whose_caller_is_cancelled_still_answers_the_others(engine):
+    store = SqlStore(engine)
+    await store.remember("ops", None, "on-call is alice", None)
+    first = asyncio.create_task(store.recall("ops", None, 5))
+    second = asyncio.create_task(store.recall("ops", None, 5))
+    await asyncio.sleep(0)
+    first.cancel()
+    assert [m.content for m in await second] == ["on-call is alice"]
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await store.close()

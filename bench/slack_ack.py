@@ -3,9 +3,9 @@ events at once, as Socket Mode envelopes and (second variant) as signed HTTP POS
 records per event the time from its send to its ack (`{"envelope_id"}` back on the websocket; HTTP: the 200).
 The model (also its own process) answers after 300 ms per call, so the acks must not wait for the turns.
 
-The bot is wired as `yokebot run` wires it (build_app, the Slack adapter, an aiohttp server for HTTP mode),
-with the benchmark agent; its event claims are timed on the way through (a wrapper around the store, passed
-in where the store would be), to tell the database's share of the ack time from Bolt's and the loop's.
+The bot is wired as `yokebot run` wires it (build_app, the Slack adapter with the durable inbox, an aiohttp
+server for HTTP mode), with the benchmark agent; each event's inbox claim (its row, stored before the ack) is
+timed on the way through, to tell the database's share of the ack time from Bolt's and the loop's.
 After the burst it waits until every event got its answer in Slack, once: acks must not lose the work."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,8 @@ from bench._common import (
 from bench._common import (
     run as bench_run,
 )
-from bot.app import App, build_app
+from bot.app import App, build_app, build_slack
 from bot.chat.slack.adapter import EVENTS_PATH, SlackAdapter
-from bot.chat.slack.events import EventClaims
 from tests.fakes.slack_server import BOT_USER, event_callback
 
 TARGET_P99_MS = 50.0
@@ -82,16 +81,18 @@ def fake_slack_process() -> Iterator[FakeSlackProcess]:
 
 # --- the bot under test ---------------------------------------------------------------------------------
 class TimedClaims:
-    """The store's claim_event, timed: how much of each ack is the exactly-once database write."""
+    """The inbox's `claim` (the event's row, written before the ack), timed on the way through: how much of
+    each ack is the exactly-once database write."""
 
-    def __init__(self, inner: EventClaims) -> None:
-        self.inner = inner
+    def __init__(self, inbox: Any) -> None:
+        self.inner = inbox.claim
         self.seconds: list[float] = []
+        inbox.claim = self.claim  # the adapter's exactly-once step calls it by name
 
-    async def claim_event(self, platform: str, event_id: str) -> bool:
+    async def claim(self, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
-            return await self.inner.claim_event(platform, event_id)
+            return await self.inner(*args, **kwargs)
         finally:
             self.seconds.append(time.perf_counter() - start)
 
@@ -117,8 +118,9 @@ async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str,
     client = getattr(app.model, "client", None)
     if client is not None:  # App.close() leaves the SDK client to the garbage collector
         stack.push_async_callback(client.close)
-    claims = TimedClaims(app.store)
-    adapter = SlackAdapter(app.settings, app.service, app.profiles, claims, app.metrics)  # as build_slack does
+    adapter = build_slack(app)  # as `yokebot run` builds it: the exactly-once step is the durable inbox's
+    assert adapter is not None and app.inbox_turns is not None
+    claims = TimedClaims(app.inbox_turns.inbox)
     bot = Bot(app, adapter, claims)
     if mode == "http":  # served the way bot/runner.py serves it: an aiohttp app, a TCPSite with its defaults
         http = web.Application()
@@ -185,7 +187,6 @@ class Result:
     claims_ms: list[float]
     stall_ms: float
     answered_s: float
-    groups: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, float]:
         return {"p50": percentile(self.acks_ms, 50), "p99": percentile(self.acks_ms, 99),
@@ -223,24 +224,20 @@ async def variant(fake: FakeSlackProcess, llm_url: str, wd: Path, mode: str, bac
         await send(fake, bot, mode, WARMUP)  # connections, compiled statements, Bolt's first request
         await answered(fake, posts + WARMUP, timeout=30)
         bot.claims.seconds.clear()
-        getattr(bot.claims.inner, "groups", []).clear()
         with StallMeter() as meter:
             await asyncio.sleep(0.05)  # the ticker is running before the burst
             acks = await send(fake, bot, mode, plan.n)
             stall = meter.max_late
         slots = bot.app.settings.slack_max_concurrent_turns
         took = await answered(fake, posts + WARMUP + plan.n, timeout=30 + plan.n * 3 * plan.latency / slots * 2)
-        groups = list(getattr(bot.claims.inner, "groups", []))
-        return Result([t * 1000 for t in acks], [t * 1000 for t in bot.claims.seconds], stall * 1000, took, groups)
+        return Result([t * 1000 for t in acks], [t * 1000 for t in bot.claims.seconds], stall * 1000, took)
 
 
 def report(label: str, r: Result, n: int) -> None:
     s = r.summary()
     print(f"  {label:20} ack p50 {s['p50']:6.1f} ms, p99 {s['p99']:6.1f} ms, max {s['max']:6.1f} ms "
           f"[target p99 < {TARGET_P99_MS:.0f} ms: {verdict(s['p99'] < TARGET_P99_MS)}]")
-    groups = f" (transactions of {', '.join(map(str, r.groups[:6]))}{'...' if len(r.groups) > 6 else ''})" \
-        if r.groups else ""
-    print(f"  {'':20} claim_event p50 {s['claim_p50']:5.1f} ms, p99 {s['claim_p99']:5.1f} ms{groups}; "
+    print(f"  {'':20} inbox claim p50 {s['claim_p50']:5.1f} ms, p99 {s['claim_p99']:5.1f} ms; "
           f"longest loop stall {s['stall']:5.1f} ms; all {n} answered, once each, {s['answered_s']:.1f} s later")
 
 

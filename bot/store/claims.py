@@ -19,36 +19,55 @@ R = TypeVar("R")
 
 
 class BatchedInsert(Generic[K, R]):
-    """`claim(key, payload)` returns what `insert_new` returned for the key when it was new, else None."""
+    """`claim(key, payload)` returns what `insert_new` returned for the key when it was new, else None.
 
-    def __init__(self, insert_new: Callable[[Sequence[tuple[K, Any]]], Awaitable[dict[K, R]]]) -> None:
+    The claims asked in one turn of the event loop go in together; up to `in_flight` such INSERTs run at
+    once, so a burst's first events are acknowledged while the loop is still reading the rest (one at a
+    time, the second INSERT waited for the first, whose answer waited for the loop to finish the burst)."""
+
+    def __init__(self, insert_new: Callable[[Sequence[tuple[K, Any]]], Awaitable[dict[K, R]]],
+                 in_flight: int = 3) -> None:
         self._insert_new = insert_new
+        self.in_flight = in_flight
         self._pending: list[tuple[K, Any, asyncio.Future[R | None]]] = []
-        self._draining = False
+        self._scheduled = False
+        self._running = 0
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def claim(self, key: K, payload: Any = None) -> R | None:
-        future: asyncio.Future[R | None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R | None] = loop.create_future()
         self._pending.append((key, payload, future))
-        if not self._draining:
-            self._draining = True
-            asyncio.get_running_loop().create_task(self._drain(), name="yokebot-claims")
+        if not self._scheduled:  # at the end of this turn of the loop: the claims asked meanwhile join it
+            self._scheduled = True
+            loop.call_soon(self._start)
         return await future
 
-    async def _drain(self) -> None:
+    def _start(self) -> None:
+        self._scheduled = False
+        if not self._pending or self._running >= self.in_flight:
+            return  # the next to finish starts what is pending
+        batch, self._pending = self._pending, []
+        self._running += 1
+        task = asyncio.get_running_loop().create_task(self._insert(batch), name="yokebot-claims")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _insert(self, batch: list[tuple[K, Any, asyncio.Future[R | None]]]) -> None:
         try:
-            while self._pending:
-                batch, self._pending = self._pending, []
-                firsts = list({key: (key, payload) for key, payload, _ in reversed(batch)}.values())[::-1]
-                try:
-                    new = await self._insert_new(firsts)
-                except Exception as exc:  # the database is down: every waiting event hears it
-                    for _, _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                for key, _, future in batch:
-                    # the first of several deliveries in one group wins; the rest are duplicates
+            firsts = list({key: (key, payload) for key, payload, _ in reversed(batch)}.values())[::-1]
+            try:
+                new = await self._insert_new(firsts)
+            except Exception as exc:  # the database is down: every waiting event hears it
+                for _, _, future in batch:
                     if not future.done():
-                        future.set_result(new.pop(key, None))
+                        future.set_exception(exc)
+                return
+            for key, _, future in batch:
+                # the first of several deliveries in one group wins; the rest are duplicates
+                if not future.done():
+                    future.set_result(new.pop(key, None))
         finally:
-            self._draining = False
+            self._running -= 1
+            if self._pending and not self._scheduled:
+                self._start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -29,6 +29,7 @@ from bot.chat.core.pipeline import Pipeline, PipelineLimits, Receipt
 from bot.chat.core.progress import live_options
 from bot.chat.core.wiring import platform_pipeline
 from bot.chat.slack.assistant import build_assistant, prompts_from
+from bot.chat.slack.direct import DirectEvents
 from bot.chat.slack.directory import ThreadMemory, UserGroups
 from bot.chat.slack.events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
 from bot.chat.slack.http_guard import slack_body_guard
@@ -84,7 +85,7 @@ class SlackAdapter:
             return await self._authorize(enterprise_id, team_id)
 
         async def on_event(body: dict[str, Any], request: AsyncBoltRequest) -> BoltResponse | None:
-            return await self._on_event(body, request)
+            return await self._on_event(body, request.headers)
 
         self.bolt = AsyncApp(client=web_client(settings, None), authorize=authorize, signing_secret=secret,
                              process_before_response=True, request_verification_enabled=self.mode == "http",
@@ -92,6 +93,7 @@ class SlackAdapter:
         self.bolt.assistant(build_assistant(prompts_from(settings.slack_suggested_prompts)))
         self.bolt.event(re.compile(".*"))(on_event)
         self.rules = EventRules(settings.slack_ignore_bots, settings.slack_thread_followups)
+        self.direct = DirectEvents(self._on_event, secret)  # channel messages and mentions skip Bolt's stack
         self.identity: BotIdentity | None = None
         self.socket: AsyncSocketModeHandler | None = None
         self._mounted = False
@@ -103,6 +105,9 @@ class SlackAdapter:
         if self.mode == "socket":
             assert self.settings.slack_app_token is not None
             self.socket = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token.get_secret_value())
+            listeners = self.socket.client.socket_mode_request_listeners
+            listeners[:] = [self.direct.socket_handler(self.socket.handle) if h == self.socket.handle else h
+                            for h in listeners]
             await self.socket.connect_async()
         log.info("Slack is on (%s mode) as %s", "Socket" if self.mode == "socket" else "HTTP Events",
                  self.identity.user_id if self.identity else "?")
@@ -127,6 +132,9 @@ class SlackAdapter:
                 and session is not None and not session.closed)
 
     async def handle_http(self, request: web.Request) -> web.Response:
+        direct = await self.direct.http(await request.read(), request.headers)
+        if direct is not None:
+            return await to_aiohttp_response(direct)
         return await to_aiohttp_response(await self.bolt.async_dispatch(await to_bolt_request(request)))
 
     async def stop(self) -> None:
@@ -165,12 +173,12 @@ class SlackAdapter:
                                bot_token=self._token, bot_user_id=me.user_id, bot_id=me.bot_id)
 
     # --- inbound: parse, hand to the pipeline (which takes it exactly once before the ack) ----------------
-    async def _on_event(self, body: dict[str, Any], request: AsyncBoltRequest) -> BoltResponse | None:
+    async def _on_event(self, body: dict[str, Any], headers: Mapping[str, Sequence[str]]) -> BoltResponse | None:
         found = classify(body, await self._whoami(), self.rules)
         if isinstance(found, Ignored):
             self.pipeline.ignored(found.reason, body.get("event_id"))
             return None
-        retries = retry_num(request.headers)
+        retries = retry_num(headers)
         receipt = await self.pipeline.receive(self._inbound(found))
         if receipt is Receipt.CLOSING:  # not acked: Slack redelivers to an instance that is up
             return BoltResponse(status=503, body="shutting down")

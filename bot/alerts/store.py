@@ -86,7 +86,7 @@ class AlertStore:
         self._insert_group = insert(G).on_conflict_do_nothing().returning(*G.c)
         self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else None)
-        self._accepts: BatchedInsert[int] = BatchedInsert(self._insert_bodies)
+        self._accepts: BatchedInsert[Key, int] = BatchedInsert(self._insert_bodies)
         self._serial = 0
 
     async def _one(self, statement: Any, params: Any = None) -> list[Any]:

@@ -38,6 +38,12 @@ class BatchedInsert(Generic[K, R]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R | None] = loop.create_future()
         self._pending.append((key, payload, future))
+        if not self._running and not self._scheduled and len(self._pending) == 1:
+            # nothing else waits: it goes at once, from here (what arrives meanwhile goes in the next)
+            self._running += 1
+            batch, self._pending = self._pending, []
+            await self._insert(batch)
+            return future.result()
         if not self._scheduled:  # at the end of this turn of the loop: the claims asked meanwhile join it
             self._scheduled = True
             loop.call_soon(self._start)

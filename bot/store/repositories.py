@@ -309,7 +309,8 @@ class SqlStore:
         made = {key: SessionRecord(new_id(), *key, agent=agent, created=True) for key, agent in threads}
         rows = [{"id": r.id, "platform": r.platform, "channel": r.channel, "thread": r.thread, "agent": r.agent,
                  "created_at": now, "updated_at": now} for r in made.values()]
-        inserted = await self.rows(_session_insert(self.engine.dialect.name), rows, write=True)
+        inserted = await self.rows(_session_insert(self.engine.dialect.name), rows if len(rows) > 1 else rows[0],
+                                   write=True)  # one row: a plain INSERT, not the executemany path
         return {key: made[key] for key in ((r.platform, r.channel, r.thread) for r in inserted)}
 
     async def get_session(self, session_id: str) -> SessionRecord | None:

@@ -258,7 +258,7 @@ class SqlStore:
         self._new_sessions: BatchedInsert[tuple[str, str, str], SessionRecord] = BatchedInsert(self._insert_sessions)
         # a recall that is running is shared by the recalls of the same memories asked meanwhile (a burst in one
         # channel); never across a `remember` or `forget` of this process (`_memory_changes`, per agent)
-        self._recalls: dict[tuple[str, str | None, int], tuple[int, asyncio.Task[list[MemoryItem]]]] = {}
+        self._recalls: dict[tuple[str, str | None, int], tuple[int, asyncio.Future[list[MemoryItem]]]] = {}
         self._memory_changes: dict[str, int] = {}
         self._memory_locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
 
@@ -403,13 +403,38 @@ class SqlStore:
 
     # --- memory ---------------------------------------------------------------------------------------------
     async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:
-        key, changes = (agent, channel, limit), self._memory_changes.get(agent, 0)
-        running = self._recalls.get(key)
-        if running is None or running[0] != changes:
-            task = asyncio.get_running_loop().create_task(self._recall(agent, channel, limit))
-            running = self._recalls[key] = (changes, task)
-            task.add_done_callback(lambda _: self._recalls.pop(key) if self._recalls.get(key) is running else None)
-        return list(await asyncio.shield(running[1]))  # a caller that is cancelled leaves it to the others
+        key = (agent, channel, limit)
+        while True:
+            changes = self._memory_changes.get(agent, 0)
+            running = self._recalls.get(key)
+            if running is None or running[0] != changes:
+                return await self._recall_shared(key, changes)
+            try:
+                return list(await asyncio.shield(running[1]))
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                # the caller whose read this was is cancelled (its turn stopped): read again, without it
+
+    async def _recall_shared(self, key: tuple[str, str | None, int], changes: int) -> list[MemoryItem]:
+        """Read in this caller's task; the recalls of the same memories asked meanwhile wait for its answer."""
+        answer: asyncio.Future[list[MemoryItem]] = asyncio.get_running_loop().create_future()
+        entry = self._recalls[key] = (changes, answer)
+        try:
+            items = await self._recall(*key)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                answer.set_exception(exc)
+                answer.exception()  # told to those waiting, if any; not logged as unretrieved
+            else:
+                answer.cancel()
+            raise
+        finally:
+            if self._recalls.get(key) is entry:
+                del self._recalls[key]
+        answer.set_result(items)
+        return list(items)
 
     def _memories_changed(self, agent: str) -> None:
         self._memory_changes[agent] = self._memory_changes.get(agent, 0) + 1

@@ -12,16 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, text
 
-from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
-
-
-@pytest.fixture
-async def engine(db_url: str):
-    engine = create_engine(db_url)
-    await ensure_schema(engine)
-    yield engine
-    await engine.dispose()
 
 
 @pytest.fixture

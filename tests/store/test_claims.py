@@ -5,19 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from sqlalchemy import text
 
-from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
-
-
-@pytest.fixture
-async def engine(db_url: str):
-    engine = create_engine(db_url)
-    await ensure_schema(engine)
-    yield engine
-    await engine.dispose()
 
 
 async def test_a_burst_with_duplicates_claims_each_key_once(engine):

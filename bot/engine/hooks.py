@@ -82,6 +82,17 @@ class TurnHooks:
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         return None
 
+    async def turn_parked(self, run: RunContext, approvals: tuple[int, ...]) -> None:
+        """The turn stopped to wait for these approval requests (its state is stored: bot/engine/parked.py);
+        nothing more of it happens in this process unless it is resumed here. Not `turn_finished`: the turn
+        row stays open."""
+        return None
+
+    async def turn_resumed(self, run: RunContext) -> None:
+        """A parked turn goes on, in this process or another (after a decision, or a restart): in place of
+        `turn_started`, its events follow, then `turn_finished` (or `turn_parked` again)."""
+        return None
+
 
 class CompositeHooks(TurnHooks):
     """Fans each event out to several hooks, in order. Every hook hears every event: the first exception
@@ -142,3 +153,9 @@ class CompositeHooks(TurnHooks):
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         await self._each(lambda h: h.turn_finished(run, outcome))
+
+    async def turn_parked(self, run: RunContext, approvals: tuple[int, ...]) -> None:
+        await self._each(lambda h: h.turn_parked(run, approvals))
+
+    async def turn_resumed(self, run: RunContext) -> None:
+        await self._each(lambda h: h.turn_resumed(run))

@@ -209,6 +209,10 @@ class AgentService:
                     raise
                 if await req.parking.park(parked.state):
                     log.info("turn %s parked on approval(s) %s", run.turn_id, list(parked.state.approvals))
+                    try:  # the observers (trace, metrics) let go of it; it is parked whatever they say
+                        await turn_hooks.turn_parked(run, parked.state.approvals)
+                    except Exception:
+                        log.warning("a turn hook failed on parked turn %s", run.turn_id, exc_info=True)
                     return None
                 state = parked.state  # decided while it parked: go on here at once
 
@@ -219,6 +223,8 @@ class AgentService:
             await turn_hooks.turn_started(run, req.text)
             if files is not None:
                 await turn_hooks.attachments_read(run, files.records)
+        else:
+            await turn_hooks.turn_resumed(run)
         if req.parked is None and is_reset(req.text):  # no model call: every platform gets it, even with the model down
             await self.store.reset_thread(session.id, run.turn_id)
             outcome = TurnOutcome(RESET_ANSWER)

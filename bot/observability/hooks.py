@@ -29,6 +29,18 @@ class MetricsHooks(TurnHooks):
             self.metrics.turns_in_progress.inc()
         log.info("turn started: agent=%s trigger=%s user=%s", run.agent, run.trigger, run.scope.user)
 
+    async def turn_parked(self, run: RunContext, approvals: tuple[int, ...]) -> None:
+        """No longer in progress here (it may go on in another process): out of the gauge and the clock."""
+        self._started.pop(run.turn_id, None)
+        if self.metrics is not None:
+            self.metrics.turns_in_progress.dec()
+
+    async def turn_resumed(self, run: RunContext) -> None:
+        self._started[run.turn_id] = time.perf_counter()  # its duration: from here (the wait is a human's)
+        if self.metrics is not None:
+            self.metrics.turns_in_progress.inc()
+        log.info("turn resumed: agent=%s trigger=%s", run.agent, run.trigger)
+
     async def model_attempt(self, run: RunContext, attempt: ModelAttempt) -> None:
         m, model, usage = self.metrics, attempt.model, attempt.usage
         if m is not None:

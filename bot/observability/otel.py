@@ -197,6 +197,12 @@ class SpanHooks(TurnHooks):
 
     # --- the turn ----------------------------------------------------------------------------------------
     async def turn_started(self, run: RunContext, text: str) -> None:
+        attributes = self._root_attributes(run)
+        if self.content:
+            attributes["gen_ai.input.messages"] = _json([_parts(Message.user(text), self.redact)])
+        self._open(run, attributes)
+
+    def _root_attributes(self, run: RunContext) -> dict[str, Any]:
         scope = run.scope
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": run.agent,
@@ -208,10 +214,27 @@ class SpanHooks(TurnHooks):
         }
         if scope.user:
             attributes["user.id"] = scope.user
-        if self.content:
-            attributes["gen_ai.input.messages"] = _json([_parts(Message.user(text), self.redact)])
+        return attributes
+
+    def _open(self, run: RunContext, attributes: dict[str, Any]) -> None:
+        """The turn's root span; its trace id comes from the turn id, so a resumed turn's span joins it."""
         root = self._start(f"invoke_agent {run.agent}", None, attributes, trace_id=trace_id_for(run.turn_id))
         self.turns[run.turn_id] = _Turn(root)
+
+    async def turn_parked(self, run: RunContext, approvals: tuple[int, ...]) -> None:
+        """The turn's span ends here (exported, not held while a human decides, perhaps for hours, perhaps
+        after this process is gone); its resumption opens another span in the same trace."""
+        turn = self.turns.pop(run.turn_id, None)
+        if turn is None:
+            return
+        for span in [*turn.tools.values(), *([turn.step] if turn.step else [])]:
+            span.end()
+        turn.root.set_attributes({"yokebot.turn.status": "parked",
+                                  "yokebot.turn.approvals": [str(a) for a in approvals]})
+        turn.root.end()
+
+    async def turn_resumed(self, run: RunContext) -> None:
+        self._open(run, {**self._root_attributes(run), "yokebot.turn.resumed": True})
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         turn = self.turns.pop(run.turn_id, None)

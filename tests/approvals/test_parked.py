@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
 from bot.chat.core.approvals import ACTION_APPROVE
@@ -23,6 +24,7 @@ from tests.approvals.test_slack import click
 from tests.chat.slack_harness import OPS, answered, mention, start_bot
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, Step, call
+from tests.fakes.otlp_server import FakeOtlp
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import RESTARTS, eventually, write_agent
 
@@ -100,12 +102,12 @@ async def slack_requests(fake: FakeSlack) -> list[Any]:
 
 @contextlib.asynccontextmanager
 async def parked(fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str, agents_dir: Path,
-                 question: str) -> AsyncIterator[tuple[Any, str, str, str]]:
+                 question: str, **settings: Any) -> AsyncIterator[tuple[Any, str, str, str]]:
     """A bot whose turn in a new thread asked for an approval and parked: (bot, thread, request ts, id)."""
     RESTARTS.clear()
     fake_llm.handler = ParkingModel()
     gated_agent(agents_dir, timeout="5m")
-    bot = await start_bot(fake_slack, fake_llm, db_url, agents_dir)
+    bot = await start_bot(fake_slack, fake_llm, db_url, agents_dir, **settings)
     fast(bot.app)
     try:
         asked = fake_slack.next_ts()
@@ -235,3 +237,39 @@ async def test_two_gated_calls_in_one_message_park_until_both_are_decided_and_ea
         assert [r.outcome for r in await approval_rows(bot.app)] == ["ran", "ran"]
     finally:
         await bot.stop()
+
+
+def in_progress(app: Any) -> float:
+    found = re.search(rb"^yokebot_turns_in_progress ([0-9.e+-]+)$", app.metrics.render(), re.M)
+    assert found is not None
+    return float(found.group(1))
+
+
+async def test_a_parked_turn_is_exported_while_it_waits_and_its_resumption_joins_the_same_trace(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, agents_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Before, the turn's span stayed open while a human decided (never exported if the process ended
+    meanwhile), and the turns-in-progress gauge counted the waiting turn."""
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # spans go out at once, not every 5 s
+    otlp = FakeOtlp().start()
+    try:
+        async with parked(fake_slack, fake_llm, sqlite_url, agents_dir, "restart svc-3",
+                          otel_endpoint=otlp.endpoint) as (bot, asked, ts, approval_id):
+            (waited,) = [s for s in otlp.wait_for(1, "invoke_agent tester") if s.name == "invoke_agent tester"]
+            assert waited.attributes["yokebot.turn.status"] == "parked"
+            assert waited.attributes["yokebot.turn.approvals"] == [approval_id]
+            assert in_progress(bot.app) == 0  # nothing runs while a human decides
+            await click(bot, BOSS, ACTION_APPROVE, approval_id, ts, thread=asked)
+            await eventually(lambda: any("svc-3 restarted" in t for t in thread_texts(fake_slack, asked)),
+                             what="the answer")
+            roots = [s for s in otlp.wait_for(2, "invoke_agent tester") if s.name == "invoke_agent tester"]
+            first, resumed = sorted(roots, key=lambda s: s.attributes.get("yokebot.turn.resumed", False))
+            assert resumed.attributes["yokebot.turn.resumed"] is True
+            assert resumed.attributes["yokebot.turn.status"] == "ok"
+            assert first.trace_id == resumed.trace_id and first.span_id != resumed.span_id
+            (tool,) = [s for s in otlp.wait_for(1, "execute_tool restart_service")
+                       if s.name == "execute_tool restart_service" and s.parent_id == resumed.span_id]
+            assert tool.attributes["yokebot.tool.reason"] == "approved by U_BOSS"
+            await eventually(lambda: in_progress(bot.app) == 0, what="the gauge back to 0")
+    finally:
+        otlp.stop()

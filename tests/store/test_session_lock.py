@@ -50,15 +50,17 @@ async def test_many_threads_hold_their_locks_at_once(locks):
 async def test_a_second_instance_waits_for_the_thread_and_gets_it_when_it_is_free(locks):
     first, second = locks(), locks()
     order: list[str] = []
+    held = asyncio.Event()
 
     async def one() -> None:
         async with first.hold("slack/C1/t"):
             order.append("first in")
+            held.set()
             await asyncio.sleep(0.3)
             order.append("first out")
 
     async def two() -> None:
-        await asyncio.sleep(0.05)
+        await held.wait()  # the first instance has the thread (its lock connection may take a while to open)
         async with second.hold("slack/C1/t"):
             order.append("second in")
         async with second.hold("slack/C1/other"):  # other threads were never held up

@@ -21,10 +21,10 @@ chat: $(STAMP)          ## talk to the default agent in the terminal (SQLite in 
 run: $(STAMP)           ## start adapters, scheduler and HTTP server
 	$(BIN)/yokebot run
 
-# Three workers on two cores: many tests wait on subprocesses and sockets, so a third worker fills the idle
-# time (measured on this 2-core machine, quiet: 258 s with 3 workers, 361 s with 2); work stealing keeps the
-# long tests from piling up at the end. TEST_WORKERS=2 for a machine that is busy with other work.
-TEST_WORKERS ?= 3
+# Four workers on two cores: many tests wait on subprocesses and sockets, so the extra workers fill the idle
+# time (measured one after the other on this 2-core machine, 2026-12-02: 300 s with 4 workers, 341 s with 3); work
+# stealing keeps the long tests from piling up at the end. TEST_WORKERS=2 for a machine busy with other work.
+TEST_WORKERS ?= 4
 
 # Many tests start yokebot as a subprocess; with PYTHONDONTWRITEBYTECODE set (as in many containers) each
 # one compiled bot/ again (~0.1 s of CPU each). Compiled once here, they read the cached bytecode.

@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.store.db import create_engine, ensure_schema
+from bot.store.repositories import SqlStore
 
 
 @pytest.fixture
@@ -15,3 +16,11 @@ async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
     await ensure_schema(engine)
     yield engine
     await engine.dispose()
+
+
+@pytest.fixture
+async def store(engine: AsyncEngine) -> AsyncIterator[SqlStore]:
+    """A store on that database, closed (its queued writes flushed) after the test."""
+    store = SqlStore(engine)
+    yield store
+    await store.close()

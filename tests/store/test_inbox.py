@@ -5,22 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from bot.engine.inbox import NewEvent
-from bot.store.db import create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.repositories import SqlStore
-
-
-@pytest.fixture
-async def store(db_url: str):
-    engine = create_engine(db_url)
-    await ensure_schema(engine)
-    store = SqlStore(engine)
-    yield store
-    await store.close()
-    await engine.dispose()
 
 
 def event(n: int) -> NewEvent:

@@ -5,25 +5,11 @@ own), and closing one wakes the other instances over LISTEN/NOTIFY. SQLite asks 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-
-import pytest
 
 from bot.engine.inbox import InboxItem, NewEvent, conversation
-from bot.store.db import create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.repositories import SqlStore
 from tests.helpers import eventually
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    engine = create_engine(db_url)
-    await ensure_schema(engine)
-    store = SqlStore(engine)
-    yield store
-    await store.close()
-    await engine.dispose()
 
 
 def event(n: int, thread: str = "T1") -> NewEvent:

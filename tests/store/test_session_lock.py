@@ -27,21 +27,26 @@ async def locks(pg_database: str):
         await lock.close()
 
 
-async def test_many_threads_hold_their_locks_at_once(locks):
-    lock = locks()
-    inside = 0
-    most = 0
+async def most_at_once(lock, threads: int, seconds: float) -> int:
+    """`threads` turns, each holding its own thread's lock for `seconds`: how many held theirs at once."""
+    inside = most = 0
 
     async def turn(n: int) -> None:
         nonlocal inside, most
         async with lock.hold(f"slack/C1/{n}"):
             inside += 1
             most = max(most, inside)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(seconds)
             inside -= 1
 
+    await asyncio.gather(*(turn(n) for n in range(threads)))
+    return most
+
+
+async def test_many_threads_hold_their_locks_at_once(locks):
+    lock = locks()
     started = asyncio.get_running_loop().time()
-    await asyncio.gather(*(turn(n) for n in range(60)))
+    most = await most_at_once(lock, 60, 0.2)
     # 60 turns in flight together (a connection per lock capped them at the pool's 16)
     assert most == 60
     assert asyncio.get_running_loop().time() - started < 2.0
@@ -110,18 +115,7 @@ async def test_locks_asked_for_together_share_round_trips(locks):
         await real(batch)
 
     lock._send = counted
-    inside = 0
-    most = 0
-
-    async def turn(n: int) -> None:
-        nonlocal inside, most
-        async with lock.hold(f"slack/C1/{n}"):
-            inside += 1
-            most = max(most, inside)
-            await asyncio.sleep(0.05)
-            inside -= 1
-
-    await asyncio.gather(*(turn(n) for n in range(100)))
+    most = await most_at_once(lock, 100, 0.05)
     assert most == 100
     # 100 takes and 100 releases: one round trip each was 200; queued ones go together
     assert trips < 50

@@ -22,16 +22,14 @@ class BatchedInsert(Generic[K, R]):
     """`claim(key, payload)` returns what `insert_new` returned for the key when it was new, else None.
 
     The claims asked while an INSERT runs go into the next one. One INSERT at a time: the rows' ids follow
-    the order in which the events arrived, which orders a thread's messages (`InboxTurns.in_order`); up to
-    3 at once measured no better on a burst of 200 (bench/slack_ack.py), so `in_flight` stays 1."""
+    the order in which the events arrived, which orders a thread's messages (`InboxTurns.in_order`); three
+    at once measured no better on a burst of 200 (bench/slack_ack.py)."""
 
-    def __init__(self, insert_new: Callable[[Sequence[tuple[K, Any]]], Awaitable[dict[K, R]]],
-                 in_flight: int = 1) -> None:
+    def __init__(self, insert_new: Callable[[Sequence[tuple[K, Any]]], Awaitable[dict[K, R]]]) -> None:
         self._insert_new = insert_new
-        self.in_flight = in_flight
         self._pending: list[tuple[K, Any, asyncio.Future[R | None]]] = []
         self._scheduled = False
-        self._running = 0
+        self._running = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def claim(self, key: K, payload: Any = None) -> R | None:
@@ -40,7 +38,7 @@ class BatchedInsert(Generic[K, R]):
         self._pending.append((key, payload, future))
         if not self._running and not self._scheduled and len(self._pending) == 1:
             # nothing else waits: it goes at once, from here (what arrives meanwhile goes in the next)
-            self._running += 1
+            self._running = True
             batch, self._pending = self._pending, []
             await self._insert(batch)
             return future.result()
@@ -51,10 +49,10 @@ class BatchedInsert(Generic[K, R]):
 
     def _start(self) -> None:
         self._scheduled = False
-        if not self._pending or self._running >= self.in_flight:
-            return  # the next to finish starts what is pending
+        if not self._pending or self._running:
+            return  # the one running starts what is pending when it ends
         batch, self._pending = self._pending, []
-        self._running += 1
+        self._running = True
         task = asyncio.get_running_loop().create_task(self._insert(batch), name="yokebot-claims")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -74,6 +72,6 @@ class BatchedInsert(Generic[K, R]):
                 if not future.done():
                     future.set_result(new.pop(key, None))
         finally:
-            self._running -= 1
+            self._running = False
             if self._pending and not self._scheduled:
                 self._start()

@@ -22,8 +22,6 @@ from datetime import timedelta
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, exists, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from bot.engine.context import Trigger
 from bot.engine.inbox import HELD_STATES, OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent, conversation
@@ -84,9 +82,18 @@ class SqlInbox:
     async def _insert_new(self, events: Sequence[tuple[Key, Any]]) -> dict[Key, InboxItem]:
         now = utcnow()
         rows = [_new_row(cast(NewEvent, e), self.owner, now + self.lease, now) for _, e in events]
-        insert = (sqlite_insert if self.dialect == "sqlite" else pg_insert)(INBOX).on_conflict_do_nothing()
-        inserted = await self.store.rows(insert.returning(*INBOX.c), rows, write=True)
-        return {(r.platform, r.event_key): _item(r) for r in inserted}
+        # the new rows' ids only: the rest of each item is what was just written (no row to decode per event)
+        inserted = await self.store.insert_new(INBOX, rows, ("id", "platform", "event_key"))
+        ids = {(platform, event_key): new_id for new_id, platform, event_key in inserted}
+        out: dict[Key, InboxItem] = {}
+        for (key, e), row in zip(events, rows, strict=True):
+            new_id = ids.pop((row["platform"], row["event_key"]), None)  # two keys cut to one: the first is new
+            if new_id is not None:
+                event = cast(NewEvent, e)
+                out[key] = InboxItem(id=new_id, platform=row["platform"], event_key=row["event_key"],
+                                     channel=event.channel, thread=event.thread, text=row["text"],
+                                     trigger=event.trigger, user=event.user, reply=dict(event.reply))
+        return out
 
     # --- a turn's life -------------------------------------------------------------------------------------
     async def start(self, item: InboxItem, turn_id: str, agent: str) -> None:

@@ -31,7 +31,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import text as sql_text
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
@@ -54,6 +53,7 @@ from bot.store.models import (
     utcnow,
 )
 from bot.store.owner import instance_id
+from bot.store.recordset import Recordsets, run_raw, with_defaults
 from bot.store.writer import FoldedUpdate, Write, WriteBehind
 
 Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
@@ -165,18 +165,8 @@ class Touches:
 
 
 @cache
-def _claim_insert(dialect: str) -> Executable:
-    """INSERT ... ON CONFLICT DO NOTHING RETURNING the keys that were new (SQLite >= 3.35 and PostgreSQL)."""
-    dialect_insert = sqlite_insert if dialect == "sqlite" else pg_insert
-    stmt = dialect_insert(EVENTS).on_conflict_do_nothing()
-    return stmt.returning(EVENTS.c.platform, EVENTS.c.event_id)
-
-
-@cache
-def _session_insert(dialect: str) -> Executable:
-    """New sessions, several at once: those whose thread has one already are left out of what returns."""
-    dialect_insert = sqlite_insert if dialect == "sqlite" else pg_insert
-    return dialect_insert(S).on_conflict_do_nothing().returning(S.c.platform, S.c.channel, S.c.thread)
+def _sqlite_insert_new(table: Table, returning: tuple[str, ...]) -> Executable:
+    return sqlite_insert(table).on_conflict_do_nothing().returning(*(table.c[c] for c in returning))
 
 
 @overload
@@ -253,6 +243,8 @@ class SqlStore:
         # statement and COMMIT or ROLLBACK were three; a single statement is atomic either way)
         self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else None)
+        self._recordsets = Recordsets(engine.dialect)
+        self._insert_sql: dict[tuple[str, tuple[str, ...], tuple[str, ...]], str] = {}  # shape -> its text
         self._claims: BatchedInsert[tuple[str, str], bool] = BatchedInsert(self._insert_new_events)
         # the sessions of new threads that open while one INSERT runs go into the next (a burst of mentions)
         self._new_sessions: BatchedInsert[tuple[str, str, str], SessionRecord] = BatchedInsert(self._insert_sessions)
@@ -271,6 +263,27 @@ class SqlStore:
                 return list((await conn.execute(statement, params)).all())
         async with self.engine.begin() if write else self.engine.connect() as conn:
             return list((await conn.execute(statement, params)).all())
+
+    async def insert_new(self, table: Table, rows: list[dict[str, Any]], returning: Sequence[str]
+                         ) -> list[tuple[Any, ...]]:
+        """INSERT the rows (all with the same columns) in one statement, leaving out those whose key is taken
+        (`ON CONFLICT DO NOTHING`, SQLite >= 3.35 and PostgreSQL); of each row inserted, the columns named in
+        `returning`. PostgreSQL: the rows as one JSON parameter (bot/store/recordset.py), a
+        statement text per shape, prepared once; SQLite: on the writer's thread (one row: a plain INSERT)."""
+        if self._single is not None:
+            rows = with_defaults(table, rows)  # the Python-side defaults SQLAlchemy would have filled in
+            shape = (table.name, tuple(rows[0]), tuple(returning))
+            sql = self._insert_sql.get(shape)
+            if sql is None:
+                if any(name not in table.columns for name in (*rows[0], *returning)):
+                    raise ValueError(f"not a column of {table.name}")  # names in the SQL are the schema's own
+                back = ", ".join(self._recordsets.quote(name) for name in returning)
+                sql = self._insert_sql[shape] = (f"{self._recordsets.insert(table, list(rows[0]))} "
+                                                 f"ON CONFLICT DO NOTHING RETURNING {back}")
+            return [tuple(r) for r in await run_raw(self._single, sql, self._recordsets.rows_json(table, rows),
+                                                     fetch=True)]
+        statement = _sqlite_insert_new(table, tuple(returning))
+        return [tuple(r) for r in await self.rows(statement, rows if len(rows) > 1 else rows[0], write=True)]
 
     async def execute(self, statement: Executable, params: dict[str, Any]) -> None:
         """Run one statement that returns nothing, and commit it (not through the write-behind queue)."""
@@ -309,9 +322,8 @@ class SqlStore:
         made = {key: SessionRecord(new_id(), *key, agent=agent, created=True) for key, agent in threads}
         rows = [{"id": r.id, "platform": r.platform, "channel": r.channel, "thread": r.thread, "agent": r.agent,
                  "created_at": now, "updated_at": now} for r in made.values()]
-        inserted = await self.rows(_session_insert(self.engine.dialect.name), rows if len(rows) > 1 else rows[0],
-                                   write=True)  # one row: a plain INSERT, not the executemany path
-        return {key: made[key] for key in ((r.platform, r.channel, r.thread) for r in inserted)}
+        inserted = await self.insert_new(S, rows, ("platform", "channel", "thread"))
+        return {key: made[key] for key in inserted}
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         rows = await self.rows(_SESSION_BY_ID, {"b_id": session_id})
@@ -487,5 +499,5 @@ class SqlStore:
     async def _insert_new_events(self, keys: Sequence[tuple[tuple[str, str], Any]]) -> dict[tuple[str, str], bool]:
         now = utcnow()
         rows = [{"platform": p, "event_id": e, "received_at": now} for (p, e), _ in keys]
-        inserted = await self.rows(_claim_insert(self.engine.dialect.name), rows, write=True)
-        return {(r.platform, r.event_id): True for r in inserted}
+        return {(platform, event_id): True for platform, event_id in
+                await self.insert_new(EVENTS, rows, ("platform", "event_id"))}

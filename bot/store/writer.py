@@ -14,18 +14,16 @@ executemany per statement between the other statements, which keep their place."
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import groupby
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import JSON, Connection, Engine, Table, event
+from sqlalchemy import Connection, Engine, Table, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -35,6 +33,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from bot.engine.errors import YokebotError
 from bot.redact import cut
 from bot.store.db import sqlite_pragmas
+from bot.store.recordset import Recordsets, run_raw, with_defaults
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +104,8 @@ class WriteBehind:
         self._sync = _sqlite_writer(engine)
         postgres = engine.dialect.name == "postgresql"
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT") if postgres else None
-        self._dialect = engine.dialect
-        self._quote = engine.dialect.identifier_preparer.quote
+        self._recordsets = Recordsets(engine.dialect)
         self._sql: dict[tuple[tuple[str, str | None, tuple[str, ...]], ...], str] = {}
-        self._json_cols: dict[str, frozenset[str]] = {}
-        self._json: Callable[[Any], str] = getattr(engine.dialect, "_json_serializer", None) or json.dumps
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
         self.outage_seconds = outage_seconds
         self.backoff, self.max_backoff = backoff, max_backoff
@@ -189,13 +185,7 @@ class WriteBehind:
         one = self._one_statement(batch) if self._autocommit is not None else None
         if one is not None:
             assert self._autocommit is not None
-            async with self._autocommit.connect() as conn:
-                driver: Any = (await conn.get_raw_connection()).driver_connection
-                try:
-                    await driver.execute(*one)
-                except Exception:  # SQLAlchemy did not see it fail: the connection must not go back to the pool
-                    await conn.invalidate()
-                    raise
+            await run_raw(self._autocommit, *one)
             return
         async with self.engine.connect() as conn:
             await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet
@@ -228,7 +218,7 @@ class WriteBehind:
             if table is None or table.name in tables or len({tuple(r) for r in rows}) != 1:
                 return None  # a table in two CTEs: the order of its rows' ids between them would be unspecified
             tables.add(table.name)
-            groups.append((table, None, _with_defaults(table, rows)))
+            groups.append((table, None, with_defaults(table, rows)))
         for statement, merged in updates.items():
             table, fold = _table(statement), self._folds[statement]
             if table is None:
@@ -242,10 +232,8 @@ class WriteBehind:
         for table, _fold, rows in groups:
             if any(key not in table.columns for key in rows[0]):
                 return None  # names in the SQL are the table's own columns, never anything else
-            as_json = self._json_columns(table)
-            try:  # a JSON column's value as SQLAlchemy's JSON type writes it (its text; None is JSON null)
-                args.append(_json_rows([{k: self._json(v) if k in as_json else v for k, v in row.items()}
-                                        for row in rows]))
+            try:
+                args.append(self._recordsets.rows_json(table, rows))
             except (TypeError, ValueError):
                 return None
         shape = tuple((table.name, fold.column if fold is not None else None, tuple(rows[0]))
@@ -260,35 +248,19 @@ class WriteBehind:
             self._sql[shape] = sql
         return (sql, *args)
 
-    def _json_columns(self, table: Table) -> frozenset[str]:
-        found = self._json_cols.get(table.name)
-        if found is None:
-            found = self._json_cols[table.name] = frozenset(c.name for c in table.columns if isinstance(c.type, JSON))
-        return found
-
     def _sql_for(self, groups: list[tuple[Table, FoldedUpdate | None, list[dict[str, Any]]]]) -> str | None:
         """The statement's text for these groups (the n-th group's rows are parameter $n)."""
         parts: list[str] = []
-        quote = self._quote
+        quote = self._recordsets.quote
         for index, (table, fold, rows) in enumerate(groups, start=1):
-            columns = [table.columns[c] for c in rows[0]]
-            as_json = self._json_columns(table)
-            # the SQL holds only the schema's own names (quoted) and types; every value is in the JSON parameter
-            decl = ", ".join(f"{quote(c.name)} {'text' if c.name in as_json else c.type.compile(self._dialect)}"
-                             for c in columns)
-            names = ", ".join(quote(c.name) for c in columns)
-            source = f"ROWS FROM (json_to_recordset(${index}::json) AS ({decl})) WITH ORDINALITY AS x({names}, n)"
-            value = {c.name: f"x.{quote(c.name)}" + ("::json" if c.name in as_json else "") for c in columns}
-            name = quote(table.name)
-            if fold is not None:
-                key = quote(fold.column)
-                sets = ", ".join(f"{quote(c)} = {v}" for c, v in value.items() if c != fold.column)
-                parts.append(f"w{len(parts)} AS (UPDATE {name} AS t SET {sets} FROM {source} "  # noqa: S608
-                             f"WHERE t.{key} = x.{key})")
+            if fold is None:
+                parts.append(f"w{len(parts)} AS ({self._recordsets.insert(table, list(rows[0]), index)})")
                 continue
-            cols = ", ".join(quote(c) for c in value)
-            parts.append(f"w{len(parts)} AS (INSERT INTO {name} ({cols}) SELECT {', '.join(value.values())} "  # noqa: S608
-                         f"FROM {source} ORDER BY x.n)")
+            source, value = self._recordsets.source(table, list(rows[0]), index)
+            key = quote(fold.column)
+            sets = ", ".join(f"{quote(c)} = {v}" for c, v in value.items() if c != fold.column)
+            parts.append(f"w{len(parts)} AS (UPDATE {quote(table.name)} AS t SET {sets} FROM {source} "  # noqa: S608
+                         f"WHERE t.{key} = x.{key})")
         if not parts:
             return None
         return "WITH " + ", ".join(parts) + " SELECT 1"
@@ -440,33 +412,6 @@ def _folded(batch: list[Write], folds: dict[Executable, FoldedUpdate]) -> list[W
 def _table(statement: Executable) -> Table | None:
     table: Any = getattr(statement, "table", None)
     return cast(Table, table) if isinstance(table, Table) else None
-
-
-def _with_defaults(table: Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows with the Python-side column defaults SQLAlchemy would have filled in (`default=`), for the
-    columns they leave out (the key, and columns with a server default, are left to the database)."""
-    missing = [c for c in table.columns if c.name not in rows[0] and c.default is not None
-               and c.server_default is None and not (c.primary_key and c.autoincrement is True)]
-    if not missing:
-        return rows
-    out: list[dict[str, Any]] = []
-    for row in rows:
-        extra: dict[str, Any] = {}
-        for column in missing:
-            default: Any = column.default
-            extra[column.name] = default.arg(None) if default.is_callable else default.arg
-        out.append(row | extra)
-    return out
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(type(value).__name__)
-
-
-def _json_rows(rows: list[dict[str, Any]]) -> str:
-    return json.dumps(rows, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain)
 
 
 def _runs(batch: list[Write], rank: dict[Executable, int]) -> Iterable[tuple[Executable, list[dict[str, Any]]]]:

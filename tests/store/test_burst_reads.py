@@ -29,6 +29,15 @@ def seen() -> Iterator[Counter[str]]:
     event.remove(Engine, "before_cursor_execute", before)
 
 
+async def session_inserts(engine: Any, seen: Counter[str]) -> int:
+    """How many statements stored the sessions. PostgreSQL: by the transactions that wrote them (`xmin`; each
+    INSERT there is a transaction of its own, sent straight through the driver where SQLAlchemy does not see it)."""
+    if engine.dialect.name != "postgresql":
+        return seen["INSERT INTO sessions"]
+    async with engine.connect() as conn:
+        return int((await conn.execute(text("SELECT count(DISTINCT xmin::text) FROM sessions"))).scalar_one())
+
+
 async def test_a_burst_of_new_threads_gets_one_session_each_in_few_inserts(engine, seen: Counter[str]):
     store = SqlStore(engine)
     seen.clear()
@@ -43,8 +52,7 @@ async def test_a_burst_of_new_threads_gets_one_session_each_in_few_inserts(engin
     assert all(len(ids) == 1 for ids in by_thread.values())  # one session per thread, whoever asked
     assert len({next(iter(ids)) for ids in by_thread.values()}) == 60
     assert [s.created for s in opened].count(True) == 60  # t0 made once: the other two find it
-    inserts = seen["INSERT INTO sessions"]
-    assert 1 <= inserts <= 5, seen  # 60 sessions, not one INSERT each
+    assert 1 <= await session_inserts(engine, seen) <= 5, seen  # 60 sessions, not one INSERT each
 
     again = SqlStore(engine)  # another instance (or after a restart): the threads have their sessions
     reopened = await asyncio.gather(*(again.session_for("slack", "C1", t, "ops") for t in threads))

@@ -1,6 +1,8 @@
 """Benchmark 5: Slack acknowledgement latency. The fake Slack, in a process of its own, sends a burst of 200
 events at once, as Socket Mode envelopes and (second variant) as signed HTTP POSTs to /slack/events, and
 records per event the time from its send to its ack (`{"envelope_id"}` back on the websocket; HTTP: the 200).
+For HTTP the same burst first goes to an aiohttp handler that only answers 200: the floor of this machine
+and run (aiohttp, asyncio, the sender), printed as the baseline of the HTTP figures.
 The model (also its own process) answers after 300 ms per call, so the acks must not wait for the turns.
 
 The bot is wired as `yokebot run` wires it (build_app, the Slack adapter with the durable inbox, an aiohttp
@@ -233,6 +235,31 @@ async def variant(fake: FakeSlackProcess, llm_url: str, wd: Path, mode: str, bac
         return Result([t * 1000 for t in acks], [t * 1000 for t in bot.claims.seconds], stall * 1000, took)
 
 
+async def http_floor(fake: FakeSlackProcess, n: int) -> dict[str, float]:
+    """The same HTTP burst against an aiohttp server whose handler reads the body and answers 200 at once: what
+    aiohttp, asyncio and the sender cost on this machine in this run, with no bot at all (the baseline)."""
+
+    async def empty(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response()
+
+    http = web.Application()
+    http.router.add_post(EVENTS_PATH, empty)
+    runner = web.AppRunner(http)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}{EVENTS_PATH}"
+        await fake.request("post_burst", url=url, secret=SECRET, payloads=mentions(WARMUP))
+        results = await fake.request("post_burst", url=url, secret=SECRET, payloads=mentions(n))
+    finally:
+        await runner.cleanup()
+    acks = [t * 1000 for _status, t in results]
+    return {"p50": percentile(acks, 50), "p99": percentile(acks, 99), "max": max(acks)}
+
+
 def report(label: str, r: Result, n: int) -> None:
     s = r.summary()
     print(f"  {label:20} ack p50 {s['p50']:6.1f} ms, p99 {s['p99']:6.1f} ms, max {s['max']:6.1f} ms "
@@ -247,6 +274,10 @@ async def run(plan: Plan, modes: list[str], backends: list[str]) -> dict[str, di
            f"turn slots {slots}")
     out: dict[str, dict[str, float]] = {}
     with fake_llm(plan.latency) as llm_url, fake_slack_process() as fake, workdir() as wd:
+        if "http" in modes:
+            floor = out["http/floor"] = await http_floor(fake, plan.n)
+            print(f"  {'http/floor':20} ack p50 {floor['p50']:6.1f} ms, p99 {floor['p99']:6.1f} ms, max "
+                  f"{floor['max']:6.1f} ms (baseline: an aiohttp handler that only answers 200, no bot)")
         for backend in backends:
             for mode in modes:
                 r = await variant(fake, llm_url, wd, mode, backend, plan)

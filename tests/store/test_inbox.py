@@ -27,6 +27,27 @@ async def test_claim_stores_the_event_once_and_leases_it(store: SqlStore):
     assert await SqlInbox(store).take_over() == []  # leased, not expired
 
 
+async def test_a_claimed_item_is_its_row_as_stored_even_with_a_key_longer_than_its_column(store: SqlStore):
+    """The claim builds its item from what it wrote (only the id comes back): it must be what a take-over reads.
+    A key longer than its column (255) is stored cut; before, the claim then took its own row for a duplicate's,
+    and the event was acknowledged and never answered."""
+    inbox = SqlInbox(store, lease_seconds=0.05)
+    long = NewEvent("discord", "k" * 300, "C1", "t1", "a NUL\x00 here", "mention", "U1",
+                    {"message_id": "m1", "files": [{"name": "log.txt", "size": 12}]})
+    claimed = await inbox.claim(long)
+    assert claimed is not None
+    assert await inbox.claim(long) is None  # the same event again: a duplicate
+    await asyncio.sleep(0.1)
+    (taken,) = await SqlInbox(store).take_over()
+
+    def fields(item):
+        return (item.id, item.platform, item.event_key, item.channel, item.thread, item.text, item.trigger,
+                item.user, item.reply, item.state, item.parked)
+
+    assert fields(claimed) == fields(taken)
+    assert claimed.event_key == "k" * 255 and claimed.text == "a NUL\ufffd here"
+
+
 async def test_expired_leases_are_taken_over_by_exactly_one_instance(store: SqlStore):
     dead = SqlInbox(store, lease_seconds=0.05)
     for n in range(20):

@@ -107,6 +107,17 @@ class Bot:
     events_url: str = ""
 
 
+async def serve(stack: AsyncExitStack, http: web.Application) -> str:
+    """Serve `http` on a free port until `stack` closes; the URL of its events path."""
+    runner = web.AppRunner(http)
+    await runner.setup()
+    stack.push_async_callback(runner.cleanup)
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return f"http://127.0.0.1:{port}{EVENTS_PATH}"
+
+
 async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str, slack_url: str, wd: Path,
                     overrides: dict[str, Any]) -> Bot:
     tokens: dict[str, Any] = {"slack_bot_token": "xoxb-bench-token", "slack_api_url": slack_url}
@@ -127,13 +138,7 @@ async def start_bot(stack: AsyncExitStack, mode: str, db_url: str, llm_url: str,
     if mode == "http":  # served the way bot/runner.py serves it: an aiohttp app, a TCPSite with its defaults
         http = web.Application()
         adapter.mount(http)
-        runner = web.AppRunner(http)
-        await runner.setup()
-        stack.push_async_callback(runner.cleanup)
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        bot.events_url = f"http://127.0.0.1:{port}{EVENTS_PATH}"
+        bot.events_url = await serve(stack, http)
     await adapter.start()
     stack.push_async_callback(adapter.stop)
     await ready(app)
@@ -245,17 +250,10 @@ async def http_floor(fake: FakeSlackProcess, n: int) -> dict[str, float]:
 
     http = web.Application()
     http.router.add_post(EVENTS_PATH, empty)
-    runner = web.AppRunner(http)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        url = f"http://127.0.0.1:{port}{EVENTS_PATH}"
+    async with AsyncExitStack() as stack:
+        url = await serve(stack, http)
         await fake.request("post_burst", url=url, secret=SECRET, payloads=mentions(WARMUP))
         results = await fake.request("post_burst", url=url, secret=SECRET, payloads=mentions(n))
-    finally:
-        await runner.cleanup()
     acks = [t * 1000 for _status, t in results]
     return {"p50": percentile(acks, 50), "p99": percentile(acks, 99), "max": max(acks)}
 

@@ -19,6 +19,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, exists, select, update
@@ -86,13 +87,10 @@ class SqlInbox:
         inserted = await self.store.insert_new(INBOX, rows, ("id", "platform", "event_key"))
         ids = {(platform, event_key): new_id for new_id, platform, event_key in inserted}
         out: dict[Key, InboxItem] = {}
-        for (key, e), row in zip(events, rows, strict=True):
+        for (key, _), row in zip(events, rows, strict=True):
             new_id = ids.pop((row["platform"], row["event_key"]), None)  # two keys cut to one: the first is new
             if new_id is not None:
-                event = cast(NewEvent, e)
-                out[key] = InboxItem(id=new_id, platform=row["platform"], event_key=row["event_key"],
-                                     channel=event.channel, thread=event.thread, text=row["text"],
-                                     trigger=event.trigger, user=event.user, reply=dict(event.reply))
+                out[key] = _item(SimpleNamespace(**row, id=new_id, parked=None))
         return out
 
     # --- a turn's life -------------------------------------------------------------------------------------

@@ -3,13 +3,13 @@ executor, every hook and, wrapped with the tool's own typed settings, to every t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar
 
 from bot.engine.approval import ApprovalDecision, ApprovalRequest
 from bot.engine.attachments import TurnFiles
-from bot.engine.ports import MemoryStore, Notifier, NotifyLedger
+from bot.engine.ports import MemoryItem, MemoryStore, Notifier, NotifyLedger
 from bot.engine.profiles import AgentProfile
 from bot.engine.toolsettings import ToolSettings
 
@@ -43,6 +43,7 @@ class RunContext:
     files: TurnFiles | None = None  # the text files attached to this turn's message (read_attachment)
     notify_ledger: NotifyLedger | None = None  # alerts sent, across instances; None: the notify tool's own
     parks: bool = False  # a gated call's wait parks the turn (its state stored) instead of holding its task
+    memories: Awaitable[list[MemoryItem]] | None = None  # the memory read for the system prompt, under way
 
     @property
     def agent(self) -> str:

@@ -85,7 +85,7 @@ class ReActLoop:
                               model=model, counter=self.counter(model), calibration=self.calibration,
                               store=self.summaries, session_id=run.session_id, turn_id=run.turn_id)
         settings = CallSettings(model, profile.temperature, report, delta, profile.context.summary_words)
-        system = await self.prompts.system_message(profile, run.scope)
+        system = await self.prompts.system_message(profile, run.scope, run.memories)
         return ModelCalls(self.model, settings, system, window, self.budget(run))
 
     def budget(self, run: RunContext) -> TurnBudget:

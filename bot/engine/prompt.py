@@ -4,7 +4,8 @@ model call, fitted to the window (`window.py`, `calls.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -59,11 +60,22 @@ class PromptBuilder:
         parts.append(date_line(self.clock(), profile.timezone))
         return "\n\n".join(parts)
 
-    async def system_message(self, profile: AgentProfile, scope: Scope) -> Message:
-        """Parts (1) and (2): built once per turn (the memory read is a database query)."""
+    def read_memory(self, agent: str, channel: str) -> asyncio.Task[list[MemoryItem]] | None:
+        """Start part (2)'s database read now, in a task of its own: the service starts it once the thread's
+        locks are held, and it runs while the turn opens its session (on PostgreSQL, one round trip fewer
+        before the first model call). `system_message` takes it as `memories`."""
+        if self.memory is None:
+            return None
+        return asyncio.ensure_future(self.memory.recall(agent, channel, self.memory_limit))
+
+    async def system_message(self, profile: AgentProfile, scope: Scope,
+                             memories: Awaitable[list[MemoryItem]] | None = None) -> Message:
+        """Parts (1) and (2): built once per turn (the memory read is a database query; `memories`: that read,
+        started earlier by `read_memory` for this profile and channel)."""
         system = self.system_prompt(profile)
         if self.memory is not None:
-            items = await self.memory.recall(profile.name, scope.channel, self.memory_limit)
+            items = await (memories if memories is not None else
+                           self.memory.recall(profile.name, scope.channel, self.memory_limit))
             if items:
                 system = f"{system}\n\n{format_memory(items)}"
         return Message.system(system)

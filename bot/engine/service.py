@@ -20,7 +20,7 @@ from bot.engine.loop import ReActLoop
 from bot.engine.messages import USER_STOP, TurnOutcome, TurnResult
 from bot.engine.parked import ParkedTurn, Parking, TurnParked
 from bot.engine.plan import PlanExecutor
-from bot.engine.ports import MemoryStore, Notifier, NotifyLedger, SessionLock, SessionRecord, SessionStore
+from bot.engine.ports import MemoryItem, MemoryStore, Notifier, NotifyLedger, SessionLock, SessionRecord, SessionStore
 from bot.engine.profiles import AgentProfile
 from bot.engine.window import Thread
 
@@ -34,6 +34,15 @@ RESET_ANSWER = ("Done: I have forgotten this thread's conversation (long-term me
 def thread_key(platform: str, channel: str, thread: str) -> str:
     """What the turn locks hold: a conversation thread (its session is opened under them)."""
     return f"{platform}\x1f{channel}\x1f{thread}"
+
+
+def _settle(task: asyncio.Task[list[MemoryItem]]) -> None:
+    """A memory read the turn did not wait for (it ended first, or its session is another agent's): stopped,
+    or its failure taken, so that it is not logged as never retrieved (the turn said what went wrong)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
 
 
 def is_reset(text: str) -> bool:
@@ -167,23 +176,36 @@ class AgentService:
         where = known or req
         key = thread_key(where.platform, where.channel, where.thread)
         async with self.locks.hold(key), self._across(key):
-            session = known or await self.open_session(req)
-            profile = self.profiles(session.agent)
-            files = (await for_turn(req.text, req.attachments, profile, self.loop.default_model,
-                                    self.loop.executor.redact) if req.attachments else None)
-            profile = files.profile if files is not None else profile
-            scope = Scope(session.platform, session.channel, session.thread, req.user)
-            run = RunContext(session.id, req.turn_id or uuid.uuid4().hex, profile, scope, req.trigger,
-                             self.notifier, self.memory, self.approvals, files.prepared.files if files else None,
-                             self.notify_ledger, parks=req.parking is not None and profile.mode != "plan")
-            turn_hooks = self.hooks.plus(hooks)
-            async with turn_scope(run):
-                # under the thread's locks, in order; a thread made just now has no parked turn to ask about
-                if req.parking is not None and req.parked is None and not session.created:
-                    tool = await req.parking.waiting(session.id)
-                    if tool is not None:
-                        return await self._behind(req, run, turn_hooks, tool)
-                return await self._turn(req, session, run, turn_hooks, files.prepared if files else None)
+            # the memory read needs the thread's locks (it must see what the thread's last turn remembered),
+            # not its session: it runs while the session is opened
+            agent = known.agent if known is not None else req.agent
+            memories = self.loop.prompts.read_memory(agent, where.channel)
+            try:
+                return await self._locked(req, hooks, known, agent, memories)
+            finally:
+                if memories is not None:
+                    _settle(memories)
+
+    async def _locked(self, req: TurnRequest, hooks: TurnHooks | None, known: SessionRecord | None, agent: str,
+                      memories: asyncio.Task[list[MemoryItem]] | None) -> TurnResult:
+        session = known or await self.open_session(req)
+        profile = self.profiles(session.agent)
+        files = (await for_turn(req.text, req.attachments, profile, self.loop.default_model,
+                                self.loop.executor.redact) if req.attachments else None)
+        profile = files.profile if files is not None else profile
+        scope = Scope(session.platform, session.channel, session.thread, req.user)
+        run = RunContext(session.id, req.turn_id or uuid.uuid4().hex, profile, scope, req.trigger,
+                         self.notifier, self.memory, self.approvals, files.prepared.files if files else None,
+                         self.notify_ledger, parks=req.parking is not None and profile.mode != "plan",
+                         memories=memories if session.agent == agent else None)  # else: its own read, later
+        turn_hooks = self.hooks.plus(hooks)
+        async with turn_scope(run):
+            # under the thread's locks, in order; a thread made just now has no parked turn to ask about
+            if req.parking is not None and req.parked is None and not session.created:
+                tool = await req.parking.waiting(session.id)
+                if tool is not None:
+                    return await self._behind(req, run, turn_hooks, tool)
+            return await self._turn(req, session, run, turn_hooks, files.prepared if files else None)
 
     async def _behind(self, req: TurnRequest, run: RunContext, turn_hooks: TurnHooks, tool: str) -> TurnResult:
         """A message in a thread whose earlier turn waits for an approval: told so, it does not run ahead."""

@@ -114,9 +114,13 @@ class PgSessionLock:
 
     def _release_if_granted(self, task: asyncio.Task[Any], key: int) -> None:
         if not task.cancelled() and task.exception() is None and task.result():
-            release = asyncio.get_running_loop().create_task(self._unlock(key))
-            self._pending.add(release)
-            release.add_done_callback(self._pending.discard)
+            self._unlock_soon(key)
+
+    def _unlock_soon(self, key: int) -> None:
+        """Release in the background: the turn that held the lock does not wait for the round trip."""
+        release = asyncio.get_running_loop().create_task(self._unlock(key))
+        self._pending.add(release)
+        release.add_done_callback(self._pending.discard)
 
     async def _unlock(self, key: int) -> None:
         try:
@@ -133,7 +137,10 @@ class PgSessionLock:
         try:
             yield
         finally:
-            await self._unlock(key)
+            # not awaited: the turn's answer is out, and whatever comes next for this key in this process goes
+            # through the same queue after the unlock (advisory locks count: a take queued before it still
+            # leaves the lock held once); another instance waits for it as before. `close` waits for it.
+            self._unlock_soon(key)
 
     async def close(self) -> None:
         if self._pending:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -99,3 +100,44 @@ def test_a_turn_interrupted_mid_tool_is_repaired_for_the_next_request():
     fixed = truncate_history(history, 5)
     assert [m.role for m in fixed] == ["user", "assistant", "tool", "user"]
     assert fixed[2].tool_call_id == "a" and "interrupted" in fixed[2].content
+
+
+async def test_a_fact_remembered_in_a_turn_is_in_the_next_turns_prompt(tmp_path: Path, db_url: str,
+                                                                       fake_llm: FakeOpenAI):
+    """The memory read starts while the session opens, but only once the thread's locks are held: the next
+    turn of the thread sees what the last one remembered (on both databases, across the write-behind)."""
+    agents = tmp_path / "agents"
+    write_agent(agents, "writer", "tools: [remember]\n", body="You are the writer.")
+    app = await build_app(make_settings(db_url, fake_llm, agents), registry=registry(), clock=lambda: FIXED)
+    try:
+        fake_llm.calls(call("remember", {"fact": "The on-call phone is orange."}, "call_r"))
+        fake_llm.reply("noted")
+        fake_llm.reply("it is orange")
+        first = asyncio.create_task(app.service.handle(req("remember the phone")))
+        second = asyncio.create_task(app.service.handle(req("what colour is the phone?")))  # waits for the thread
+        await asyncio.gather(first, second)
+    finally:
+        await app.close()
+    system = fake_llm.requests[-1]["messages"][0]["content"]
+    assert "The on-call phone is orange." in system
+    assert "The on-call phone is orange." not in fake_llm.requests[0]["messages"][0]["content"]
+
+
+async def test_a_thread_whose_session_is_another_agents_reads_that_agents_memories(
+        tmp_path: Path, sqlite_url: str, fake_llm: FakeOpenAI):
+    agents = tmp_path / "agents"
+    write_agent(agents, "writer", "tools: [echo]\n", body="You are the writer.")
+    write_agent(agents, "other", "tools: [echo]\n", body="You are the other.")
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents), registry=registry(), clock=lambda: FIXED)
+    try:
+        await app.store.remember("writer", "C1", "Writer's fact.", None)
+        await app.store.remember("other", "C1", "Other's fact.", None)
+        fake_llm.reply("one")
+        fake_llm.reply("two")
+        await app.service.handle(req("hello", agent="writer"))
+        await app.service.handle(req("hello again", agent="other"))  # the thread's session stays the writer's
+    finally:
+        await app.close()
+    system = fake_llm.requests[-1]["messages"][0]["content"]
+    assert system.startswith("You are the writer.")
+    assert "Writer's fact." in system and "Other's fact." not in system

@@ -124,3 +124,21 @@ async def test_locks_asked_for_together_share_round_trips(locks):
         async with asyncio.timeout(1):
             async with other.hold(f"slack/C1/{n}"):
                 pass
+
+
+async def test_the_next_turn_of_a_thread_holds_it_though_the_last_turns_release_is_not_waited_for(locks):
+    """A turn does not wait for its lock's release (it goes in the background); the same instance's next turn
+    of the thread, asking at once, may share a round trip with it and must still hold the thread."""
+    first, second = locks(), locks()
+    async with first.hold("slack/C1/t"):
+        pass
+    async with first.hold("slack/C1/t"):
+        await asyncio.sleep(0.05)  # the release of the last turn has surely been sent by now
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.3):
+                async with second.hold("slack/C1/t"):
+                    pass
+    async with asyncio.timeout(2):  # once the turn is over, the other instance gets the thread
+        async with second.hold("slack/C1/t"):
+            pass
+

@@ -40,7 +40,10 @@ class BatchedInsert(Generic[K, R]):
             # nothing else waits: it goes at once, from here (what arrives meanwhile goes in the next)
             self._running = True
             batch, self._pending = self._pending, []
-            await self._insert(batch)
+            try:
+                await self._insert(batch)
+            finally:
+                self._ended()
             return future.result()
         if not self._scheduled:  # at the end of this turn of the loop: the claims asked meanwhile join it
             self._scheduled = True
@@ -51,27 +54,36 @@ class BatchedInsert(Generic[K, R]):
         self._scheduled = False
         if not self._pending or self._running:
             return  # the one running starts what is pending when it ends
-        batch, self._pending = self._pending, []
         self._running = True
-        task = asyncio.get_running_loop().create_task(self._insert(batch), name="yokebot-claims")
+        task = asyncio.get_running_loop().create_task(self._drain(), name="yokebot-claims")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _insert(self, batch: list[tuple[K, Any, asyncio.Future[R | None]]]) -> None:
+    async def _drain(self) -> None:
+        """The batches one after the other, each sent in the same step of the loop that heard the last one end:
+        in a burst the loop is busy, and a new task per batch waited a whole (long) turn of it to start."""
         try:
-            firsts = list({key: (key, payload) for key, payload, _ in reversed(batch)}.values())[::-1]
-            try:
-                new = await self._insert_new(firsts)
-            except Exception as exc:  # the database is down: every waiting event hears it
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                return
-            for key, _, future in batch:
-                # the first of several deliveries in one group wins; the rest are duplicates
-                if not future.done():
-                    future.set_result(new.pop(key, None))
+            while self._pending:
+                batch, self._pending = self._pending, []
+                await self._insert(batch)
         finally:
-            self._running = False
-            if self._pending and not self._scheduled:
-                self._start()
+            self._ended()
+
+    def _ended(self) -> None:
+        self._running = False
+        if self._pending and not self._scheduled:
+            self._start()
+
+    async def _insert(self, batch: list[tuple[K, Any, asyncio.Future[R | None]]]) -> None:
+        firsts = list({key: (key, payload) for key, payload, _ in reversed(batch)}.values())[::-1]
+        try:
+            new = await self._insert_new(firsts)
+        except Exception as exc:  # the database is down: every waiting event hears it
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for key, _, future in batch:
+            # the first of several deliveries in one group wins; the rest are duplicates
+            if not future.done():
+                future.set_result(new.pop(key, None))

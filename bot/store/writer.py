@@ -34,6 +34,7 @@ from bot.engine.errors import YokebotError
 from bot.redact import cut
 from bot.store.db import sqlite_pragmas
 from bot.store.recordset import Recordsets, run_raw, with_defaults
+from bot.store.sqlite_inserts import SqliteInserts
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class WriteBehind:
         self._recordsets = Recordsets(engine.dialect)
         self._sql: dict[tuple[tuple[str, str | None, tuple[str, ...]], ...], str] = {}
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
+        self._sqlite_inserts = SqliteInserts() if self._sync else None  # the audit INSERTs on the writer's thread
         self.outage_seconds = outage_seconds
         self.backoff, self.max_backoff = backoff, max_backoff
         self.max_rows = max_rows
@@ -267,8 +269,10 @@ class WriteBehind:
 
     def _transaction(self, conn: Connection, batch: list[Write]) -> None:
         with conn.begin():
+            raw = self._sqlite_inserts if conn.dialect.name == "sqlite" else None
             for statement, group in _runs(_folded(batch, self._folds), self._rank):
-                conn.execute(statement, group)  # executemany
+                if raw is None or statement not in self._rank or not raw.run(conn, statement, group):
+                    conn.execute(statement, group)  # executemany
 
     async def _commit_retrying(self, batch: list[Write]) -> bool:
         """Commit the batch in one transaction. A database that is away (restarting, network gone, SQLite file

@@ -160,13 +160,42 @@ async def test_a_fast_turn_is_one_transaction(store: SqlStore):
     assert await _contents(store, s.id) == [f"m{n}" for n in range(6)]
 
 
+async def _write_the_same_turns(store: SqlStore, tag: str) -> None:
+    """Two turns with every kind of audit row (JSON with nulls and floats, NULLs, non-ASCII text), the second
+    finished in a later batch than its start."""
+    from bot.engine.messages import ToolCall, ToolResult, TurnOutcome, Usage
+    from bot.store.repositories import LLMCallRecord
+
+    s = await store.session_for("t", "c", f"eq-{tag}", "a")
+    await store.start_turn(s.id, f"{tag}-a", "mention", "u", "hi \u00e9")
+    call = ToolCall("c1", "echo", '{"text": "x"}')
+    await store.append(s.id, f"{tag}-a", Message.user("hi"))
+    await store.append(s.id, f"{tag}-a", Message.assistant("", (call,)))
+    await store.append(s.id, f"{tag}-a", Message.tool("c1", "echo", "x"))
+    await store.record_llm_call(LLMCallRecord(s.id, f"{tag}-a", "a", "m", 1, {"messages": [{"k": 1.5, "n": None}]},
+                                              None, Usage(3, 4), 1.25, "stop"))
+    await store.record_tool_call(s.id, f"{tag}-a", "a", ToolResult("c1", "echo", {"text": "x"}, "x", "ok", duration_ms=2.5))
+    await store.finish_turn(f"{tag}-a", TurnOutcome("done", iterations=2, stopped_by="answer"))
+    await store.start_turn(s.id, f"{tag}-b", "mention", None, "again")
+    await store.flush()
+    await store.append(s.id, f"{tag}-b", Message.user("again"))
+    await store.record_plan(f"{tag}-b", {"steps": ["look"]})  # two UPDATEs of one row, merged in order
+    await store.finish_turn(f"{tag}-b", TurnOutcome("later", iterations=1, stopped_by="answer"))
+    await store.flush()
+
+
+async def _same_rows(engine: AsyncEngine, queries: dict[str, str]) -> None:
+    async with engine.connect() as conn:
+        for table, sql in queries.items():
+            one = [tuple(r) for r in await conn.execute(text(sql), {"p": "one-%"})]
+            other = [tuple(r) for r in await conn.execute(text(sql), {"p": "tx-%"})]
+            assert one and one == other, table
+
+
 @pytest.mark.postgres
 async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes(pg_database: str):
     """The one-statement batch (json_populate_recordset in CTEs) against the usual transaction: the same
     rows, values, defaults, JSON (null included) and order; a finish in a later batch updates its row."""
-    from bot.engine.messages import ToolCall, ToolResult, TurnOutcome, Usage
-    from bot.store.repositories import LLMCallRecord
-
     engine = create_engine(pg_database)
     await ensure_schema(engine)
     store = SqlStore(engine)
@@ -181,25 +210,10 @@ async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes
     store.writes._one_statement = spy  # type: ignore[method-assign]
     try:
         for forced_off in (False, True):
-            tag = "tx" if forced_off else "one"
-            s = await store.session_for("t", "c", f"eq-{tag}", "a")
-            await store.start_turn(s.id, f"{tag}-a", "mention", "u", "hi \u00e9")
-            call = ToolCall("c1", "echo", '{"text": "x"}')
-            await store.append(s.id, f"{tag}-a", Message.user("hi"))
-            await store.append(s.id, f"{tag}-a", Message.assistant("", (call,)))
-            await store.append(s.id, f"{tag}-a", Message.tool("c1", "echo", "x"))
-            await store.record_llm_call(LLMCallRecord(s.id, f"{tag}-a", "a", "m", 1, {"messages": [{"k": 1.5}]},
-                                                      None, Usage(3, 4), 1.25, "stop"))
-            await store.record_tool_call(s.id, f"{tag}-a", "a", ToolResult("c1", "echo", {"text": "x"}, "x", "ok", duration_ms=2.5))
-            await store.finish_turn(f"{tag}-a", TurnOutcome("done", iterations=2, stopped_by="answer"))
-            await store.start_turn(s.id, f"{tag}-b", "mention", None, "again")
-            await store.flush()
-            await store.append(s.id, f"{tag}-b", Message.user("again"))
-            await store.record_plan(f"{tag}-b", {"steps": ["look"]})  # two UPDATEs of one row, merged in order
-            await store.finish_turn(f"{tag}-b", TurnOutcome("later", iterations=1, stopped_by="answer"))
+            await _write_the_same_turns(store, "tx" if forced_off else "one")
         assert True in used and False in used  # both paths ran
         assert used.count(True) == used.count(False)  # every batch of the first pass was one statement
-        queries = {
+        await _same_rows(engine, {
             "turns": "SELECT trigger, \"user\", text, answer, iterations, hit_limit, prompt_tokens, status, "
                      "error, stopped_by, plan::text, owner, finished_at IS NOT NULL AS fin "
                      "FROM turns WHERE id LIKE :p ORDER BY id",
@@ -210,12 +224,48 @@ async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes
                          "FROM llm_calls WHERE turn_id LIKE :p ORDER BY id",
             "tool_invocations": "SELECT call_id, tool, arguments::text, result, status, attempts "
                                 "FROM tool_invocations WHERE turn_id LIKE :p ORDER BY id",
-        }
-        async with engine.connect() as conn:
-            for table, sql in queries.items():
-                one = [tuple(r) for r in await conn.execute(text(sql), {"p": "one-%"})]
-                tx = [tuple(r) for r in await conn.execute(text(sql), {"p": "tx-%"})]
-                assert one and one == tx, table
+        })
+    finally:
+        await store.close()
+        await engine.dispose()
+
+
+async def test_sqlite_driver_inserts_write_what_sqlalchemy_writes(sqlite_url: str):
+    """SQLite's audit INSERTs go straight through sqlite3 on the writer's thread (bot/store/sqlite_inserts.py):
+    the same rows, stored the same way to the byte (JSON text, NULL against JSON null, the DateTime text and
+    the Python-side defaults) as SQLAlchemy's own executemany writes them."""
+    engine = create_engine(sqlite_url)
+    await ensure_schema(engine)
+    store = SqlStore(engine)
+    raw = store.writes._sqlite_inserts
+    assert raw is not None
+    ran: list[bool] = []
+    real = raw.run
+
+    def spy(conn, statement, rows):
+        ran.append(real(conn, statement, rows))
+        return ran[-1]
+
+    raw.run = spy  # type: ignore[method-assign]
+    try:
+        await _write_the_same_turns(store, "one")
+        assert ran and all(ran)  # the driver path wrote every INSERT of the audit
+        store.writes._sqlite_inserts = None  # SQLAlchemy's executemany
+        await _write_the_same_turns(store, "tx")
+        stored = "typeof({0}), {0}"
+        await _same_rows(engine, {
+            "turns": f"SELECT trigger, user, text, answer, iterations, hit_limit, prompt_tokens, status, error, "
+                     f"stopped_by, {stored.format('plan')}, owner, finished_at IS NOT NULL, "
+                     f"typeof(started_at), length(started_at) FROM turns WHERE id LIKE :p ORDER BY id",
+            "messages": f"SELECT role, content, {stored.format('tool_calls')}, tool_call_id, name, "
+                        f"typeof(created_at), length(created_at) FROM messages WHERE turn_id LIKE :p ORDER BY id",
+            "llm_calls": f"SELECT agent, model, attempt, {stored.format('request')}, {stored.format('response')}, "
+                         f"prompt_tokens, completion_tokens, latency_ms, finish_reason, error, purpose, "
+                         f"typeof(created_at), length(created_at) FROM llm_calls WHERE turn_id LIKE :p ORDER BY id",
+            "tool_invocations": f"SELECT call_id, tool, {stored.format('arguments')}, result, status, attempts, "
+                                f"duration_ms, typeof(created_at) FROM tool_invocations WHERE turn_id LIKE :p "
+                                f"ORDER BY id",
+        })
     finally:
         await store.close()
         await engine.dispose()

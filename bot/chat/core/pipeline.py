@@ -100,8 +100,9 @@ class Pipeline:
     async def _until_quiet(self) -> None:
         while True:
             self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), self.limits.ack_quiet_seconds)
+            try:  # asyncio.timeout, not wait_for: no task of its own (one per message of a burst)
+                async with asyncio.timeout(self.limits.ack_quiet_seconds):
+                    await self._changed.wait()
             except TimeoutError:
                 if not self._receiving:
                     break
@@ -131,8 +132,11 @@ class Pipeline:
         """Let the acks of a burst go out first: a turn's database writes and API calls (the working mark)
         would slow them. A burst is over when nothing arrived for `ack_quiet_seconds`: its messages come over
         many loop iterations, and in between none may be in receive()."""
+        if self._quiet.is_set():
+            return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._quiet.wait(), timeout=ACK_FIRST_SECONDS)
+            async with asyncio.timeout(ACK_FIRST_SECONDS):
+                await self._quiet.wait()
 
     async def _run(self, inbound: Inbound) -> None:
         ok = False

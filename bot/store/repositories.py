@@ -34,6 +34,7 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
+from sqlalchemy.sql.dml import Insert
 
 from bot.engine.context import Trigger
 from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome, Usage
@@ -54,6 +55,7 @@ from bot.store.models import (
 )
 from bot.store.owner import instance_id
 from bot.store.recordset import Recordsets, run_raw, with_defaults
+from bot.store.sqlite_inserts import SqliteInserts
 from bot.store.writer import FoldedUpdate, Write, WriteBehind
 
 Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
@@ -165,7 +167,7 @@ class Touches:
 
 
 @cache
-def _sqlite_insert_new(table: Table, returning: tuple[str, ...]) -> Executable:
+def _sqlite_insert_new(table: Table, returning: tuple[str, ...]) -> Insert:
     return sqlite_insert(table).on_conflict_do_nothing().returning(*(table.c[c] for c in returning))
 
 
@@ -245,6 +247,7 @@ class SqlStore:
                         if engine.dialect.name == "postgresql" else None)
         self._recordsets = Recordsets(engine.dialect)
         self._insert_sql: dict[tuple[str, tuple[str, ...], tuple[str, ...]], str] = {}  # shape -> its text
+        self._sqlite_inserts = SqliteInserts()
         self._claims: BatchedInsert[tuple[str, str], bool] = BatchedInsert(self._insert_new_events)
         # the sessions of new threads that open while one INSERT runs go into the next (a burst of mentions)
         self._new_sessions: BatchedInsert[tuple[str, str, str], SessionRecord] = BatchedInsert(self._insert_sessions)
@@ -283,6 +286,11 @@ class SqlStore:
             return [tuple(r) for r in await run_raw(self._single, sql, self._recordsets.rows_json(table, rows),
                                                      fetch=True)]
         statement = _sqlite_insert_new(table, tuple(returning))
+        if self.writes.threaded:  # straight through sqlite3 (bot/store/sqlite_inserts.py); else SQLAlchemy's way
+            inserts = self._sqlite_inserts
+            done = await self.writes.call(lambda conn: inserts.insert_new(conn, statement, rows), write=True)
+            if done is not None:
+                return done
         return [tuple(r) for r in await self.rows(statement, rows if len(rows) > 1 else rows[0], write=True)]
 
     async def execute(self, statement: Executable, params: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ ideal), without giving a turn a wrong session or a memory list older than what i
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -18,15 +19,26 @@ from bot.store.repositories import SqlStore
 @pytest.fixture
 def seen() -> Iterator[Counter[str]]:
     """The statements sent to the database, by their first three words, by any engine of this process (on
-    SQLite the store's hot queries run on its writer thread's own engine)."""
+    SQLite the store's hot queries run on its writer thread's own engine, some straight through sqlite3, so
+    there they are what the sqlite3 connections opened meanwhile traced; elsewhere what SQLAlchemy sent)."""
     counts: Counter[str] = Counter()
 
-    def before(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def count(statement: str) -> None:
         counts[" ".join(statement.split()[:3])] += 1
 
+    def before(conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if conn.dialect.name != "sqlite":
+            count(statement)
+
+    def connect(dbapi_conn: Any, _record: Any) -> None:
+        if isinstance(dbapi_conn, sqlite3.Connection):
+            dbapi_conn.set_trace_callback(count)
+
     event.listen(Engine, "before_cursor_execute", before)
+    event.listen(Engine, "connect", connect)
     yield counts
     event.remove(Engine, "before_cursor_execute", before)
+    event.remove(Engine, "connect", connect)
 
 
 async def session_inserts(engine: Any, seen: Counter[str]) -> int:

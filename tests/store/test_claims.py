@@ -34,3 +34,17 @@ async def test_a_database_error_reaches_every_waiting_claim(engine):
     results = await asyncio.gather(*(store.claim_event("slack", str(i)) for i in range(5)), return_exceptions=True)
     assert all(isinstance(r, Exception) for r in results)
     await store.close()
+
+
+async def test_a_storm_larger_than_one_statement_claims_each_key_once(engine):
+    """1,200 deliveries of 1,100 keys at once: more rows than one INSERT takes on SQLite (it goes in several
+    statements of one transaction), each key won once, and a redelivery afterwards is a duplicate."""
+    store = SqlStore(engine)
+    keys = [("slack-message", f"C1:{i}") for i in range(1100)]
+    deliveries = keys + keys[:100]  # the first goes alone; the others wait for it and go in one batch
+    won = await asyncio.gather(*(store.claim_event(*key) for key in deliveries))
+    assert sorted(key for key, ok in zip(deliveries, won, strict=True) if ok) == sorted(keys)
+    assert await store.claim_event("slack-message", "C1:1099") is False
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM processed_events"))).scalar() == 1100
+    await store.close()

@@ -7,7 +7,8 @@ tool_invocations) of a few rows each, and SQLAlchemy's execute path around each 
 parameter processing, the cursor result) was a large part of the writer's CPU per turn in benchmark 1; that
 thread shares the GIL with the event loop, and the turn waits for the batch at its end. A burst's claim of
 199 Slack events took 15-16 ms of CPU through SQLAlchemy's multi-row INSERT, and the burst's acks wait for
-it; here it is one statement per ROWS_PER_STATEMENT rows whose text repeats the row's placeholders.
+it; here it is one statement per ROWS_PER_STATEMENT rows (fewer where the SQLite library allows fewer
+variables per statement: 999 before 3.32) whose text repeats the row's placeholders.
 
 What stays SQLAlchemy's: the statement text (compiled once per statement and columns), each value through
 its column type's own bind processor (JSON, DateTime as SQLAlchemy stores them; a value that is the very
@@ -30,7 +31,7 @@ from sqlalchemy.sql.dml import Insert
 
 from bot.store.recordset import with_defaults
 
-ROWS_PER_STATEMENT = 500  # x the columns: under SQLite's 32,766 variables per statement
+ROWS_PER_STATEMENT = 500  # at most; x the columns, within the connection's variables per statement
 Processor = Callable[[Any], Any]
 
 
@@ -90,9 +91,11 @@ class SqliteInserts:
         head, found, tail = sql.partition(group)
         if not found or group in tail:
             return None
+        driver = cast(sqlite3.Connection, conn.connection.driver_connection)
+        per = max(1, min(ROWS_PER_STATEMENT, driver.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // binder.size))
         out: list[tuple[Any, ...]] = []
-        for start in range(0, len(rows), ROWS_PER_STATEMENT):
-            chunk = rows[start:start + ROWS_PER_STATEMENT]
+        for start in range(0, len(rows), per):
+            chunk = rows[start:start + per]
             many = head + ", ".join([group] * len(chunk)) + tail
             values = [value for row in binder.rows(chunk) for value in row]
             out += _driver(conn, many, lambda cursor, sql=many, values=values: cursor.execute(sql, values).fetchall())

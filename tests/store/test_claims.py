@@ -4,8 +4,10 @@ duplicates inside one burst, stores sharing a database (two instances), and rest
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Engine, event, text
 
 from bot.store.repositories import SqlStore
 
@@ -38,13 +40,23 @@ async def test_a_database_error_reaches_every_waiting_claim(engine):
 
 async def test_a_storm_larger_than_one_statement_claims_each_key_once(engine):
     """1,200 deliveries of 1,100 keys at once: more rows than one INSERT takes on SQLite (it goes in several
-    statements of one transaction), each key won once, and a redelivery afterwards is a duplicate."""
+    statements of one transaction; here with a SQLite library that allows only 999 variables per statement, as
+    before 3.32), each key won once, and a redelivery afterwards is a duplicate."""
+
+    def old_limit(dbapi_conn: Any, _record: Any) -> None:
+        if isinstance(dbapi_conn, sqlite3.Connection):
+            dbapi_conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+
+    event.listen(Engine, "connect", old_limit)
     store = SqlStore(engine)
-    keys = [("slack-message", f"C1:{i}") for i in range(1100)]
-    deliveries = keys + keys[:100]  # the first goes alone; the others wait for it and go in one batch
-    won = await asyncio.gather(*(store.claim_event(*key) for key in deliveries))
-    assert sorted(key for key, ok in zip(deliveries, won, strict=True) if ok) == sorted(keys)
-    assert await store.claim_event("slack-message", "C1:1099") is False
-    async with engine.connect() as conn:
-        assert (await conn.execute(text("SELECT count(*) FROM processed_events"))).scalar() == 1100
-    await store.close()
+    try:
+        keys = [("slack-message", f"C1:{i}") for i in range(1100)]
+        deliveries = keys + keys[:100]  # the first goes alone; the others wait for it and go in one batch
+        won = await asyncio.gather(*(store.claim_event(*key) for key in deliveries))
+        assert sorted(key for key, ok in zip(deliveries, won, strict=True) if ok) == sorted(keys)
+        assert await store.claim_event("slack-message", "C1:1099") is False
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("SELECT count(*) FROM processed_events"))).scalar() == 1100
+    finally:
+        event.remove(Engine, "connect", old_limit)
+        await store.close()

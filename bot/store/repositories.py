@@ -55,7 +55,6 @@ from bot.store.models import (
 )
 from bot.store.owner import instance_id
 from bot.store.recordset import Recordsets, run_raw, with_defaults
-from bot.store.sqlite_inserts import SqliteInserts
 from bot.store.writer import FoldedUpdate, Write, WriteBehind
 
 Params = dict[str, Any] | list[dict[str, Any]]  # one row, or many (executemany)
@@ -247,7 +246,6 @@ class SqlStore:
                         if engine.dialect.name == "postgresql" else None)
         self._recordsets = Recordsets(engine.dialect)
         self._insert_sql: dict[tuple[str, tuple[str, ...], tuple[str, ...]], str] = {}  # shape -> its text
-        self._sqlite_inserts = SqliteInserts()
         self._claims: BatchedInsert[tuple[str, str], bool] = BatchedInsert(self._insert_new_events)
         # the sessions of new threads that open while one INSERT runs go into the next (a burst of mentions)
         self._new_sessions: BatchedInsert[tuple[str, str, str], SessionRecord] = BatchedInsert(self._insert_sessions)
@@ -286,8 +284,8 @@ class SqlStore:
             return [tuple(r) for r in await run_raw(self._single, sql, self._recordsets.rows_json(table, rows),
                                                      fetch=True)]
         statement = _sqlite_insert_new(table, tuple(returning))
-        if self.writes.threaded:  # straight through sqlite3 (bot/store/sqlite_inserts.py); else SQLAlchemy's way
-            inserts = self._sqlite_inserts
+        inserts = self.writes.sqlite_inserts  # a SQLite file: straight through sqlite3 on the writer's thread
+        if inserts is not None:
             done = await self.writes.call(lambda conn: inserts.insert_new(conn, statement, rows), write=True)
             if done is not None:
                 return done

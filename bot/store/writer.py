@@ -108,7 +108,8 @@ class WriteBehind:
         self._recordsets = Recordsets(engine.dialect)
         self._sql: dict[tuple[tuple[str, str | None, tuple[str, ...]], ...], str] = {}
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="yokebot-writer") if self._sync else None
-        self._sqlite_inserts = SqliteInserts() if self._sync else None  # the audit INSERTs on the writer's thread
+        # SQLite file: the audit INSERTs, and the store's INSERT-if-new (`call`), straight through sqlite3
+        self.sqlite_inserts = SqliteInserts() if self._sync else None
         self.outage_seconds = outage_seconds
         self.backoff, self.max_backoff = backoff, max_backoff
         self.max_rows = max_rows
@@ -269,7 +270,7 @@ class WriteBehind:
 
     def _transaction(self, conn: Connection, batch: list[Write]) -> None:
         with conn.begin():
-            raw = self._sqlite_inserts if conn.dialect.name == "sqlite" else None
+            raw = self.sqlite_inserts  # only with the writer's own thread, where this runs
             for statement, group in _runs(_folded(batch, self._folds), self._rank):
                 if raw is None or statement not in self._rank or not raw.run(conn, statement, group):
                     conn.execute(statement, group)  # executemany

@@ -231,13 +231,13 @@ async def test_postgresql_one_statement_batch_writes_what_the_transaction_writes
 
 
 async def test_sqlite_driver_inserts_write_what_sqlalchemy_writes(sqlite_url: str):
-    """SQLite's audit INSERTs go straight through sqlite3 on the writer's thread (bot/store/sqlite_inserts.py):
-    the same rows, stored the same way to the byte (JSON text, NULL against JSON null, the DateTime text and
-    the Python-side defaults) as SQLAlchemy's own executemany writes them."""
+    """SQLite's audit INSERTs and new sessions go straight through sqlite3 on the writer's thread
+    (bot/store/sqlite_inserts.py): the same rows, stored the same way to the byte (JSON text, NULL against JSON
+    null, the DateTime text and the Python-side defaults) as SQLAlchemy's own statements write them."""
     engine = create_engine(sqlite_url)
     await ensure_schema(engine)
     store = SqlStore(engine)
-    raw = store.writes._sqlite_inserts
+    raw = store.writes.sqlite_inserts
     assert raw is not None
     ran: list[bool] = []
     real = raw.run
@@ -250,10 +250,13 @@ async def test_sqlite_driver_inserts_write_what_sqlalchemy_writes(sqlite_url: st
     try:
         await _write_the_same_turns(store, "one")
         assert ran and all(ran)  # the driver path wrote every INSERT of the audit
-        store.writes._sqlite_inserts = None  # SQLAlchemy's executemany
+        store.writes.sqlite_inserts = None  # SQLAlchemy's executemany (and its INSERT of the new session)
         await _write_the_same_turns(store, "tx")
         stored = "typeof({0}), {0}"
         await _same_rows(engine, {
+            "sessions": "SELECT platform, channel, agent, typeof(created_at), length(created_at), "
+                        "typeof(updated_at), length(updated_at) FROM sessions "
+                        "WHERE thread = 'eq-' || substr(:p, 1, length(:p) - 2)",
             "turns": f"SELECT trigger, user, text, answer, iterations, hit_limit, prompt_tokens, status, error, "
                      f"stopped_by, {stored.format('plan')}, owner, finished_at IS NOT NULL, "
                      f"typeof(started_at), length(started_at) FROM turns WHERE id LIKE :p ORDER BY id",

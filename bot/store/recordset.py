@@ -59,11 +59,15 @@ class Recordsets:
                           ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_plain)
 
 
-async def run_raw(autocommit: AsyncEngine, sql: str, *args: Any, fetch: bool = False) -> list[Any]:
+async def run_raw(autocommit: AsyncEngine, sql: str, *args: Any, fetch: bool = False,
+                  seen: Callable[[Any], None] | None = None) -> list[Any]:
     """One statement straight on the driver's connection (autocommit: one round trip). SQLAlchemy does not see it
-    fail, so a connection whose statement failed is thrown away rather than going back to the pool."""
+    fail, so a connection whose statement failed is thrown away rather than going back to the pool. `seen` is
+    given the driver's connection before the statement is sent."""
     async with autocommit.connect() as conn:
         driver: Any = (await conn.get_raw_connection()).driver_connection
+        if seen is not None:
+            seen(driver)
         try:
             if fetch:
                 return list(await driver.fetch(sql, *args))

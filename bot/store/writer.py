@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, Table, event
+from sqlalchemy import Connection, Engine, Table, event, text
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_delay, wait_exponential
 
@@ -122,6 +122,7 @@ class WriteBehind:
         self._wake = asyncio.Event()
         self._urgent = asyncio.Event()  # someone waits (a flush) or the batch is full: stop lingering
         self._task: asyncio.Task[None] | None = None
+        self._backend: int | None = None  # PostgreSQL: the server process the last batch was sent to
 
     def _ensure_writer(self) -> None:
         """Start the writer task on the running loop (again, if it ended or a new loop took over)."""
@@ -185,13 +186,27 @@ class WriteBehind:
         if self._thread is not None:
             await asyncio.get_running_loop().run_in_executor(self._thread, self._commit_sync, batch)
             return
+        self._backend = None
         one = self._one_statement(batch) if self._autocommit is not None else None
         if one is not None:
             assert self._autocommit is not None
-            await run_raw(self._autocommit, *one)
+            await run_raw(self._autocommit, *one, seen=self._seen)
             return
         async with self.engine.connect() as conn:
-            await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet
+            if self._autocommit is None:  # SQLite in memory: its one connection is the database
+                await conn.run_sync(self._transaction, batch)
+                return
+            self._seen((await conn.get_raw_connection()).driver_connection)
+            try:
+                await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet
+            except Exception:
+                await conn.invalidate()  # its server process is ended before a retry asks what it committed
+                raise
+
+    def _seen(self, driver: Any) -> None:
+        """PostgreSQL: note the server process of the connection a batch goes out on (asyncpg knows it from
+        the connection's start; no round trip)."""
+        self._backend = cast(int, driver.get_server_pid())
 
     def _one_statement(self, batch: list[Write]) -> tuple[str, ...] | None:
         """PostgreSQL: a batch of plain audit INSERTs and turn-finishing UPDATEs (the common case) as one
@@ -319,6 +334,8 @@ class WriteBehind:
 
             return await asyncio.get_running_loop().run_in_executor(self._thread, run)
         async with self.engine.connect() as conn:
+            if self._backend is not None:
+                await _end_backend(conn, self._backend)
             return await conn.run_sync(probe, batch)
 
     def _outage(self, state: RetryCallState, rows: int) -> None:
@@ -384,6 +401,23 @@ class WriteBehind:
             elif not future.done():
                 future.set_result(None)
         self._waiters = still
+
+
+async def _end_backend(conn: AsyncConnection, pid: int) -> None:
+    """End the server process a lost batch went out on, and wait until it has exited, before asking what it
+    committed. Until then the answer can change: a COMMIT (or the one autocommit statement) that reached the
+    server may still be running there, or still be unread in its socket, when another connection asks; and a
+    transaction whose COMMIT never arrived stays open, its rows' keys locked, until the server notices the
+    client is gone (minutes, over a dead network). Once the process is gone, its transaction is either
+    committed or rolled back for good. Only a process of this same database user is ended (the server would
+    refuse others); one that does not end within 5 s is a transient error, retried with the outage's backoff."""
+    found = await conn.execute(text(
+        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+        "WHERE pid = :pid AND usename = current_user AND pid <> pg_backend_pid()"), {"pid": pid})
+    ended = found.scalar()
+    await conn.commit()
+    if ended is False:
+        raise OSError(f"the server process {pid} of a lost connection has not ended yet")
 
 
 def _first_line(exc: BaseException) -> str:

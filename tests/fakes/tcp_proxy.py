@@ -21,6 +21,8 @@ class TcpProxy:
         self._open: set[asyncio.StreamWriter] = set()
         self._cut_after: bytes | None = None  # the next client bytes holding this go through, then both ends close
         self._forward = True
+        self._hold = False
+        self._stopped: asyncio.Event | None = None  # made on the proxy's loop; set when it stops
         self.cuts = 0
 
     def start(self) -> TcpProxy:
@@ -29,6 +31,7 @@ class TcpProxy:
         return self
 
     async def _start(self) -> None:
+        self._stopped = asyncio.Event()
         self._server = await asyncio.start_server(self._client, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -38,11 +41,12 @@ class TcpProxy:
     def resume(self) -> None:
         self.down = False
 
-    def cut_after(self, marker: bytes, *, forward: bool = True) -> None:
+    def cut_after(self, marker: bytes, *, forward: bool = True, hold: bool = False) -> None:
         """Once: forward the client's next bytes that hold `marker` (a `COMMIT`, say) to the server, then close
         the connection before the server's answer comes back, as a network that fails at that moment
-        (`forward=False`: they never reach the server)."""
-        self._cut_after, self._forward = marker, forward
+        (`forward=False`: they never reach the server). `hold`: the server's end stays open (until the proxy
+        stops), as a dead network leaves it: the server does not see the client go."""
+        self._cut_after, self._forward, self._hold = marker, forward, hold
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
@@ -56,6 +60,8 @@ class TcpProxy:
         self._open.clear()
 
     async def _close(self) -> None:
+        if self._stopped is not None:
+            self._stopped.set()
         await self._cut()
         if self._server is not None:
             self._server.close()
@@ -80,18 +86,21 @@ class TcpProxy:
                 if self.down:
                     break
                 cut = client is not None and self._cut_after is not None and self._cut_after in data
-                if cut and not self._forward:
-                    self._cut_after = None
-                    self.cuts += 1
-                    break  # dropped: the finally closes both ends
-                writer.write(data)
-                await writer.drain()
+                if cut and self._forward:
+                    writer.write(data)
+                    await writer.drain()
                 if cut and client is not None:
                     self._cut_after = None
                     self.cuts += 1
                     client.close()  # the client never hears the answer to what it just sent
-                    await asyncio.sleep(0.2)  # the server reads it before it sees the connection go
-                    break
+                    if self._hold and self._stopped is not None:
+                        self._open.discard(writer)
+                        await self._stopped.wait()  # the server's end stays open: it never sees the client go
+                    elif self._forward:
+                        await asyncio.sleep(0.2)  # the server reads it before it sees the connection go
+                    break  # the finally closes the server's end
+                writer.write(data)
+                await writer.drain()
         except (OSError, RuntimeError):
             pass
         finally:

@@ -91,6 +91,27 @@ def pid_alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")  # a zombie is dead
 
 
+def _parent(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0)
+
+
+def _ours(pid: int) -> bool:
+    """A process this test process started (at any depth): the other workers' servers are 2 in their own
+    namespaces too."""
+    me = os.getpid()
+    for _ in range(16):
+        pid = _parent(pid)
+        if pid in (0, 1):
+            return False
+        if pid == me:
+            return True
+    return False
+
+
 def host_pid(inner: int) -> int:
     """The pid, as this test sees it, of our fake server that calls itself `inner` (a stdio server runs in
     its own PID namespace, where it is 2 every time); an HTTP server's pid is already ours."""
@@ -102,7 +123,8 @@ def host_pid(inner: int) -> int:
             continue
         nspid = fields.get("NSpid", "").split()
         if (len(nspid) > 1 and int(nspid[-1]) == inner and b"mcp_server.py" in cmdline
-                and not cmdline.startswith(b"/usr/bin/bwrap") and pid_alive(int(nspid[0]))):
+                and not cmdline.startswith(b"/usr/bin/bwrap") and pid_alive(int(nspid[0]))
+                and _ours(int(nspid[0]))):
             return int(nspid[0])
     return inner
 

@@ -80,6 +80,10 @@ class Pacer:
 
 
 REPLIES = Pacer()  # the model replies of this process (every model client shares it)
+# turns whose sessions were opened together (one INSERT for a burst's new threads) wake together: their steps
+# up to the first model call go through a pacer of their own (a step of theirs costs a tenth of a reply's, and
+# one queue for both would size its batches from the wrong kind)
+STARTS = Pacer()
 
 
 async def pace_reply(_response: object) -> None:

@@ -18,6 +18,7 @@ from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
 from bot.engine.loop import ReActLoop
 from bot.engine.messages import USER_STOP, TurnOutcome, TurnResult
+from bot.engine.pacing import STARTS
 from bot.engine.parked import ParkedTurn, Parking, TurnParked
 from bot.engine.plan import PlanExecutor
 from bot.engine.ports import MemoryItem, MemoryStore, Notifier, NotifyLedger, SessionLock, SessionRecord, SessionStore
@@ -189,6 +190,9 @@ class AgentService:
     async def _locked(self, req: TurnRequest, hooks: TurnHooks | None, known: SessionRecord | None, agent: str,
                       memories: asyncio.Task[list[MemoryItem]] | None) -> TurnResult:
         session = known or await self.open_session(req)
+        # a burst's new sessions are opened by one INSERT, so all its turns wake at once here: their steps up
+        # to the first model call are spread over loop iterations (pacing.py)
+        await STARTS.pace()
         profile = self.profiles(session.agent)
         files = (await for_turn(req.text, req.attachments, profile, self.loop.default_model,
                                 self.loop.executor.redact) if req.attachments else None)

@@ -7,6 +7,7 @@ import asyncio
 import time
 
 from bot.engine.pacing import Pacer
+from tests.fakes.openai_server import Step
 
 
 class Iterations:
@@ -81,3 +82,30 @@ async def test_a_waiter_cancelled_in_the_queue_does_not_hold_up_the_rest():
     async with asyncio.timeout(10):
         await asyncio.gather(*tasks, return_exceptions=True)
     assert sorted(done) == [i for i in range(20) if i != 10]
+
+
+async def test_a_burst_of_new_threads_starts_its_turns_over_several_iterations(bot, fake_llm):
+    """The burst's new sessions are opened by one INSERT, so its turns all wake in one loop iteration; their
+    work up to the first model call (here 1 ms each, in a hook) ran there together, 60 ms in which the loop
+    answered nothing else (bench/concurrency.py's longest stall). Now it is spread, each turn in its turn."""
+    from bot.engine.hooks import TurnHooks
+    from bot.engine.service import TurnRequest
+
+    fake_llm.handler = lambda _body: Step("reply", content="ok")
+    iterations = Iterations()
+    started: list[int] = []
+
+    class Costly(TurnHooks):
+        async def turn_started(self, run, text):
+            started.append(iterations.n)
+            time.sleep(0.001)
+
+    requests = [TurnRequest(platform="test", channel="C1", thread=f"t{i}", text="hi", agent="tester",
+                            trigger="mention", user="U1") for i in range(60)]
+    results = await asyncio.gather(*(bot.service.handle(r, Costly()) for r in requests))
+    iterations.stop()
+    assert all(r.answer == "ok" for r in results)
+    per_iteration: dict[int, int] = {}
+    for n in started:
+        per_iteration[n] = per_iteration.get(n, 0) + 1
+    assert max(per_iteration.values()) <= 16, per_iteration

@@ -18,9 +18,9 @@ from tests.helpers import eventually
 
 
 @pytest.fixture
-async def discord_bot(sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path,
+async def discord_bot(db_url: str, fake_llm: FakeOpenAI, discord_agents: Path,
                       fake_discord: FakeDiscord) -> AsyncIterator[tuple[App, DiscordAdapter]]:
-    app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord)
+    app, adapter = await start_bot(db_url, fake_llm, discord_agents, fake_discord)
     yield app, adapter
     await adapter.stop()
     await app.close()

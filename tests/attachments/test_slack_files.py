@@ -21,9 +21,9 @@ GENERAL = "C_GENERAL"
 
 
 @pytest.fixture
-async def slack_bot(fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str,
+async def slack_bot(fake_slack: FakeSlack, fake_llm: FakeOpenAI, db_url: str,
                     agents_dir: Path) -> AsyncIterator[SlackBot]:
-    bot = await start_bot(fake_slack, fake_llm, sqlite_url, agents_dir)
+    bot = await start_bot(fake_slack, fake_llm, db_url, agents_dir)
     yield bot
     await bot.stop()
 
@@ -136,3 +136,4 @@ async def test_the_inbox_row_keeps_the_file_refs_and_a_rebuilt_message_fetches_t
     rebuilt = slack_bot.adapter.rebuild(item)  # what recovery runs again after a restart
     got = await rebuilt.files[0].fetch(1 << 20, 10)
     assert got.data == b"kill -9 arrived here\n"
+

@@ -19,6 +19,7 @@ from bot.chat.core.notifier import AdapterNotifier
 from bot.chat.core.platform import Platform, PlatformParts
 from bot.chat.platforms import build_platform, configured, hints
 from bot.config import Settings
+from bot.engine.attachments import AttachmentLimits
 from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.executor import ToolExecutor, ToolPolicy
 from bot.engine.guards import PriceOf
@@ -109,6 +110,17 @@ def model_price(settings: Settings) -> PriceOf:
     return price
 
 
+def attachment_limits(settings: Settings) -> AttachmentLimits:
+    """The caps on files attached to a message (YOKEBOT_ATTACHMENT_*)."""
+    mb = 1 << 20
+    return AttachmentLimits(max_files=settings.attachment_max_files,
+                            max_bytes=int(settings.attachment_max_mb * mb),
+                            max_inflated_bytes=int(settings.attachment_max_inflated_mb * mb),
+                            max_image_bytes=int(settings.attachment_max_image_mb * mb),
+                            max_chars=settings.attachment_max_chars,
+                            fetch_seconds=settings.attachment_fetch_seconds)
+
+
 def find_profile(profiles: Mapping[str, AgentProfile], agents_dir: Path, name: str) -> AgentProfile:
     try:
         return profiles[name]
@@ -194,7 +206,8 @@ async def build_app(
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
                            notifier=notifier, memory=store, session_lock=session_lock,
                            planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals,
-                           notify_ledger=SqlNotifyLedger(engine))  # notify's limits hold across instances
+                           notify_ledger=SqlNotifyLedger(engine),  # notify's limits hold across instances
+                           attachment_limits=attachment_limits(settings))
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
     lease = None
     if engine.dialect.name == "postgresql":  # shared: other instances tell this one's turns from dead ones

@@ -54,6 +54,14 @@ class Settings(BaseSettings):
     # YOKEBOT_MODEL_PRICES='{"gpt-5-mini": {"input": 0.25, "output": 2.0}}' for `yokebot usage` cost estimates
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict[str, ModelPrice]())
 
+    # files attached to a message (docs/attachments.md: "Caps and limits")
+    attachment_max_files: int = Field(default=10, ge=1, le=100)  # read per message; the rest are named as not read
+    attachment_max_mb: float = Field(default=25.0, gt=0, le=1024)  # fetched per file (stopped while streaming)
+    attachment_max_inflated_mb: float = Field(default=50.0, gt=0, le=4096)  # what a gzip file may inflate to
+    attachment_max_image_mb: float = Field(default=5.0, gt=0, le=50)  # an image sent to the model
+    attachment_max_chars: int = Field(default=40_000, ge=1000, le=1_000_000)  # shown of one text file
+    attachment_fetch_seconds: float = Field(default=30.0, gt=0, le=600)  # per file
+
     # alert webhooks (docs/alerts.md): POST /hooks/alertmanager and /hooks/grafana exist only when this is set
     webhook_token: SecretStr | None = None
     alert_max_concurrent: int = Field(default=2, ge=1)  # investigations running at once in this process

@@ -273,8 +273,9 @@ async def prepare(text: str, sources: Sequence[AttachmentSource], *, vision: boo
             b.budget -= await asyncio.to_thread(_text_file, b, src, name, got, min(share, limits.max_chars))
         else:
             _image_file(b, src, name, got)
+    per_message = f"only {limits.max_files} files are" if limits.max_files != 1 else "only 1 file is"
     for src in dropped:
-        b.not_read(src, safe_name(src.name), f"only {limits.max_files} files are read per message")
+        b.not_read(src, safe_name(src.name), f"{per_message} read per message")
     body = "\n\n".join([text, *b.blocks]) if b.blocks else text
     return Prepared(Message(role="user", content=body, images=tuple(b.images)), TurnFiles(b.texts),
                     tuple(b.records), tuple(b.problems))

@@ -12,7 +12,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine import replies
-from bot.engine.attachments import AttachmentSource, Prepared, for_turn
+from bot.engine.attachments import AttachmentLimits, AttachmentSource, Prepared, for_turn
 from bot.engine.context import ApprovalGate, RunContext, Scope, Trigger
 from bot.engine.errors import SessionNotFound
 from bot.engine.hooks import CompositeHooks, TurnHooks
@@ -136,8 +136,10 @@ class AgentService:
         planner: PlanExecutor | None = None,
         approvals: ApprovalGate | None = None,
         notify_ledger: NotifyLedger | None = None,
+        attachment_limits: AttachmentLimits | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
+        self.attachment_limits = attachment_limits or AttachmentLimits()
         self.notify_ledger = notify_ledger
         self.approvals = approvals
         self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
@@ -195,7 +197,7 @@ class AgentService:
         await STARTS.pace()
         profile = self.profiles(session.agent)
         files = (await for_turn(req.text, req.attachments, profile, self.loop.default_model,
-                                self.loop.executor.redact) if req.attachments else None)
+                                self.loop.executor.redact, self.attachment_limits) if req.attachments else None)
         profile = files.profile if files is not None else profile
         scope = Scope(session.platform, session.channel, session.thread, req.user)
         run = RunContext(session.id, req.turn_id or uuid.uuid4().hex, profile, scope, req.trigger,

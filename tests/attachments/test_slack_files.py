@@ -137,3 +137,33 @@ async def test_the_inbox_row_keeps_the_file_refs_and_a_rebuilt_message_fetches_t
     got = await rebuilt.files[0].fetch(1 << 20, 10)
     assert got.data == b"kill -9 arrived here\n"
 
+
+
+async def test_the_caps_are_the_operators_to_set(fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str,
+                                                 agents_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    """YOKEBOT_ATTACHMENT_MAX_FILES and _MAX_MB (docs/attachments.md): one file read per message, at most its
+    first 10 KB fetched; the user is told of the file that was not read, the model of the cut."""
+    from bot.app import attachment_limits
+    from bot.config import Settings
+
+    monkeypatch.setenv("YOKEBOT_ATTACHMENT_MAX_FILES", "1")
+    monkeypatch.setenv("YOKEBOT_ATTACHMENT_MAX_MB", "0.01")
+    from_env = Settings()
+    assert (from_env.attachment_max_files, attachment_limits(from_env).max_bytes) == (1, 10_485)
+    bot = await start_bot(fake_slack, fake_llm, sqlite_url, agents_dir, attachment_max_files=1,
+                          attachment_max_mb=0.01)
+    try:
+        big = "".join(f"{i:05d} GET /api 200\n" for i in range(5000)).encode()  # 95 KB
+        first = fake_slack.serve_file("T1/first.log", big)
+        second = fake_slack.serve_file("T1/second.log", b"never fetched\n")
+        fake_llm.reply("Read the first one.")
+        await bot.deliver(with_files(mention("two logs", ts="1700.000950", channel=GENERAL),
+                                     slack_file("first.log", first, size=len(big)),
+                                     slack_file("second.log", second)))
+        await answered(fake_slack, "1700.000950")
+    finally:
+        await bot.stop()
+    sent = user_content(fake_llm.requests[0])
+    assert "00000 GET" in sent and "04999 GET" not in sent  # only its first 10 KB were fetched
+    assert 'attached file "second.log"' in sent and "only 1 file is read per message" in sent
+    assert [name for name, _auth in fake_slack.file_gets] == ["T1/first.log"]

@@ -127,18 +127,22 @@ class PlanExecutor:
         response = await calls.complete(messages, (), budget=tally.budget, stream=False)
         return parse_plan(response.message.content, max_steps)
 
-    async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str,
+    async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str | Message,
                   hooks: TurnHooks) -> TurnOutcome:
         """`history`: the thread (its summary and the turns after it) as the service loads it, or plain
         messages. The planning calls and every step share the turn's call path, so the thread is fitted and
-        compacted once for all of them."""
+        compacted once for all of them. `text` as a Message: the user's message with its attached files; the
+        images in it go with the planning calls and with every step (each step's prompt repeats the
+        question)."""
         spec, plan = run.profile.plan, Plan()
         thread = history if isinstance(history, Thread) else Thread.from_messages(history)
-        await hooks.message_appended(run, Message.user(text))
+        question = text if isinstance(text, Message) else Message.user(text)
+        text = question.content
+        await hooks.message_appended(run, question)
         calls = await self.loop.calls(run, thread, hooks)
         tally = _Tally(self.loop.budget(run))
         try:
-            ask = [Message.user(text), Message.user(PLAN_PROMPT.format(n=spec.max_steps))]
+            ask = [question, Message.user(PLAN_PROMPT.format(n=spec.max_steps))]
             steps = await self._ask_plan(calls, ask, tally, spec.max_steps)
         except ModelError as err:
             tally.error, tally.stopped_by = str(err), "error"
@@ -147,13 +151,13 @@ class PlanExecutor:
             return tally.outcome(answer)
         plan.steps = [PlanStep(i, s) for i, s in enumerate(steps or [text], 1)]
         await hooks.message_appended(run, Message.assistant("Plan:\n" + plan.listing()))
-        stopped = await self._execute(run, calls, text, plan, tally, hooks)
+        stopped = await self._execute(run, calls, question, plan, tally, hooks)
         answer = compose_answer(plan, stopped)
         await hooks.message_appended(run, Message.assistant(answer))
         await hooks.plan_made(run, plan.to_dict())
         return tally.outcome(answer)
 
-    async def _execute(self, run: RunContext, calls: ModelCalls, text: str, plan: Plan, tally: _Tally,
+    async def _execute(self, run: RunContext, calls: ModelCalls, question: Message, plan: Plan, tally: _Tally,
                        hooks: TurnHooks) -> str | None:
         """Run the steps in order; returns why it stopped early, if it did."""
         profile, i = run.profile, 0
@@ -166,7 +170,8 @@ class PlanExecutor:
                 return f"I stopped at the limit of {profile.max_iterations} model calls for this agent."
             step_run = replace(run, profile=replace(profile, max_iterations=budget))
             await hooks.plan_step_started(run, step.number, step.text)
-            res = await self.loop.run_with(step_run, calls, step_prompt(text, plan, step), hooks)
+            prompt = Message(role="user", content=step_prompt(question.content, plan, step), images=question.images)
+            res = await self.loop.run_with(step_run, calls, prompt, hooks)
             tally.iterations += res.iterations
             tally.step_usage += res.usage
             tally.tool_calls.extend(res.tool_calls)
@@ -178,11 +183,11 @@ class PlanExecutor:
                 self._skip_rest(plan, i + 1)
                 return f"Step {step.number} failed: {res.error}"
             if step.status == "failed" and len(plan.replans) < profile.plan.max_replans:
-                await self._replan(run, calls, text, plan, step, tally, hooks)
+                await self._replan(run, calls, question, plan, step, tally, hooks)
             i += 1
         return None
 
-    async def _replan(self, run: RunContext, calls: ModelCalls, text: str, plan: Plan, step: PlanStep,
+    async def _replan(self, run: RunContext, calls: ModelCalls, question: Message, plan: Plan, step: PlanStep,
                       tally: _Tally, hooks: TurnHooks) -> None:
         why = f"it used its {step.iterations} model calls without an answer"
         if run.profile.max_iterations - tally.iterations <= 0:
@@ -191,7 +196,7 @@ class PlanExecutor:
         ask = REPLAN_PROMPT.format(number=step.number, step=step.text, why=why, found=findings(plan),
                                    n=spec.max_steps)
         try:
-            new = await self._ask_plan(calls, [Message.user(text), Message.user(ask)], tally, spec.max_steps)
+            new = await self._ask_plan(calls, [question, Message.user(ask)], tally, spec.max_steps)
         except ModelError:
             return
         kept = [s for s in plan.steps if s.status != "pending"]

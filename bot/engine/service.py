@@ -229,8 +229,7 @@ class AgentService:
                 if state is not None:
                     return await self.loop.resume(run, history, state, turn_hooks)
                 if run.profile.mode == "plan" and self.planner is not None:  # plan-and-execute, on the same thread
-                    return await self.planner.run(run, history, files.message.content if files else req.text,
-                                                  turn_hooks)
+                    return await self.planner.run(run, history, files.message if files else req.text, turn_hooks)
                 return await self.loop.run(run, history, files.message if files else req.text, turn_hooks)
             except TurnParked as parked:
                 if req.parking is None:

@@ -115,3 +115,27 @@ async def _image_turn(bot: App, fake_llm: FakeOpenAI) -> None:
     assert "base64" not in str(recorded) and "sha256," in str(recorded)
     row = (await rows(bot, "SELECT name, mimetype, given FROM attachments"))[0]
     assert tuple(row) == ("shot.png", "image/png", "image")
+
+
+async def test_a_plan_mode_agent_sees_the_image_when_it_plans_and_in_each_step(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path):
+    """Before, `mode: plan` got the message's text only: an attached screenshot reached neither the planning
+    call nor the steps."""
+    write_agent(agents_dir, "seer", "vision: true\nmode: plan\nmax_iterations: 6\nplan: {max_steps: 2}")
+    bot = await build_app(make_settings(sqlite_url, fake_llm, agents_dir), registry=registry())
+    try:
+        fake_llm.reply("1. Read the banner\n2. Say what it means")
+        fake_llm.reply("It says 502.")
+        fake_llm.reply("The upstream is down.")
+        req = TurnRequest(platform="cli", channel="ask", thread=uuid.uuid4().hex, text="what is this?",
+                          agent="seer", attachments=(Bytes("shot.png", PNG),))
+        result = await bot.service.handle(req)
+    finally:
+        await bot.close()
+    assert "1. Read the banner: It says 502." in result.answer
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()}}
+    planning, step1, step2 = fake_llm.requests
+    assert image in next(m for m in planning["messages"] if m["role"] == "user")["content"]
+    for step in (step1, step2):
+        last = step["messages"][-1]["content"]
+        assert image in last and "Now do step" in last[0]["text"]

@@ -18,6 +18,7 @@ finished: the state goes to the store, and `resume` goes on from it when the cal
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from bot.engine.errors import ApprovalPending, ModelError
 from bot.engine.executor import ToolExecutor
 from bot.engine.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf, TurnBudget
 from bot.engine.hooks import ModelAttempt, TurnHooks
-from bot.engine.messages import Message, Stop, StopReason, ToolCall, ToolResult, TurnOutcome
+from bot.engine.messages import ImagePart, Message, Stop, StopReason, ToolCall, ToolResult, TurnOutcome
 from bot.engine.parked import ParkedTurn, TurnParked
 from bot.engine.prompt import PromptBuilder
 from bot.engine.retrying import RetryingModel
@@ -97,12 +98,15 @@ class ReActLoop:
         return await self.run_with(run, await self.calls(run, self._thread(run, history), hooks), text, hooks)
 
     async def resume(self, run: RunContext, history: Sequence[Message] | Thread, parked: ParkedTurn,
-                     hooks: TurnHooks) -> TurnOutcome:
+                     hooks: TurnHooks, images: tuple[ImagePart, ...] = ()) -> TurnOutcome:
         """Go on with a turn that parked on an approval: its pending calls first (the gate has the decision
-        now), then the loop as usual. `history`: the thread before this turn."""
+        now), then the loop as usual. `history`: the thread before this turn. `images`: the user's attached
+        images, read again (the stored state keeps text only), put back on the turn's first message."""
         calls = await self.calls(run, self._thread(run, history), hooks)
         t = self._new_turn(run, calls, hooks)
         t.messages, t.iterations = list(parked.messages), parked.iterations
+        if images and t.messages and t.messages[0].role == "user":
+            t.messages[0] = dataclasses.replace(t.messages[0], images=images)
         t.budget.usage, t.budget.tool_calls = parked.usage, parked.tool_calls
         stop = await self._tools(t, parked.pending_calls(), parked.done)
         return await self._finish(t, stop) if stop is not None else await self._steps(t)

@@ -227,7 +227,8 @@ class AgentService:
         while True:
             try:
                 if state is not None:
-                    return await self.loop.resume(run, history, state, turn_hooks)
+                    return await self.loop.resume(run, history, state, turn_hooks,
+                                                  files.message.images if files else ())
                 if run.profile.mode == "plan" and self.planner is not None:  # plan-and-execute, on the same thread
                     return await self.planner.run(run, history, files.message if files else req.text, turn_hooks)
                 return await self.loop.run(run, history, files.message if files else req.text, turn_hooks)

@@ -273,3 +273,38 @@ async def test_a_parked_turn_is_exported_while_it_waits_and_its_resumption_joins
             await eventually(lambda: in_progress(bot.app) == 0, what="the gauge back to 0")
     finally:
         otlp.stop()
+
+
+async def test_a_resumed_turn_sees_the_image_its_question_came_with(
+    fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str, agents_dir: Path
+):
+    """The parked state keeps text only; before, the turn resumed after the click had lost the screenshot
+    its question came with. Now the message's files are read again and its images put back."""
+    from tests.attachments.test_prepare import PNG
+    from tests.attachments.test_slack_files import slack_file, with_files
+    from tests.approvals.harness import GATED_AGENT
+
+    RESTARTS.clear()
+    fake_llm.handler = ParkingModel()
+    write_agent(agents_dir, "tester", "vision: true\n" + GATED_AGENT.format(timeout="5m"))
+    bot = await start_bot(fake_slack, fake_llm, sqlite_url, agents_dir)
+    fast(bot.app)
+    try:
+        asked = fake_slack.next_ts()
+        url = fake_slack.serve_file("T1/shot.png", PNG, "image/png")
+        await bot.deliver(with_files(mention("restart svc-1, it shows this", asked),
+                                     slack_file("shot.png", url, "image/png", size=len(PNG))))
+        _, ts, approval_id = await slack_request(fake_slack)
+        await eventually(lambda: bot.adapter.pipeline.busy == 0, what="the turn parked")
+        await click(bot, BOSS, ACTION_APPROVE, approval_id, ts, thread=asked)
+        await eventually(lambda: "svc-1: svc-1 restarted (run 1)" in thread_texts(fake_slack, asked),
+                         what="the resumed turn's answer")
+    finally:
+        await bot.stop()
+
+    def images(request: dict[str, Any]) -> int:
+        content = next(m for m in request["messages"] if m["role"] == "user")["content"]
+        return 0 if isinstance(content, str) else sum(part["type"] == "image_url" for part in content)
+
+    first, resumed = fake_llm.requests
+    assert (images(first), images(resumed)) == (1, 1)

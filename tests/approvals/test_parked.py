@@ -280,9 +280,9 @@ async def test_a_resumed_turn_sees_the_image_its_question_came_with(
 ):
     """The parked state keeps text only; before, the turn resumed after the click had lost the screenshot
     its question came with. Now the message's files are read again and its images put back."""
+    from tests.approvals.harness import GATED_AGENT
     from tests.attachments.test_prepare import PNG
     from tests.attachments.test_slack_files import slack_file, with_files
-    from tests.approvals.harness import GATED_AGENT
 
     RESTARTS.clear()
     fake_llm.handler = ParkingModel()

@@ -62,6 +62,35 @@ class ApprovalStore:
                                       .order_by(A.c.id.desc()).limit(1))).first()
         return _approval(row) if row is not None else None
 
+    async def adopt(self, session_id: str, turn_id: str, call_id: str, tool: str, arguments: str,
+                    now: datetime | None = None) -> Approval | None:
+        """A pending request for the same call (tool and arguments) that an earlier turn of this session posted
+        and never parked on: that turn was cut (a kill -9) between posting it and storing its state, and this
+        turn is its message run again. Its row now belongs to this turn and call (a conditional UPDATE: once),
+        so the request already in the thread is the one that counts and none is posted twice. A leftover whose
+        message was never recorded (cut while posting) cannot be told apart from another message: it expires
+        (`not_run`), and None is returned. The caller holds the thread (its locks): no other turn of it runs or
+        waits parked, so a pending parks-mode request of another turn here is a leftover."""
+        now = now or utcnow()
+        parked = select(INBOX.c.turn_id).where(INBOX.c.state == "parked", INBOX.c.turn_id.is_not(None))
+        left = (A.c.session_id == session_id, A.c.status == "pending", A.c.tool == tool,
+                A.c.arguments == arguments, A.c.turn_id != turn_id, A.c.heartbeat_at.is_(None),
+                A.c.turn_id.not_in(parked))
+        async with self.engine.begin() as conn:
+            await conn.execute(update(A).where(*left, A.c.message_ref.is_(None))
+                               .values(status="expired", decided_at=now, outcome="not_run"))
+            found = (await conn.execute(select(A.c.id, A.c.turn_id).where(*left).order_by(A.c.id.desc())
+                                        .limit(1))).first()
+            if found is None:
+                return None
+            moved = await conn.execute(update(A).where(A.c.id == found.id, A.c.turn_id == found.turn_id,
+                                                       A.c.status == "pending")
+                                       .values(turn_id=turn_id, call_id=call_id))
+            if moved.rowcount != 1:
+                return None
+            row = (await conn.execute(select(A).where(A.c.id == found.id))).first()
+        return _approval(row) if row is not None else None
+
     async def decide(self, approval_id: int, status: Literal["approved", "denied"], by: str,
                      now: datetime | None = None) -> Move:
         """Truthy when this decision is the one that counts (the row was pending and had not expired)."""

@@ -111,3 +111,44 @@ async def test_a_click_after_a_crash_finds_no_live_heartbeat_and_records_not_run
     # the same click on the other platform's buttons is not accepted
     other = await bot.approvals.click("discord", approval_id, "U_BOSS", frozenset(), False, "C1/2")
     assert other.private == "This approval request is unknown here."
+
+
+async def test_a_request_left_by_a_cut_turn_is_adopted_once_and_one_never_recorded_expires(bot: App):
+    """`adopt` (a kill -9 between posting a request and parking on it): the same call asked again in the same
+    thread takes over the request whose message is known; one cut while it was being posted (no
+    message recorded) cannot be matched to a message, so it expires as not run. Another call, another
+    thread, or a request somebody waits for in-process is never taken."""
+    from datetime import timedelta
+
+    from bot.store.approvals import ApprovalStore, NewApproval
+    from bot.store.models import utcnow
+
+    store = ApprovalStore(bot.engine)
+    session = await bot.store.session_for("slack", "C1", "1.0", "tester")
+    other = await bot.store.session_for("slack", "C1", "9.0", "tester")
+    args = '{"service": "nginx"}'
+
+    async def left(session_id: str, turn: str, arguments: str = args, *, posted: bool = True,
+                   waited: bool = False) -> int:
+        new = NewApproval(session_id, turn, "tester", "call1", "restart_service", arguments, "U_ALICE", ["U_BOSS"],
+                          False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5))
+        approval_id = await store.create(new)
+        if not waited:
+            await store.heartbeat(approval_id, None)  # a parking turn's request: nobody waits in-process
+        if posted:
+            await store.set_message(approval_id, f"C1:{approval_id}.0")
+        return approval_id
+
+    unposted = await left(session.id, "cut-0", posted=False)
+    posted = await left(session.id, "cut-1")
+    elsewhere = await left(other.id, "cut-2")
+    another_call = await left(session.id, "cut-3", '{"service": "redis"}')
+    waited_for = await left(session.id, "live-4", waited=True)
+
+    adopted = await store.adopt(session.id, "rerun", "call9", "restart_service", args)
+    assert adopted is not None and (adopted.id, adopted.turn_id, adopted.call_id) == (posted, "rerun", "call9")
+    gone = await store.get(unposted)
+    assert gone is not None and (gone.status, gone.outcome) == ("expired", "not_run")
+    for untouched in (elsewhere, another_call, waited_for):
+        row = await store.get(untouched)
+        assert row is not None and row.status == "pending" and row.turn_id.startswith(("cut", "live"))

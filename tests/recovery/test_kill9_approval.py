@@ -103,3 +103,63 @@ def test_kill9_while_an_approval_waits_then_approve_after_the_restart_runs_the_c
     assert rows_of(db_url, "SELECT status, stopped_by FROM turns") == [("ok", "answer")]  # one turn, resumed
     assert rows_of(db_url, "SELECT tool, status, reason FROM tool_invocations") == [
         ("notify", "ok", "approved by U_BOSS")]
+
+
+async def _execute(url: str, sql: str) -> None:
+    from sqlalchemy import text
+
+    from bot.store.db import create_engine
+
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text(sql))
+    finally:
+        await engine.dispose()
+
+
+def test_kill9_after_the_request_was_posted_and_before_the_turn_parked_posts_no_second_request(
+        tmp_path: Path, db_url: str, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    """The milliseconds between posting the request and storing the parked state: the turn's inbox row is
+    still `running`, with no state to resume from, so the restart runs its message again and the model asks
+    for the same call. Before, that posted a second request (the first one dead: its turn gone). Now the
+    request already in the thread is this turn's: no second one, and a click on it runs the call once. The
+    database is left as that kill leaves it: the first process parked, was killed, and its row is put back
+    to `running` with an expired lease and no parked state."""
+    fake_llm.handler = AlertModel()
+    env = run_env(tmp_path, db_url, fake_slack, fake_llm)
+    write_agent(tmp_path / "agents", "ops", GATED_OPS)
+    first = Bot(env, tmp_path, "first")
+    try:
+        wait_until(lambda: fake_slack.connections >= 1, 20, "the Socket Mode connection", first)
+        ts = fake_slack.next_ts()
+        envelope = fake_slack.push(mention(ALERT, ts))
+        wait_until(lambda: envelope in fake_slack.acks, 10, "the ack", first)
+        wait_until(lambda: rows_of(db_url, "SELECT state FROM inbox") == [("parked",)], 15, "the turn parked",
+                   first)
+    finally:
+        first.kill9()
+    [(cut_turn,)] = rows_of(db_url, "SELECT turn_id FROM inbox")
+    asyncio.run(_execute(db_url, "UPDATE inbox SET state = 'running', parked = NULL, parked_at = NULL, "
+                                 "lease_owner = 'the-killed-one', lease_until = CURRENT_TIMESTAMP"))
+    [request] = requests(fake_slack)
+
+    fake_slack.connections = 0
+    second = Bot(env, tmp_path, "second")
+    try:
+        wait_until(lambda: rows_of(db_url, "SELECT state FROM inbox") == [("parked",)], 30,
+                   "the message run again, parked on the same request", second)
+        [(approval_id, turn_id, status)] = rows_of(db_url, "SELECT id, turn_id, status FROM approvals")
+        assert turn_id != cut_turn and status == "pending"
+        assert len(requests(fake_slack)) == 1  # no second request
+        wait_until(lambda: fake_slack.connections >= 1, 20, "the Socket Mode connection", second)
+        fake_slack.push_interactive(block_actions(BOSS, ACTION_APPROVE, str(approval_id), OPS,
+                                                  request.result["ts"], ts))
+        wait_until(lambda: answers(fake_slack, ts), 20, "the answer in the thread", second)
+    finally:
+        assert second.stop() == 0, second.output()[-3000:]
+    [answer] = answers(fake_slack, ts)
+    assert answer.startswith("Alert:")
+    assert len(fake_slack.posts(channel="C_OPS_ALERTS")) == 1  # the approved call ran once
+    assert len(requests(fake_slack)) == 1
+    assert rows_of(db_url, "SELECT status, decided_by, outcome FROM approvals") == [("approved", BOSS, "ran")]

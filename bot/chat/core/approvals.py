@@ -147,6 +147,10 @@ class ApprovalDesk:
         platform, channel, thread = where
         if run.parks and (asked := await self.store.for_call(run.turn_id, request.call_id)) is not None:
             return await self._asked_before(asked)
+        if run.parks and (left := await self.store.adopt(run.session_id, run.turn_id, request.call_id,
+                                                           request.tool, request.arguments)) is not None:
+            log.info("approval %s: asked before a restart cut its turn; turn %s waits for it", left.id, run.turn_id)
+            return await self._asked_before(left)  # the request in the thread: never a second one
         now = utcnow()
         new = NewApproval(run.session_id, run.turn_id, run.agent, request.call_id, request.tool, request.arguments,
                           run.scope.user, request.spec.approvers, request.spec.self_approve, platform, channel,

@@ -178,10 +178,9 @@ class ApprovalRecords(Protocol):
     async def for_call(self, turn_id: str, call_id: str) -> Approval | None:
         """The request a turn made for one of its calls (a resumed turn asks once per call)."""
         ...
-    async def adopt(self, session_id: str, turn_id: str, call_id: str, tool: str, arguments: str,
-                    now: datetime | None = None) -> Approval | None:
-        """The request an earlier turn of this session posted for the same call and was cut before parking
-        on (a kill -9 in between), now this turn's; None: there is none."""
+    async def adopt(self, new: NewApproval, now: datetime | None = None) -> Approval | None:
+        """The request an earlier turn of this session posted for the same call (`new`'s) and was cut before
+        parking on (a kill -9 in between), now `new`'s turn's; None: there is none."""
         ...
     async def decide(self, approval_id: int, status: Literal["approved", "denied"], by: str,
                      now: datetime | None = None) -> Move:

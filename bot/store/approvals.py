@@ -29,6 +29,11 @@ def _utc(value: datetime | None) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def _same_call(old: Approval, new: NewApproval) -> bool:
+    return (old.requested_by, old.approvers, old.self_approve, old.platform, old.channel, old.thread) == (
+        new.requested_by, tuple(new.approvers), new.self_approve, new.platform, new.channel, new.thread)
+
+
 def _approval(r: Any) -> Approval:
     created, expires = _utc(r.created_at), _utc(r.expires_at)
     assert created is not None and expires is not None
@@ -62,34 +67,35 @@ class ApprovalStore:
                                       .order_by(A.c.id.desc()).limit(1))).first()
         return _approval(row) if row is not None else None
 
-    async def adopt(self, session_id: str, turn_id: str, call_id: str, tool: str, arguments: str,
-                    now: datetime | None = None) -> Approval | None:
-        """A pending request for the same call (tool and arguments) that an earlier turn of this session posted
-        and never parked on: that turn was cut (a kill -9) between posting it and storing its state, and this
-        turn is its message run again. Its row now belongs to this turn and call (a conditional UPDATE: once),
-        so the request already in the thread is the one that counts and none is posted twice. A leftover whose
-        message was never recorded (cut while posting) cannot be told apart from another message: it expires
-        (`not_run`), and None is returned. The caller holds the thread (its locks): no other turn of it runs or
-        waits parked, so a pending parks-mode request of another turn here is a leftover."""
+    async def adopt(self, new: NewApproval, now: datetime | None = None) -> Approval | None:
+        """A pending request for the same call that an earlier turn of this session posted and never parked on:
+        that turn was cut (a kill -9) between posting it and storing its state, and `new`'s turn is its message
+        run again. "The same call": tool, arguments, requester, approvers, self-approval and place all equal,
+        so whoever may decide it is who may decide `new`. Its row now belongs to `new`'s turn and call (a
+        conditional UPDATE: one winner), so the request already in the thread is the one that counts and none
+        is posted twice. A leftover whose message was never recorded (cut while posting) cannot be told apart
+        from another message: it expires (`not_run`). The caller holds the thread (its locks): no other turn of
+        it runs or waits parked, so a pending parks-mode request of another turn here is a leftover."""
         now = now or utcnow()
         parked = select(INBOX.c.turn_id).where(INBOX.c.state == "parked", INBOX.c.turn_id.is_not(None))
-        left = (A.c.session_id == session_id, A.c.status == "pending", A.c.tool == tool,
-                A.c.arguments == arguments, A.c.turn_id != turn_id, A.c.heartbeat_at.is_(None),
-                A.c.turn_id.not_in(parked))
         async with self.engine.begin() as conn:
-            await conn.execute(update(A).where(*left, A.c.message_ref.is_(None))
-                               .values(status="expired", decided_at=now, outcome="not_run"))
-            found = (await conn.execute(select(A.c.id, A.c.turn_id).where(*left).order_by(A.c.id.desc())
-                                        .limit(1))).first()
-            if found is None:
-                return None
-            moved = await conn.execute(update(A).where(A.c.id == found.id, A.c.turn_id == found.turn_id,
-                                                       A.c.status == "pending")
-                                       .values(turn_id=turn_id, call_id=call_id))
-            if moved.rowcount != 1:
-                return None
-            row = (await conn.execute(select(A).where(A.c.id == found.id))).first()
-        return _approval(row) if row is not None else None
+            rows = (await conn.execute(select(A).where(
+                A.c.session_id == new.session_id, A.c.status == "pending", A.c.tool == new.tool,
+                A.c.arguments == new.arguments, A.c.turn_id != new.turn_id, A.c.heartbeat_at.is_(None),
+                A.c.turn_id.not_in(parked)).order_by(A.c.id.desc()))).all()
+            same = [r for r in rows if _same_call(_approval(r), new)]
+            unposted = [r.id for r in same if r.message_ref is None]
+            if unposted:
+                await conn.execute(update(A).where(A.c.id.in_(unposted), A.c.status == "pending")
+                                   .values(status="expired", decided_at=now, outcome="not_run"))
+            for row in (r for r in same if r.message_ref is not None):
+                moved = await conn.execute(update(A).where(A.c.id == row.id, A.c.turn_id == row.turn_id,
+                                                           A.c.status == "pending")
+                                           .values(turn_id=new.turn_id, call_id=new.call_id))
+                if moved.rowcount == 1:
+                    taken = (await conn.execute(select(A).where(A.c.id == row.id))).first()
+                    return _approval(taken) if taken is not None else None
+        return None
 
     async def decide(self, approval_id: int, status: Literal["approved", "denied"], by: str,
                      now: datetime | None = None) -> Move:

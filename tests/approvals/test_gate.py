@@ -117,7 +117,7 @@ async def test_a_request_left_by_a_cut_turn_is_adopted_once_and_one_never_record
     """`adopt` (a kill -9 between posting a request and parking on it): the same call asked again in the same
     thread takes over the request whose message is known; one cut while it was being posted (no
     message recorded) cannot be matched to a message, so it expires as not run. Another call, another
-    thread, or a request somebody waits for in-process is never taken."""
+    thread, another requester, or a request somebody waits for in-process is never taken."""
     from datetime import timedelta
 
     from bot.store.approvals import ApprovalStore, NewApproval
@@ -128,11 +128,14 @@ async def test_a_request_left_by_a_cut_turn_is_adopted_once_and_one_never_record
     other = await bot.store.session_for("slack", "C1", "9.0", "tester")
     args = '{"service": "nginx"}'
 
-    async def left(session_id: str, turn: str, arguments: str = args, *, posted: bool = True,
+    def asked(session_id: str, turn: str, arguments: str = args, by: str = "U_ALICE",
+              call_id: str = "call1") -> NewApproval:
+        return NewApproval(session_id, turn, "tester", call_id, "restart_service", arguments, by, ["U_BOSS"],
+                           False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5))
+
+    async def left(session_id: str, turn: str, arguments: str = args, *, by: str = "U_ALICE", posted: bool = True,
                    waited: bool = False) -> int:
-        new = NewApproval(session_id, turn, "tester", "call1", "restart_service", arguments, "U_ALICE", ["U_BOSS"],
-                          False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5))
-        approval_id = await store.create(new)
+        approval_id = await store.create(asked(session_id, turn, arguments, by))
         if not waited:
             await store.heartbeat(approval_id, None)  # a parking turn's request: nobody waits in-process
         if posted:
@@ -144,11 +147,12 @@ async def test_a_request_left_by_a_cut_turn_is_adopted_once_and_one_never_record
     elsewhere = await left(other.id, "cut-2")
     another_call = await left(session.id, "cut-3", '{"service": "redis"}')
     waited_for = await left(session.id, "live-4", waited=True)
+    someone_else = await left(session.id, "cut-5", by="U_MALLORY")  # approvers may be `requester`: theirs
 
-    adopted = await store.adopt(session.id, "rerun", "call9", "restart_service", args)
+    adopted = await store.adopt(asked(session.id, "rerun", call_id="call9"))
     assert adopted is not None and (adopted.id, adopted.turn_id, adopted.call_id) == (posted, "rerun", "call9")
     gone = await store.get(unposted)
     assert gone is not None and (gone.status, gone.outcome) == ("expired", "not_run")
-    for untouched in (elsewhere, another_call, waited_for):
+    for untouched in (elsewhere, another_call, waited_for, someone_else):
         row = await store.get(untouched)
         assert row is not None and row.status == "pending" and row.turn_id.startswith(("cut", "live"))

@@ -147,14 +147,13 @@ class ApprovalDesk:
         platform, channel, thread = where
         if run.parks and (asked := await self.store.for_call(run.turn_id, request.call_id)) is not None:
             return await self._asked_before(asked)
-        if run.parks and (left := await self.store.adopt(run.session_id, run.turn_id, request.call_id,
-                                                           request.tool, request.arguments)) is not None:
-            log.info("approval %s: asked before a restart cut its turn; turn %s waits for it", left.id, run.turn_id)
-            return await self._asked_before(left)  # the request in the thread: never a second one
         now = utcnow()
         new = NewApproval(run.session_id, run.turn_id, run.agent, request.call_id, request.tool, request.arguments,
                           run.scope.user, request.spec.approvers, request.spec.self_approve, platform, channel,
                           thread, now + timedelta(seconds=request.spec.timeout_seconds))
+        if run.parks and (left := await self.store.adopt(new, now)) is not None:
+            log.info("approval %s: asked before a restart cut its turn; turn %s waits for it", left.id, run.turn_id)
+            return await self._asked_before(left)  # the request in the thread: never a second one
         approval_id = await self.store.create(new, now)
         if run.parks:  # nobody waits in-process: a click finds the turn by its inbox row, not a heartbeat
             await self.store.heartbeat(approval_id, None)

@@ -13,7 +13,7 @@ from sqlalchemy import Table, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.engine.approval import Approval, ApprovalStatus, Move, NewApproval
-from bot.engine.inbox import OPEN_STATES
+from bot.engine.inbox import HELD_STATES, OPEN_STATES
 from bot.store.models import ApprovalRow, InboxRow, utcnow
 
 __all__ = ["Approval", "ApprovalStatus", "ApprovalStore", "NewApproval"]
@@ -77,7 +77,9 @@ class ApprovalStore:
         from another message: it expires (`not_run`). The caller holds the thread (its locks): no other turn of
         it runs or waits parked, so a pending parks-mode request of another turn here is a leftover."""
         now = now or utcnow()
-        parked = select(INBOX.c.turn_id).where(INBOX.c.state == "parked", INBOX.c.turn_id.is_not(None))
+        # parked, or being resumed after a decision: that turn has its state, and asks by (turn, call) itself
+        parked = select(INBOX.c.turn_id).where(INBOX.c.parked_at.is_not(None), INBOX.c.state.in_(HELD_STATES),
+                                               INBOX.c.turn_id.is_not(None))
         async with self.engine.begin() as conn:
             rows = (await conn.execute(select(A).where(
                 A.c.session_id == new.session_id, A.c.status == "pending", A.c.tool == new.tool,

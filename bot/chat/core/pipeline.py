@@ -21,14 +21,15 @@ from enum import Enum
 from bot.chat.core.access import Access, FixedAgent, Routing
 from bot.chat.core.base import Directory, EventCounter, Inbound
 from bot.chat.core.exactly_once import ExactlyOnce
+from bot.engine import replies
 from bot.engine.messages import TurnResult
 from bot.engine.service import AgentService
 
 log = logging.getLogger(__name__)
 
-SORRY = "Sorry, something went wrong on my side and I could not answer this; the details are in my logs."
-STOPPED = "Sorry, I was restarted before I could finish this; please ask again."
-REFUSED = "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
+SORRY = replies.SOMETHING_WENT_WRONG  # the apologies are worded once (bot/engine/replies.py)
+STOPPED = replies.RESTARTED
+REFUSED = replies.NOT_ALLOWED
 EMPTY = "Hi! Mention me with a question, for example: @yokebot check the nginx error log."
 ACK_FIRST_SECONDS = 1.0  # the longest a turn waits for the acks of a burst (Slack retries after 3 s)
 LAST_WORD_SECONDS = 5.0

@@ -93,14 +93,15 @@ def free_port() -> int:
 
 
 async def db_rows(url: str, sql: str) -> list[Any]:
-    """Rows of one query, on an engine of its own (a test reading what another process wrote)."""
+    """Rows of one statement, on an engine of its own (a test reading what another process wrote; an UPDATE
+    with RETURNING is committed)."""
     from sqlalchemy import text
 
     from bot.store.db import create_engine
 
     engine = create_engine(url)
     try:
-        async with engine.connect() as conn:
+        async with engine.begin() as conn:
             return list((await conn.execute(text(sql))).all())
     finally:
         await engine.dispose()

@@ -192,15 +192,15 @@ class WriteBehind:
             assert self._autocommit is not None
             await run_raw(self._autocommit, *one, seen=self._seen)
             return
+        postgres = self._autocommit is not None  # else SQLite in memory: its one connection is the database
         async with self.engine.connect() as conn:
-            if self._autocommit is None:  # SQLite in memory: its one connection is the database
-                await conn.run_sync(self._transaction, batch)
-                return
-            self._seen((await conn.get_raw_connection()).driver_connection)
+            if postgres:
+                self._seen((await conn.get_raw_connection()).driver_connection)
             try:
                 await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet
             except Exception:
-                await conn.invalidate()  # its server process is ended before a retry asks what it committed
+                if postgres:  # its server process is ended before a retry asks what it committed
+                    await conn.invalidate()
                 raise
 
     def _seen(self, driver: Any) -> None:

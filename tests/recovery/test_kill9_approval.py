@@ -60,8 +60,9 @@ def rows_of(db_url: str, sql: str) -> list[Any]:
     return asyncio.run(db_rows(db_url, sql))
 
 
-def test_kill9_while_an_approval_waits_then_approve_after_the_restart_runs_the_call_once(
-        tmp_path: Path, db_url: str, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+def parked_then_killed(tmp_path: Path, db_url: str, fake_slack: FakeSlack,
+                       fake_llm: FakeOpenAI) -> tuple[dict[str, str], str]:
+    """A first `yokebot run` whose turn asked for an approval and parked, then SIGKILL: (its env, the thread)."""
     fake_llm.handler = AlertModel()
     env = run_env(tmp_path, db_url, fake_slack, fake_llm)
     write_agent(tmp_path / "agents", "ops", GATED_OPS)
@@ -76,6 +77,12 @@ def test_kill9_while_an_approval_waits_then_approve_after_the_restart_runs_the_c
                    first)
     finally:
         first.kill9()
+    return env, ts
+
+
+def test_kill9_while_an_approval_waits_then_approve_after_the_restart_runs_the_call_once(
+        tmp_path: Path, db_url: str, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    env, ts = parked_then_killed(tmp_path, db_url, fake_slack, fake_llm)
     [request] = requests(fake_slack)
     assert request.params["thread_ts"] == ts and len(fake_llm.requests) == 1
 
@@ -105,19 +112,6 @@ def test_kill9_while_an_approval_waits_then_approve_after_the_restart_runs_the_c
         ("notify", "ok", "approved by U_BOSS")]
 
 
-async def _execute(url: str, sql: str) -> None:
-    from sqlalchemy import text
-
-    from bot.store.db import create_engine
-
-    engine = create_engine(url)
-    try:
-        async with engine.begin() as conn:
-            await conn.execute(text(sql))
-    finally:
-        await engine.dispose()
-
-
 def test_kill9_after_the_request_was_posted_and_before_the_turn_parked_posts_no_second_request(
         tmp_path: Path, db_url: str, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
     """The milliseconds between posting the request and storing the parked state: the turn's inbox row is
@@ -126,22 +120,10 @@ def test_kill9_after_the_request_was_posted_and_before_the_turn_parked_posts_no_
     request already in the thread is this turn's: no second one, and a click on it runs the call once. The
     database is left as that kill leaves it: the first process parked, was killed, and its row is put back
     to `running` with an expired lease and no parked state."""
-    fake_llm.handler = AlertModel()
-    env = run_env(tmp_path, db_url, fake_slack, fake_llm)
-    write_agent(tmp_path / "agents", "ops", GATED_OPS)
-    first = Bot(env, tmp_path, "first")
-    try:
-        wait_until(lambda: fake_slack.connections >= 1, 20, "the Socket Mode connection", first)
-        ts = fake_slack.next_ts()
-        envelope = fake_slack.push(mention(ALERT, ts))
-        wait_until(lambda: envelope in fake_slack.acks, 10, "the ack", first)
-        wait_until(lambda: rows_of(db_url, "SELECT state FROM inbox") == [("parked",)], 15, "the turn parked",
-                   first)
-    finally:
-        first.kill9()
-    [(cut_turn,)] = rows_of(db_url, "SELECT turn_id FROM inbox")
-    asyncio.run(_execute(db_url, "UPDATE inbox SET state = 'running', parked = NULL, parked_at = NULL, "
-                                 "lease_owner = 'the-killed-one', lease_until = CURRENT_TIMESTAMP"))
+    env, ts = parked_then_killed(tmp_path, db_url, fake_slack, fake_llm)
+    [(cut_turn,)] = rows_of(db_url, "UPDATE inbox SET state = 'running', parked = NULL, parked_at = NULL, "
+                                    "lease_owner = 'the-killed-one', lease_until = CURRENT_TIMESTAMP "
+                                    "RETURNING turn_id")
     [request] = requests(fake_slack)
 
     fake_slack.connections = 0

@@ -61,9 +61,7 @@ def chat(
         bot = await build_app(settings, metrics=False, mcp_for={name})  # only this agent's MCP servers start
         try:
             profile = bot.profile(name)
-            alerts = TerminalAlerts(out)  # notify shows alerts here (console:terminal, or unconfigured platforms)
-            bot.notifier.register(alerts)  # type: ignore[arg-type]
-            bot.notifier.fallback = alerts
+            bot.notifier.fallback = TerminalAlerts(out)  # notify shows alerts no adapter here can post
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             preload()  # the model SDK loads in a thread while the prompt waits for the first line
             console = ConsoleAdapter(bot.service, name, out, thread=thread, notes=shell_notes(profile.tools))

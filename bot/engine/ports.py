@@ -57,6 +57,11 @@ class MemoryStore(Protocol):
 class Notifier(Protocol):
     """Posts a message to a target like `slack:#ops-alerts` or `discord:123`; returns a reference."""
 
+    def unreachable(self, target: str) -> str | None:
+        """Why a post to `target` would reach nobody (`yokebot chat` shows it in its terminal only), or None:
+        it goes to the target's platform (or fails there)."""
+        ...
+
     async def notify(self, target: str, text: str) -> str: ...
 
 

@@ -1,7 +1,10 @@
 """notify: post an alert to the team channel the profile names, through the engine's Notifier port (the
 same chat adapters the bot answers with). Identical alerts within the profile's window are not re-posted, and
 alerts per reply, per turn and per channel per minute are limited, counted in the notify ledger (the database's,
-shared by every instance; the tool's own in memory for a turn without one).
+shared by every instance; the tool's own in memory for a turn without one). The shared ledger holds only
+alerts that go to a platform: an alert that reaches nobody (`yokebot chat` shows it in its terminal when the
+target's platform is not configured there) is counted in the tool's own ledger, for this turn's limits, so it
+can neither suppress nor use up a real alert of another process on the same database.
 
 Its policy is the profile's top-level `notify:` block (default target, allowed targets, dedup window),
 which the loader merges into NotifySettings (this tool owns that section), with `tools: notify:` on top."""
@@ -23,10 +26,6 @@ from bot.engine.tooling import Tool, ToolContext, ToolSettings, tool
 
 MAX_MESSAGE_CHARS = 3000
 
-# The ref a notifier returns when the alert only reached the terminal of `yokebot chat` (bot/chat/console): the
-# rest of it says why (", slack is not configured in this process").
-TERMINAL_ONLY = "terminal only"
-BEING_POSTED = "(being posted)"  # the ref of an identical alert whose post has not returned yet
 
 log = logging.getLogger(__name__)
 
@@ -176,16 +175,16 @@ def make_notify_tool(ledger: NotifyLedger | None = None) -> Tool[NotifySettings]
                 "(run `yokebot run` with SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN set)"
             )
         text = clean_message(message, settings.max_chars)
-        window = settings.dedup_window_seconds
-        ledger = ctx.run.notify_ledger or own
+        nobody = ctx.notifier.unreachable(target)  # shown in a terminal only: never in the shared ledger
+        window = 0.0 if nobody else settings.dedup_window_seconds
+        ledger = own if nobody else (ctx.run.notify_ledger or own)
         key = AlertKey(ctx.agent, target, digest(text), ctx.turn_id, ctx.reply)
         history, entry = await ledger.claim(
             key, window, lambda h: h.same_ago is None and refusal(h, settings, target) is None)
         if history.same_ago is not None:
-            return (
-                f"Not posted again: the same alert went to {target} {history.same_ago:.0f} s ago "
-                f"(ref {history.same_ref or BEING_POSTED}); identical alerts within {window:g} s are suppressed."
-            )
+            went = (f"went to {target} {history.same_ago:.0f} s ago (ref {history.same_ref})"
+                    if history.same_ref else f"is being posted to {target} right now")
+            return f"Not posted again: the same alert {went}; identical alerts within {window:g} s are suppressed."
         refused = refusal(history, settings, target)
         if refused is not None or entry is None:
             raise ToolDenied(
@@ -199,9 +198,8 @@ def make_notify_tool(ledger: NotifyLedger | None = None) -> Tool[NotifySettings]
             await _settle(ledger.failed(entry))  # still counts for the limits, no longer for the dedup window
             raise
         await _settle(ledger.posted(entry, ref))
-        if ref.startswith(TERMINAL_ONLY):  # `yokebot chat`: the model must not believe anyone was told
-            why = ref[len(TERMINAL_ONLY):]
-            return f"Not posted to {target}: shown in this terminal only; nobody was notified{why}."
+        if nobody:  # the model must not believe anyone was told
+            return f"Not posted to {target}: shown in this terminal only; nobody was notified ({nobody})."
         return f"Posted to {target} (ref {ref})."
 
     return notify

@@ -35,36 +35,31 @@ from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import USER_STOP, ToolCall, ToolResult, TurnResult
 from bot.engine.service import AgentService
 from bot.redact import printable
-from bot.tools.notify import TERMINAL_ONLY
 
 PROMPT = "you> "
+TERMINAL_ONLY = "terminal only"  # the ref of an alert shown in this terminal: nobody was notified
 
 
 class TerminalAlerts:
-    """`notify` in `yokebot chat`: the alert is shown in this terminal. Registered as platform `console`
-    (target `console:terminal`), and used for targets whose platform is not configured in this process
-    (the `ops` agent's `slack:#ops-alerts` when Slack is not set up), so the demo has somewhere to go."""
-
-    platform = "console"
+    """Where `notify` goes in `yokebot chat` when no adapter of this process posts to the target's platform:
+    the alert is shown in this terminal, nobody is notified, and the model is told so (the notifier's
+    `unreachable`). The target `console:terminal` always comes here. Such an alert never enters the shared
+    notify ledger, so it can neither suppress nor use up a real alert of `yokebot run` on the same database."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
 
-    async def start(self) -> None:
-        return None
+    def why_not(self, platform: str) -> str:
+        if platform == "console":
+            return "console:terminal is this terminal"
+        return f"{platform} is not configured in this process"
 
-    async def stop(self) -> None:
-        return None
-
-    async def post(self, channel: str, text: str) -> str:
-        view.print_text(self.console, view.alert(f"console:{channel}", text, "shown in this terminal"))
-        return TERMINAL_ONLY
-
-    async def post_instead(self, target: str, text: str) -> str:
+    async def show(self, target: str, text: str) -> str:
         platform = target.partition(":")[0]
-        note = f"{platform} is not configured in `yokebot chat`, so it is shown here only"
+        note = ("shown in this terminal" if platform == "console" else
+                f"{platform} is not configured in `yokebot chat`, so it is shown here only")
         view.print_text(self.console, view.alert(target, text, note))
-        return f"{TERMINAL_ONLY} ({platform} is not configured in this process)"
+        return TERMINAL_ONLY
 
 
 class LiveView(TurnHooks):

@@ -10,9 +10,14 @@ from bot.engine.errors import ToolFailed
 
 
 class Fallback(Protocol):
-    """Where an alert goes when its platform is not configured (`yokebot chat`: the terminal)."""
+    """Where an alert goes when no adapter of this process posts to its platform (`yokebot chat`: the
+    terminal). Nobody is notified there, and `notify` tells the model so."""
 
-    async def post_instead(self, target: str, text: str) -> str: ...
+    def why_not(self, platform: str) -> str:
+        """Why a post to `platform` reaches nobody, in a few words."""
+        ...
+
+    async def show(self, target: str, text: str) -> str: ...
 
 
 class AdapterNotifier:
@@ -25,13 +30,19 @@ class AdapterNotifier:
     def register(self, adapter: ChatAdapter) -> None:
         self.adapters[adapter.platform] = adapter
 
+    def unreachable(self, target: str) -> str | None:
+        platform = target.partition(":")[0]
+        if platform in self.adapters or self.fallback is None:
+            return None
+        return self.fallback.why_not(platform)
+
     async def notify(self, target: str, text: str) -> str:
         platform, sep, channel = target.partition(":")
         if not sep or not channel:
             raise ToolFailed(f"{target!r} is not a channel target; write it as platform:channel, like slack:#ops")
         adapter = self.adapters.get(platform)
         if adapter is None and self.fallback is not None:
-            return await self.fallback.post_instead(target, text)
+            return await self.fallback.show(target, text)
         if adapter is None:
             hint = self.hints.get(platform, "no adapter exists for this platform")
             raise ToolFailed(f"cannot post to {target}: {platform} is not configured in this process ({hint})")

@@ -8,20 +8,66 @@ platform; the executor turns the decision into the tool's observation (docs/appr
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 REQUESTER = "requester"
 DEFAULT_TIMEOUT = "10m"
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600}
-# Slack user (U…, W…) or user group (S…) IDs; Discord user or role IDs (snowflakes); or `requester`.
-_APPROVER = re.compile(r"^(?:[UWS][A-Z0-9_]{2,30}|\d{15,21}|requester)$")
+# Slack user (U…, W…) or user group (S…) IDs; Discord user or role IDs (snowflakes). No keyword has this shape.
+_PLATFORM_ID = re.compile(r"^(?:[UWS][A-Z0-9_]{2,30}|\d{15,21})$")
 MAX_TIMEOUT_SECONDS = 24 * 3600
+# What a platform ID can name there (Slack: `U…`/`W…` a user, `S…` a user group; Discord: a snowflake, user or role)
+ApproverKind = Literal["user", "group", "either"]
+
+
+@dataclass(frozen=True, slots=True)
+class Requester:
+    """The keyword `requester`: whoever asked for the call, matched by the ID the request was made with. A keyword
+    is never an ID: a clicker whose ID is the word `requester` is not this entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformId:
+    """A Slack user (`U…`, `W…`) or user group (`S…`) ID, or a Discord user or role ID (digits); which of these
+    it names is the platform's rule (`ApprovalButtons.kind`)."""
+
+    id: str
+
+    def __post_init__(self) -> None:
+        if self.id in _KEYWORDS:
+            raise ValueError(f"{self.id!r} is a keyword, not an ID")
+
+
+Approver = Requester | PlatformId  # typed once, at load; IDs and keywords never share a namespace
+_KEYWORDS: dict[str, Approver] = {REQUESTER: Requester()}
+_NOT_AN_APPROVER = ("{who!r} is not an approver; use a Slack user ID (U…) or user group ID (S…), a Discord user or "
+                    "role ID (digits, in quotes), or `requester` (IDs, not names: names can be taken by others)")
+
+
+def parse_approver(text: object) -> Approver:
+    """One `approvers:` entry of AGENT.md: a keyword, or an ID of a shape a platform gives (ValueError: neither)."""
+    if isinstance(text, str):
+        if text in _KEYWORDS:
+            return _KEYWORDS[text]
+        if _PLATFORM_ID.match(text):
+            return PlatformId(text)
+    raise ValueError(_NOT_AN_APPROVER.format(who=text))
+
+
+def dump_approvers(approvers: Iterable[Approver]) -> list[str]:
+    """The stored (and shown) form: the keyword's word, or the ID; unambiguous since no ID is spelled as a keyword."""
+    return [REQUESTER if isinstance(a, Requester) else a.id for a in approvers]
+
+
+def load_approvers(stored: Iterable[object]) -> tuple[Approver, ...]:
+    """The stored form read back (the `approvals` rows, as every release wrote them)."""
+    return tuple(_KEYWORDS.get(str(s)) or PlatformId(str(s)) for s in stored)
 
 
 def parse_duration(text: str) -> int:
@@ -37,19 +83,21 @@ class ApprovalSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    approvers: tuple[str, ...] = Field(min_length=1)
+    approvers: tuple[Approver, ...] = Field(min_length=1)
     timeout: str | int = DEFAULT_TIMEOUT
     self_approve: bool = False
 
-    @field_validator("approvers")
+    @field_validator("approvers", mode="before")
     @classmethod
-    def _approvers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for who in value:
-            if not _APPROVER.match(who):
-                raise ValueError(
-                    f"{who!r} is not an approver; use a Slack user ID (U…) or user group ID (S…), a Discord "
-                    "user or role ID (digits), or `requester` (IDs, not names: names can be taken by others)")
-        return value
+    def _approvers(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            entries: Sequence[object] = cast(Sequence[object], value)
+            return tuple(who if isinstance(who, Requester | PlatformId) else parse_approver(who) for who in entries)
+        return value  # not a list: pydantic says so
+
+    @field_serializer("approvers")
+    def _dump_approvers(self, value: tuple[Approver, ...]) -> list[str]:
+        return dump_approvers(value)
 
     @field_validator("timeout")
     @classmethod
@@ -64,14 +112,24 @@ class ApprovalSpec(BaseModel):
         return self.timeout if isinstance(self.timeout, int) else parse_duration(self.timeout)
 
 
-def may_approve(spec_approvers: tuple[str, ...], self_approve: bool, requester: str | None, user: str,
-                groups: frozenset[str]) -> bool:
-    """Whether `user` (in `groups`: Slack user groups, Discord roles) may decide a request made by `requester`."""
-    if user == requester and not self_approve:
+def may_approve(approvers: Iterable[Approver], self_approve: bool, requester: str | None, user: str,
+                groups: frozenset[str], kind: Callable[[str], ApproverKind]) -> bool:
+    """Whether the user with ID `user` (in `groups`: Slack user groups, Discord roles) may decide a request made by
+    the user with ID `requester`; `kind` is the platform's rule for what an ID names. The keyword matches the
+    requester's ID, never a clicker's ID spelled like it; an ID entry matches the clicker only if it can name a
+    user, and the clicker's groups only if it can name a group."""
+    if kind(user) == "group":
+        return False  # not a user at all (a Slack `S…` ID): it decides nothing
+    asked = requester is not None and user == requester
+    if asked and not self_approve:
         return False
-    if REQUESTER in spec_approvers and user == requester:
-        return True
-    return user in spec_approvers or bool(groups & set(spec_approvers))
+    for entry in approvers:
+        if isinstance(entry, Requester):
+            if asked:
+                return True
+        elif (kind(entry.id) != "group" and entry.id == user) or (kind(entry.id) != "user" and entry.id in groups):
+            return True
+    return False
 
 
 Verdict = Literal["approved", "denied", "expired", "refused"]
@@ -129,7 +187,7 @@ class NewApproval:
     tool: str
     arguments: str
     requested_by: str | None
-    approvers: Sequence[str]
+    approvers: Sequence[Approver]
     self_approve: bool
     platform: str
     channel: str
@@ -146,7 +204,7 @@ class Approval:
     tool: str
     arguments: str
     requested_by: str | None
-    approvers: tuple[str, ...]
+    approvers: tuple[Approver, ...]
     self_approve: bool
     platform: str
     channel: str

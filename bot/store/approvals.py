@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 from sqlalchemy import Table, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.engine.approval import Approval, ApprovalStatus, Move, NewApproval
+from bot.engine.approval import Approval, ApprovalStatus, Move, NewApproval, dump_approvers, load_approvers
 from bot.engine.inbox import HELD_STATES, OPEN_STATES
 from bot.store.models import ApprovalRow, InboxRow, utcnow
 
@@ -38,8 +38,9 @@ def _approval(r: Any) -> Approval:
     created, expires = _utc(r.created_at), _utc(r.expires_at)
     assert created is not None and expires is not None
     return Approval(r.id, r.session_id, r.turn_id, r.call_id, r.tool, r.arguments, r.requested_by,
-                    tuple(r.approvers or ()), bool(r.self_approve), r.platform, r.channel, r.thread, r.message_ref,
-                    r.status, r.decided_by, _utc(r.decided_at), r.outcome, created, expires, _utc(r.heartbeat_at))
+                    load_approvers(r.approvers or ()), bool(r.self_approve), r.platform, r.channel, r.thread,
+                    r.message_ref, r.status, r.decided_by, _utc(r.decided_at), r.outcome, created, expires,
+                    _utc(r.heartbeat_at))
 
 
 class ApprovalStore:
@@ -51,7 +52,7 @@ class ApprovalStore:
     async def create(self, new: NewApproval, now: datetime | None = None) -> int:
         now = now or utcnow()
         values = {f.name: getattr(new, f.name) for f in fields(NewApproval)}
-        values.update(approvers=list(new.approvers), status="pending", created_at=now, heartbeat_at=now)
+        values.update(approvers=dump_approvers(new.approvers), status="pending", created_at=now, heartbeat_at=now)
         async with self.engine.begin() as conn:
             result = await conn.execute(insert(A).values(**values).returning(A.c.id))
             return int(result.scalar_one())

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bot.app import App
 from bot.chat.core.approvals import ApproverKind
+from bot.engine.approval import PlatformId
 from bot.engine.service import TurnRequest
 from bot.store.approvals import Approval
 from tests.approvals.harness import approval_rows
@@ -101,7 +102,7 @@ async def test_a_click_after_a_crash_finds_no_live_heartbeat_and_records_not_run
     long_ago = utcnow() - timedelta(minutes=5)
     approval_id = await store.create(NewApproval(
         session.id, "turn1", "tester", "call1", "restart_service", '{"service": "nginx"}', "U_ALICE",
-        ["U_BOSS"], False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5)), now=long_ago)
+        [PlatformId("U_BOSS")], False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5)), now=long_ago)
     await store.set_message(approval_id, "C1:2.0")
     answer = await bot.approvals.click("slack", approval_id, "U_BOSS", frozenset(), True, "C1:2.0")
     assert answer.approval is not None and answer.approval.status == "approved"
@@ -130,8 +131,8 @@ async def test_a_request_left_by_a_cut_turn_is_adopted_once_and_one_never_record
 
     def asked(session_id: str, turn: str, arguments: str = args, by: str = "U_ALICE",
               call_id: str = "call1") -> NewApproval:
-        return NewApproval(session_id, turn, "tester", call_id, "restart_service", arguments, by, ["U_BOSS"],
-                           False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5))
+        return NewApproval(session_id, turn, "tester", call_id, "restart_service", arguments, by,
+                           [PlatformId("U_BOSS")], False, "slack", "C1", "1.0", utcnow() + timedelta(minutes=5))
 
     async def left(session_id: str, turn: str, arguments: str = args, *, by: str = "U_ALICE", posted: bool = True,
                    waited: bool = False) -> int:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.engine.approval import PlatformId, Requester
 from bot.engine.errors import ProfileError
 from bot.engine.profiles import ProfileLoader
 from bot.tools.shell import ShellSettings
@@ -33,7 +34,8 @@ def test_a_tool_and_one_shell_rule_can_need_approval(tmp_path: Path):
     profile = load(tmp_path, GATED)
     echo = profile.tools["echo"].approval
     assert echo is not None
-    assert echo.approvers == ("U_ONCALL", "S_ONCALL", "123456789012345678", "requester")
+    assert echo.approvers == (PlatformId("U_ONCALL"), PlatformId("S_ONCALL"), PlatformId("123456789012345678"),
+                              Requester())
     assert (echo.timeout_seconds, echo.self_approve) == (90, True)
     shell = profile.tools["shell"]
     assert isinstance(shell, ShellSettings) and shell.approval is None
@@ -41,7 +43,7 @@ def test_a_tool_and_one_shell_rule_can_need_approval(tmp_path: Path):
     assert uptime.approval is None
     assert restart.approval is not None
     assert (restart.approval.approvers, restart.approval.timeout_seconds, restart.approval.self_approve) == (
-        ("S_ONCALL",), 600, False)
+        (PlatformId("S_ONCALL"),), 600, False)
 
 
 @pytest.mark.parametrize(("approval", "says"), [

@@ -6,12 +6,13 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from bot.chat.slack.approvals import fallback, request_blocks
+from bot.engine.approval import PlatformId
 from bot.store.approvals import Approval
 
 
 def pending(arguments: str) -> Approval:
     now = datetime.now(UTC)
-    return Approval(1, "s", "t", "c", "shell", arguments, "U1", ("S_ONCALL",), False, "slack", "C1", None, None,
+    return Approval(1, "s", "t", "c", "shell", arguments, "U1", (PlatformId("S_ONCALL"),), False, "slack", "C1", None, None,
                     "pending", None, None, None, now, now + timedelta(minutes=10), None)
 
 

@@ -24,12 +24,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 from bot.engine.approval import (
-    REQUESTER,
     Approval,
     ApprovalDecision,
     ApprovalRecords,
     ApprovalRequest,
+    ApproverKind,
     NewApproval,
+    Requester,
     may_approve,
 )
 from bot.engine.context import RunContext
@@ -42,7 +43,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 ACTION_APPROVE, ACTION_DENY = "yokebot_approve", "yokebot_deny"  # button ids; the value is the row id
-ApproverKind = Literal["user", "group", "either"]
 
 
 class ApprovalButtons(Protocol):
@@ -375,19 +375,13 @@ class ApprovalDesk:
         return ClickAnswer(approval=decided)
 
     def _may_decide(self, approval: Approval, user: str, groups: frozenset[str]) -> bool:
-        """User IDs and group IDs kept apart: a user whose ID equals a group entry is not that group."""
+        """The row's typed approvers (a keyword is never a clicker's ID), the platform's rule for what an ID
+        names (a user whose ID equals a group entry is not that group)."""
         buttons = self.buttons.get(approval.platform)
         if buttons is None:
             return False
-        kinds = {a: ("user" if a == REQUESTER else buttons.kind(a)) for a in approval.approvers}
-        users = tuple(a for a, k in kinds.items() if k != "group")
-        group_entries = {a for a, k in kinds.items() if k != "user"}
-        if buttons.kind(user) == "group":
-            return False  # not a user at all (a Slack `S…` ID): it decides nothing
-        if may_approve(users, approval.self_approve, approval.requested_by, user, frozenset()):
-            return True
-        may_self = user != approval.requested_by or approval.self_approve
-        return may_self and bool(groups & group_entries)
+        return may_approve(approval.approvers, approval.self_approve, approval.requested_by, user, groups,
+                           buttons.kind)
 
     async def _posted(self, approval: Approval) -> Approval:
         """The row once the request's message ref is on it (at most `ref_wait_seconds`: Discord wants an answer
@@ -414,8 +408,7 @@ class ApprovalDesk:
             log.warning("could not tell the thread of approval %s that its turn is gone", approval.id, exc_info=True)
 
 
-def approver_names(approval: Approval, mention: dict[str, str]) -> str:
-    """`who may approve`, each ID rendered by the platform (`mention` maps an ID to its text)."""
-    shown = [("the requester" if a == REQUESTER else mention.get(a, a)) for a in approval.approvers]
-    return ", ".join(shown)
+def approver_names(approval: Approval, mention: Callable[[str], str]) -> str:
+    """`who may approve`, each ID rendered by the platform (`mention`), the keyword in words."""
+    return ", ".join("the requester" if isinstance(a, Requester) else mention(a.id) for a in approval.approvers)
 

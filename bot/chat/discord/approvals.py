@@ -33,7 +33,7 @@ def request_text(a: Approval) -> str:
     who = f"<@{a.requested_by}>" if a.requested_by and a.requested_by.isdigit() else (a.requested_by or "a run")
     head = f"✋ **Approval needed:** {who} asked me to run `{a.tool}`:\n{_code(a.arguments)}"
     if a.status == "pending":
-        approvers = desk_api.approver_names(a, {x: mention(x) for x in a.approvers})
+        approvers = desk_api.approver_names(a, mention)
         return f"{head}\nWho may approve: {approvers}. Expires in {desk_api.timeout_words(a.timeout_seconds)}."
     by = f"<@{a.decided_by}>" if a.decided_by and a.decided_by.isdigit() else (a.decided_by or "?")
     emoji = {"approved": "✅", "denied": "⛔"}.get(a.status, "⌛")

@@ -51,7 +51,7 @@ def _code(text: str) -> str:
 
 def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
     who = person(a.requested_by) if a.requested_by else "a run"
-    approvers = desk_api.approver_names(a, {x: mention(x) for x in a.approvers})
+    approvers = desk_api.approver_names(a, mention)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f":raised_hand: *Approval needed:* {who} asked "
                                                                f"me to run `{defuse_broadcasts(a.tool, 'slack')}`:"}},

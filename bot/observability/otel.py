@@ -15,7 +15,9 @@ spans. Export runs on the SDK's BatchSpanProcessor thread with a bounded queue: 
 slow costs a turn nothing, and what could not be sent is counted (`yokebot_otel_spans_dropped_total`).
 
 Content (prompts, answers, tool arguments and results) is exported only with
-`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, and then only after the secret redactor."""
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`. Whatever a span carries, content or not, leaves
+through `RedactingExporter`: every string in it (its name, attributes, events, links, status and resource)
+passes the secret redactor there, so a span the hooks make, or a name the model made up, cannot skip it."""
 
 from __future__ import annotations
 
@@ -30,11 +32,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import Attributes, AttributeValue
 
 from bot.engine.approval import ApprovalDecision, ApprovalRequest
 from bot.engine.context import ApprovalGate, RunContext
@@ -43,6 +48,7 @@ from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome
 from bot.engine.service import CURRENT_TURN
 from bot.observability.traceparent import TOOL_CALL, trace_id_for, traceparent
+from bot.redact import cut
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +106,71 @@ class CountingExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+class RedactingExporter(SpanExporter):
+    """The one point every span passes on its way out: a copy of it whose every string (name, attribute keys
+    and values, lists too, events, links, status description, resource) went through the redactor, on the
+    export thread (not the event loop). The SDK's attribute length limits (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,
+    OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT) are applied here, after the redactor, by `cut`: the SDK cuts when an
+    attribute is set, and half a token is a token no pattern recognises (the provider is built without them)."""
+
+    def __init__(self, inner: SpanExporter, redact: Callable[[str], str], limits: SpanLimits) -> None:
+        self.inner, self.redact = inner, redact
+        self.span_length, self.length = limits.max_span_attribute_length, limits.max_attribute_length
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        resources: dict[int, Resource] = {}  # one provider, one resource: redacted once a batch
+        return self.inner.export([self._span(span, resources) for span in spans])
+
+    def _span(self, span: ReadableSpan, resources: dict[int, Resource]) -> ReadableSpan:
+        status = span.status
+        if status.description:
+            status = Status(status.status_code, self._text(status.description))
+        resource = resources.get(id(span.resource))
+        if resource is None:
+            resource = resources[id(span.resource)] = Resource(
+                self._attributes(span.resource.attributes, None), span.resource.schema_url)
+        events = [Event(self._text(e.name), self._attributes(e.attributes, self.length), e.timestamp)
+                  for e in span.events]
+        links = [Link(link.context, self._attributes(link.attributes, self.length)) for link in span.links]
+        attributes = self._attributes(span.attributes, self.span_length)
+        attributes.dropped = span.dropped_attributes
+        return ReadableSpan(
+            self._text(span.name), span.context, span.parent, resource, attributes,
+            self._bounded(events, span.dropped_events), self._bounded(links, span.dropped_links), span.kind,
+            status=status, start_time=span.start_time, end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope)
+
+    def _text(self, text: str, length: int | None = None) -> str:
+        return self.redact(text) if length is None else cut(text, length, self.redact)[0]
+
+    def _value(self, value: AttributeValue, length: int | None) -> AttributeValue:
+        if isinstance(value, str):
+            return self._text(value, length)
+        if isinstance(value, Sequence) and not isinstance(value, bytes):
+            return tuple(self._text(v, length) if isinstance(v, str) else v for v in value)
+        return value
+
+    def _attributes(self, attributes: Attributes, length: int | None) -> BoundedAttributes:
+        found = attributes or {}
+        kept = BoundedAttributes(None, {self.redact(k): self._value(v, length) for k, v in found.items()})
+        kept.dropped = getattr(found, "dropped", 0)  # the SDK's count of attributes it dropped (limits)
+        return kept
+
+    @staticmethod
+    def _bounded(items: Sequence[Any], dropped: int) -> BoundedList[Any]:
+        bounded = BoundedList[Any](None)
+        for item in items:
+            bounded.append(item)
+        bounded.dropped = dropped  # what the SDK dropped (OTEL_SPAN_EVENT_COUNT_LIMIT...), still told
+        return bounded
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 class CountingProcessor(BatchSpanProcessor):
     """BatchSpanProcessor whose full queue (it drops the oldest span) is counted. The queue's length is
     tracked here from what goes in (`on_end`) and what the exporter takes out, through its public faces."""
@@ -141,14 +212,18 @@ class _Turn:
 
 
 def _parts(message: Message, redact: Callable[[str], str]) -> dict[str, Any]:
-    """One message in the conventions' `parts` shape (gen_ai.input.messages / output.messages)."""
+    """One message in the conventions' `parts` shape (gen_ai.input.messages / output.messages). Every string
+    is redacted before it is JSON: escaped, `"token": "…"` becomes a shape the redactor (which RedactingExporter
+    runs again) no longer sees."""
     parts: list[dict[str, Any]] = []
     if message.role == "tool":
-        parts.append({"type": "tool_call_response", "id": message.tool_call_id, "result": redact(message.content)})
+        call_id = message.tool_call_id and redact(message.tool_call_id)
+        parts.append({"type": "tool_call_response", "id": call_id, "result": redact(message.content)})
     elif message.content:
         parts.append({"type": "text", "content": redact(message.content)})
     for call in message.tool_calls:
-        parts.append({"type": "tool_call", "id": call.id, "name": call.name, "arguments": redact(call.arguments)})
+        parts.append({"type": "tool_call", "id": redact(call.id), "name": redact(call.name),
+                      "arguments": redact(call.arguments)})
     return {"role": message.role, "parts": parts}
 
 
@@ -303,7 +378,8 @@ class SpanHooks(TurnHooks):
             attributes["gen_ai.input.messages"] = _json(
                 [_parts(m, self.redact) for m in request.messages if m.role != "system"])
             if response is not None:
-                out = {**_parts(response.message, self.redact), "finish_reason": response.finish_reason}
+                out = {**_parts(response.message, self.redact),
+                       "finish_reason": response.finish_reason and self.redact(response.finish_reason)}
                 attributes["gen_ai.output.messages"] = _json([out])
         return attributes
 
@@ -418,8 +494,12 @@ class Tracing:
         self._on_drop = on_drop
         self.ids = TurnIds()
         # no atexit hook: a hanging exporter must not hold the process at exit (close bounds the flush)
-        self.provider = TracerProvider(resource=resource(version), id_generator=self.ids, shutdown_on_exit=False)
-        self.processor = CountingProcessor(CountingExporter(exporter, self._drop), self._drop)
+        # attribute values are cut after the redactor, in RedactingExporter: the provider keeps them whole
+        whole = SpanLimits(max_attribute_length=SpanLimits.UNSET, max_span_attribute_length=SpanLimits.UNSET)
+        self.provider = TracerProvider(resource=resource(version), id_generator=self.ids, shutdown_on_exit=False,
+                                       span_limits=whole)
+        redacting = RedactingExporter(exporter, redact, SpanLimits())  # the limits the environment sets
+        self.processor = CountingProcessor(CountingExporter(redacting, self._drop), self._drop)
         self.provider.add_span_processor(self.processor)
         self.hooks = SpanHooks(self.provider.get_tracer("yokebot", version), self.ids, redact, content=content,
                                default_model=default_model, server=server)

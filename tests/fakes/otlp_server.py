@@ -1,7 +1,8 @@
 """An OTLP/HTTP trace receiver on 127.0.0.1: `POST /v1/traces` with an `ExportTraceServiceRequest` protobuf
 (opentelemetry-proto), decoded into plain `Span`s, as a collector (Jaeger, Tempo, Langfuse, Phoenix) reads
 them. `hang` makes it accept a request and never answer (an exporter that is slow or stuck);
-`status` answers every request with that HTTP status (a collector that refuses)."""
+`status` answers every request with that HTTP status (a collector that refuses). `bodies` keeps each request's
+raw bytes, for a test that asserts something appears nowhere in what left the process."""
 
 from __future__ import annotations
 
@@ -46,12 +47,14 @@ class Span:
     status_message: str
     resource: dict[str, Any] = field(default_factory=lambda: dict[str, Any]())
     scope: str = ""
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=lambda: list[tuple[str, dict[str, Any]]]())
 
 
 class FakeOtlp:
     def __init__(self) -> None:
         self.spans: list[Span] = []
         self.headers: list[dict[str, str]] = []
+        self.bodies: list[bytes] = []
         self.requests = 0
         self.hang = False
         self.status = 200
@@ -88,6 +91,7 @@ class FakeOtlp:
         with self._lock:
             self.requests += 1
             self.headers.append(dict(request.headers))
+            self.bodies.append(body)
         if self.hang:
             await asyncio.sleep(3600)
         if self.status != 200:
@@ -102,7 +106,8 @@ class FakeOtlp:
                     spans.append(Span(s.name, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.kind,
                                       s.start_time_unix_nano, s.end_time_unix_nano,
                                       {kv.key: _value(kv.value) for kv in s.attributes}, s.status.code,
-                                      s.status.message, resource, ss.scope.name))
+                                      s.status.message, resource, ss.scope.name,
+                                      [(e.name, {kv.key: _value(kv.value) for kv in e.attributes}) for e in s.events]))
         with self._lock:
             self.spans.extend(spans)
         return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type=PROTOBUF)

@@ -352,3 +352,101 @@ async def test_a_compaction_is_a_span_holding_its_summary_call(tmp_path: Path, f
     assert {s.parent_id for s in summary_calls} <= {c.span_id for c in compactions}
     refused = [s for s in spans if s.name == "chat test-model" and s.status_code == 2]
     assert refused and refused[0].parent_id == root.span_id
+
+
+SLACK = "xoxb-1234567890-" + "abcdefghijkl"  # the redactor's Slack-token shape
+BEARER = "Bearer " + "q8Zt3LwX9pVr2mKc"  # a bearer token anywhere
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["content_off", "content_on"])
+async def test_a_secret_in_a_made_up_tool_name_never_leaves_in_a_span(
+    tmp_path: Path, fake_llm: FakeOpenAI, agents_dir: Path, otlp: FakeOtlp, content: bool
+):
+    """The model may call a tool that does not exist, named (and numbered) with a token it read somewhere: the
+    name is a span's name and attributes, the content's tool calls, the approval's; none of it leaves raw."""
+    app = await traced_app(tmp_path, fake_llm, agents_dir, otlp, otel_capture_content=content)
+    quoted = 'token": "' + "hunter2hunter2"  # JSON-escaped in the content, this shape hides from the redactor
+    fake_llm.calls(call(f"deploy-{SLACK}", {"text": "x"}, f"call-{SLACK}"),
+                   call(f"Authorization: {BEARER}", {}, "call_2"), call(quoted, {}, "call_3")).reply("No such tools.")
+    try:
+        result = await app.service.handle(req("deploy it"))
+    finally:
+        await app.close()
+    assert result.answer == "No such tools."
+    spans = otlp.wait_for(6)
+    sent = b"".join(otlp.bodies)
+    assert b"deploy-" in sent and b"Authorization" in sent  # the bytes are readable: the checks below mean something
+    for secret in (SLACK, BEARER, BEARER.split()[1], "hunter2hunter2"):
+        assert secret.encode() not in sent, secret
+    tools = sorted((s for s in spans if s.name.startswith("execute_tool")), key=lambda s: s.start_ns)
+    assert [s.name for s in tools] == [f"execute_tool deploy-{MARK}", f"execute_tool Authorization: Bearer {MARK}",
+                                       f'execute_tool token": {MARK}']
+    assert tools[0].attributes["gen_ai.tool.name"] == f"deploy-{MARK}"
+    assert tools[0].attributes["gen_ai.tool.call.id"] == f"call-{MARK}"
+    assert all(s.status_code == 2 for s in tools)
+    if content:
+        first = min(by_name(spans, "chat test-model"), key=lambda s: s.start_ns)
+        asked = json.loads(first.attributes["gen_ai.output.messages"])[0]["parts"]
+        assert [p["name"] for p in asked] == [f"deploy-{MARK}", f"Authorization: Bearer {MARK}", f'token": {MARK}']
+        assert [p["id"] for p in asked] == [f"call-{MARK}", "call_2", "call_3"]
+
+
+async def test_every_string_a_span_carries_passes_the_redactor(
+    tmp_path: Path, fake_llm: FakeOpenAI, agents_dir: Path, otlp: FakeOtlp, monkeypatch: pytest.MonkeyPatch
+):
+    """Not only the hooks' spans: one made through the app's provider by any code, with the secret in its name,
+    a key and a value, a list, an event and its attributes, a recorded exception, a link, its status, and the
+    resource (OTEL_RESOURCE_ATTRIBUTES)."""
+    from opentelemetry import trace
+
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"deployment.note={SLACK}")
+    app = await traced_app(tmp_path, fake_llm, agents_dir, otlp)
+    tracing = app.tracing
+    assert tracing is not None
+    tracer = tracing.provider.get_tracer("elsewhere")
+    try:
+        with tracer.start_as_current_span("warmup") as first:
+            pass
+        link = trace.Link(first.get_span_context(), {"why": f"after {BEARER}"})
+        span = tracer.start_span(f"lookup {SLACK}", links=[link], attributes={
+            "plain": f"x {SLACK}", f"key {SLACK}": 1, "list": ["ok", BEARER], "flag": True, "n": 3})
+        span.add_event(f"saw {SLACK}", {"what": BEARER, "count": 2})
+        span.record_exception(RuntimeError(f"login failed with {SLACK}"))
+        span.set_status(trace.Status(trace.StatusCode.ERROR, f"denied: {BEARER}"))
+        span.end()
+    finally:
+        await app.close()
+    spans = otlp.wait_for(1, f"lookup {MARK}")
+    sent = b"".join(otlp.bodies)
+    assert b"lookup" in sent and b"login failed" in sent
+    for secret in (SLACK, BEARER.split()[1]):
+        assert secret.encode() not in sent, secret
+    (span,) = by_name(spans, f"lookup {MARK}")
+    assert span.attributes == {"plain": f"x {MARK}", f"key {MARK}": 1, "list": ["ok", f"Bearer {MARK}"],
+                               "flag": True, "n": 3}
+    assert span.events[0] == (f"saw {MARK}", {"what": f"Bearer {MARK}", "count": 2})
+    assert span.events[1][1]["exception.message"] == f"login failed with {MARK}"
+    assert span.status_code == 2 and span.status_message == f"denied: Bearer {MARK}"
+    assert span.resource["deployment.note"] == MARK
+
+
+async def test_an_attribute_is_cut_after_the_redactor_not_before(
+    tmp_path: Path, fake_llm: FakeOpenAI, agents_dir: Path, otlp: FakeOtlp, monkeypatch: pytest.MonkeyPatch
+):
+    """OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: the SDK would cut a value when it is set, and the first half of a key
+    is a shape no pattern knows. The limit still holds, on the redacted text."""
+    key = "sk-proj-" + "Zq7" * 13  # an OpenAI key's shape: 20 characters or more after the prefix
+    half = "sk-proj-" + "Zq7" * 4  # what the SDK's cut would leave: not a key's shape any more, yet half of one
+    limit = len(f"use-{half}")
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", str(limit))
+    app = await traced_app(tmp_path, fake_llm, agents_dir, otlp)
+    fake_llm.calls(call(f"use-{key}", {})).reply("No.")
+    try:
+        await app.service.handle(req("use the key"))
+    finally:
+        await app.close()
+    spans = otlp.wait_for(1, f"execute_tool use-{MARK}")
+    assert half.encode() not in b"".join(otlp.bodies)
+    (tool,) = by_name(spans, f"execute_tool use-{MARK}")
+    assert tool.attributes["gen_ai.tool.name"] == f"use-{MARK}"
+    assert all(len(v) <= limit for s in spans for v in s.attributes.values() if isinstance(v, str))

@@ -16,8 +16,9 @@ all (unlocks first), each caller getting its own answer. 200 turns starting (or 
 few round trips, not 200 in a row on one connection. Each is shielded: a turn cancelled mid-statement
 never breaks the connection the other turns' locks are on (a lock granted to a turn that was cancelled
 meanwhile is released). If the connection dies, the server drops its locks with it; the next lock opens a
-new one. SQLite needs none of this: `yokebot run` owns the file (bot/store/filelock.py), and in one
-process the service's own lock does it."""
+new one (one the server closed while it sat idle, a restart, is replaced before a statement is sent on it).
+SQLite needs none of this: `yokebot run` owns the file (bot/store/filelock.py), and in one process the
+service's own lock does it."""
 
 from __future__ import annotations
 
@@ -80,6 +81,9 @@ class PgSessionLock:
 
     async def _send(self, batch: list[tuple[str, int, asyncio.Future[bool]]]) -> None:
         try:
+            if self._conn is not None and self._driver.is_closed():  # the server ended it (a restart) while idle
+                conn, self._conn = self._conn, None
+                await conn.invalidate()  # its locks went with it; a new connection, no failed round trip
             if self._conn is None:
                 self._conn = await self.engine.connect()
                 self._driver = (await self._conn.get_raw_connection()).driver_connection

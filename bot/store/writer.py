@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, Table, event, text
 from sqlalchemy import create_engine as create_sync_engine
@@ -63,17 +63,37 @@ class WriteFailed(YokebotError):
     """Some of a turn's rows could not be committed; the message is one sentence, the details are logged."""
 
 
-def _transient(exc: BaseException) -> bool:
-    """Worth retrying: the database is busy, restarting or unreachable. A bad row is not. The one-statement
-    batch runs on asyncpg itself, so its errors arrive unwrapped: a lost connection (class 08) or a server
-    shutting down or starting up (57P) is transient there too."""
-    if isinstance(exc, OperationalError | InterfaceError | OSError):
-        return True
-    if type(exc).__module__.startswith("asyncpg"):
-        import asyncpg.exceptions as pg  # pyright: ignore[reportMissingTypeStubs]  (loaded: its error is here)
+# SQLSTATEs of a server that is away rather than of a refused row: class 08 (the connection failed or was lost),
+# 57P01-57P03 (an administrator or a crash ended the session; the server is shutting down or starting up), 53300
+# (too many connections). SQLAlchemy's asyncpg dialect wraps most of them in its plain `Error` (a DBAPIError that
+# is neither operational nor an interface error), so the class of the exception does not tell them apart.
+_OUTAGE_STATES = ("08", "57P01", "57P02", "57P03", "53300")
 
-        return isinstance(exc, pg.PostgresConnectionError | pg.OperatorInterventionError | pg.InterfaceError)
-    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+def _transient(exc: BaseException) -> bool:
+    """Worth retrying: the database is busy, restarting or unreachable. A bad row is not. Asked of the error
+    and of what it wraps (SQLAlchemy's, the dialect's, the driver's): the one-statement batch runs on asyncpg
+    itself, so its errors arrive unwrapped; through SQLAlchemy, a server stopping or starting is a plain
+    DBAPIError whose driver error carries the SQLSTATE."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    seen: set[int] = set()
+    err: BaseException | None = exc
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OperationalError | InterfaceError | OSError):
+            return True
+        state = getattr(err, "sqlstate", None)
+        if isinstance(state, str) and state.startswith(_OUTAGE_STATES):
+            return True
+        if type(err).__module__.startswith("asyncpg"):
+            import asyncpg.exceptions as pg  # pyright: ignore[reportMissingTypeStubs]  (loaded: its error is here)
+
+            if isinstance(err, pg.PostgresConnectionError | pg.OperatorInterventionError | pg.InterfaceError):
+                return True
+        orig = getattr(err, "orig", None)
+        err = orig if isinstance(orig, BaseException) else err.__cause__
+    return False
 
 
 def _sqlite_writer(engine: AsyncEngine) -> Engine | None:
@@ -122,7 +142,8 @@ class WriteBehind:
         self._wake = asyncio.Event()
         self._urgent = asyncio.Event()  # someone waits (a flush) or the batch is full: stop lingering
         self._task: asyncio.Task[None] | None = None
-        self._backend: int | None = None  # PostgreSQL: the server process the last batch was sent to
+        # PostgreSQL: the server process the last batch was sent to, and when (monotonic) it was sent there
+        self._backend: tuple[int, float] | None = None
 
     def _ensure_writer(self) -> None:
         """Start the writer task on the running loop (again, if it ended or a new loop took over)."""
@@ -177,7 +198,12 @@ class WriteBehind:
             self._urgent.clear()
             while self._pending:
                 batch, self._pending = self._pending, []
-                if not await self._commit_retrying(batch):
+                failed = await self._commit_retrying(batch)
+                if failed is not None and _transient(failed):  # an outage longer than outage_seconds
+                    self._give_up(batch, _first_line(failed))
+                elif failed is not None:
+                    log.warning("a batch of %d rows was refused (%s); committing them one by one", len(batch),
+                                _first_line(failed))
                     await self._commit_one_by_one(batch)
                 self._done += len(batch)
                 self._release()
@@ -206,7 +232,7 @@ class WriteBehind:
     def _seen(self, driver: Any) -> None:
         """PostgreSQL: note the server process of the connection a batch goes out on (asyncpg knows it from
         the connection's start; no round trip)."""
-        self._backend = cast(int, driver.get_server_pid())
+        self._backend = (cast(int, driver.get_server_pid()), time.monotonic())
 
     def _one_statement(self, batch: list[Write]) -> tuple[str, ...] | None:
         """PostgreSQL: a batch of plain audit INSERTs and turn-finishing UPDATEs (the common case) as one
@@ -290,10 +316,11 @@ class WriteBehind:
                 if raw is None or statement not in self._rank or not raw.run(conn, statement, group):
                     conn.execute(statement, group)  # executemany
 
-    async def _commit_retrying(self, batch: list[Write]) -> bool:
-        """Commit the batch in one transaction. A database that is away (restarting, network gone, SQLite file
-        locked or unwritable) is waited out, with backoff, for up to `outage_seconds`: the rows stay queued in
-        memory meanwhile. A refused row (or an outage longer than that) returns False."""
+    async def _commit_retrying(self, batch: list[Write]) -> Exception | None:
+        """Commit the batch in one transaction; None once it is in. A database that is away (stopping,
+        restarting, network gone, SQLite file locked or unwritable) is waited out, with backoff, for up to
+        `outage_seconds`: the rows stay queued in memory meanwhile. Returned: the error of a refused row, or the
+        last one of an outage longer than that (a transient one)."""
         retrying = AsyncRetrying(
             retry=retry_if_exception(_transient), reraise=True,
             wait=wait_exponential(multiplier=self.backoff, max=self.max_backoff),
@@ -315,11 +342,10 @@ class WriteBehind:
                             break
                         await self._commit(batch)
         except Exception as exc:
-            log.warning("a batch of %d rows failed (%s); committing them one by one", len(batch), _first_line(exc))
-            self._recovered(len(batch), written=False)
-            return False
-        self._recovered(len(batch), written=True)
-        return True
+            self._recovered(len(batch), "given up" if _transient(exc) else "refused")
+            return exc
+        self._recovered(len(batch), "written")
+        return None
 
     async def _already_committed(self, batch: list[Write]) -> bool:
         probe = self._committed
@@ -335,7 +361,8 @@ class WriteBehind:
             return await asyncio.get_running_loop().run_in_executor(self._thread, run)
         async with self.engine.connect() as conn:
             if self._backend is not None:
-                await _end_backend(conn, self._backend)
+                pid, sent = self._backend
+                await _end_backend(conn, pid, time.monotonic() - sent)
             return await conn.run_sync(probe, batch)
 
     def _outage(self, state: RetryCallState, rows: int) -> None:
@@ -350,27 +377,41 @@ class WriteBehind:
                     "in memory, retrying for up to %.0f s (YOKEBOT_DB_OUTAGE_SECONDS)",
                     _first_line(exc) if exc else "?", rows, len(self._pending), turns, self.outage_seconds)
 
-    def _recovered(self, rows: int, *, written: bool) -> None:
+    def _recovered(self, rows: int, outcome: Literal["written", "refused", "given up"]) -> None:
         if self.outage_since is None:
             return
         waited = time.monotonic() - self.outage_since
         self.outage_since = None
-        if written:
+        if outcome == "written":
             log.warning("the database is back after %.1f s: the %d rows held meanwhile are written", waited, rows)
+        elif outcome == "refused":
+            log.warning("the database is back after %.1f s", waited)
         else:
             log.error("the database stayed unavailable for %.1f s: giving up on %d held rows", waited, rows)
 
     async def _commit_one_by_one(self, batch: list[Write]) -> None:
-        """One refused row must not take the other turns' rows with it: each row alone, failures noted."""
-        for write in batch:
-            try:
-                await self._commit([write])
-            except Exception as exc:
-                reason = _first_line(exc)
-                log.error("a %s row of turn %s was refused by the database: %s",
-                          getattr(write[0], "table", "?"), write[2], reason)
-                if write[2] is not None:
-                    self._failed.setdefault(write[2], reason)
+        """One refused row must not take the other turns' rows with it: each row alone, failures noted. Each
+        goes the way a batch does: an outage met meanwhile (the server stopping right after the refusal) is
+        waited out, not taken for more refused rows; one longer than outage_seconds gives up the rest."""
+        for at, write in enumerate(batch):
+            failed = await self._commit_retrying([write])
+            if failed is None:
+                continue
+            reason = _first_line(failed)
+            if _transient(failed):
+                self._give_up(batch[at:], reason)
+                return
+            log.error("a %s row of turn %s was refused by the database: %s",
+                      getattr(write[0], "table", "?"), write[2], reason)
+            if write[2] is not None:
+                self._failed.setdefault(write[2], reason)
+
+    def _give_up(self, writes: Sequence[Write], reason: str) -> None:
+        """The database stayed away longer than outage_seconds: these rows are dropped, their turns told."""
+        for _statement, _params, owner in writes:
+            if owner is not None:
+                self._failed.setdefault(owner, f"the database was unreachable for over {self.outage_seconds:.0f} s: "
+                                               f"{reason}")
 
     @property
     def threaded(self) -> bool:
@@ -403,17 +444,23 @@ class WriteBehind:
         self._waiters = still
 
 
-async def _end_backend(conn: AsyncConnection, pid: int) -> None:
-    """End the server process a lost batch went out on, and wait until it has exited, before asking what it
-    committed. Until then the answer can change: a COMMIT (or the one autocommit statement) that reached the
-    server may still be running there, or still be unread in its socket, when another connection asks; and a
-    transaction whose COMMIT never arrived stays open, its rows' keys locked, until the server notices the
-    client is gone (minutes, over a dead network). Once the process is gone, its transaction is either
-    committed or rolled back for good. Only a process of this same database user is ended (the server would
-    refuse others); one that does not end within 5 s is a transient error, retried with the outage's backoff."""
+async def _end_backend(conn: AsyncConnection, pid: int, age: float) -> None:
+    """End the server process a lost batch went out on `age` seconds ago, and wait until it has exited, before
+    asking what it committed. Until then the answer can change: a COMMIT (or the one autocommit statement) that
+    reached the server may still be running there, or still be unread in its socket, when another connection
+    asks; and a transaction whose COMMIT never arrived stays open, its rows' keys locked, until the server
+    notices the client is gone (minutes, over a dead network). Once the process is gone, its transaction is
+    either committed or rolled back for good. Only a process of this same database user is ended (the server
+    would refuse others), and only one that was there when the batch went out: after a server restart (or once
+    the process has exited) its pid is free, and a process that has it now (another of our connections: the
+    thread locks', a turn's read) has nothing of the batch. One that does not end within 5 s is a transient
+    error, retried with the outage's backoff."""
     found = await conn.execute(text(
         "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
-        "WHERE pid = :pid AND usename = current_user AND pid <> pg_backend_pid()"), {"pid": pid})
+        "WHERE pid = :pid AND usename = current_user AND pid <> pg_backend_pid() "
+        "AND backend_start < clock_timestamp() - make_interval(secs => :age) "
+        "AND pg_postmaster_start_time() < clock_timestamp() - make_interval(secs => :age)"),
+        {"pid": pid, "age": age})
     ended = found.scalar()
     await conn.commit()
     if ended is False:

@@ -101,15 +101,54 @@ PATTERNS_ONLY = SecretRedactor()
 
 # What may not reach a terminal or a chat from a file, a program, a model or a log line: C0 controls (tab,
 # line feed and carriage return kept), DEL, and the 8-bit C1 controls 0x80-0x9f (CSI \x9b and OSC \x9d
-# start escape sequences on many terminals just as ESC [ does).
-_CONTROL = {c: "\ufffd" for c in [*range(0, 9), 11, 12, *range(14, 32), *range(0x7F, 0xA0)]}
+# start escape sequences on many terminals just as ESC [ does); and what makes text read otherwise than it
+# is: the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069: "Trojan Source"), the bidi
+# marks (U+061C, U+200E, U+200F) and the zero-width characters (U+200B-U+200D, U+2060, U+FEFF), which hide
+# inside a name that looks like another.
+_CONTROLS = [*range(0, 9), 11, 12, *range(14, 32), *range(0x7F, 0xA0)]
+_INVISIBLE = [0x061C, *range(0x200B, 0x2010), *range(0x202A, 0x202F), 0x2060, *range(0x2066, 0x206A), 0xFEFF]
+_CONTROL = {c: "\ufffd" for c in [*_CONTROLS, *_INVISIBLE]}
 _CONTROL_LINE = {**_CONTROL, 10: "\ufffd", 13: "\ufffd"}
+_LONE_CR = re.compile("\r(?!\n)")
 
 
 def printable(text: str, one_line: bool = False) -> str:
-    """`text` with every control character shown as U+FFFD (one for one: the length does not change);
-    `one_line`: line breaks too."""
-    return text.translate(_CONTROL_LINE if one_line else _CONTROL)
+    """`text` with every control, bidi and zero-width character shown as U+FFFD (one for one: the length does
+    not change); a carriage return is kept only before a line feed (alone, it sends the cursor back to
+    overwrite the line); `one_line`: line breaks too. The one gate of the terminal (bot/chat/console/view.py,
+    `Terminal`) and of whatever else shows untrusted text."""
+    text = text.translate(_CONTROL_LINE if one_line else _CONTROL)
+    return _LONE_CR.sub("\ufffd", text) if "\r" in text else text
+
+
+_RAW_IN_JSON = re.compile("[\x7f-\x9f" + "".join(map(chr, _INVISIBLE)) + "]")
+
+
+def printable_json(text: str) -> str:
+    """JSON text (`json.dumps`, which escapes the C0 controls itself) with DEL, the C1 controls and the bidi
+    and zero-width characters escaped too (\\u202e): the same data for a script, nothing a terminal acts on.
+    They occur only inside strings, where the escape means the character itself."""
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+# What a tool's result may not hold when the model reads it: the escape sequences a terminal acts on (CSI
+# `ESC [ ... final`, OSC `ESC ] ... BEL or ESC \\`, their 8-bit forms \x9b and \x9d, and two-character ESC
+# sequences), whole, and then every other C0 and C1 control but tab and line feed. RE2: linear in the text.
+_SEQUENCE = _re(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+                r"|\x1b[ -/]*[0-~]")
+_MODEL_CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), *range(0x7F, 0xA0)])
+_ANY_MODEL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def for_model(text: str) -> str:
+    """`text` without escape sequences and control characters (tab and line feed kept): the one gate every
+    tool result passes before the model reads it (the executor), so the audit row of the model's request
+    holds none either. Removed, not shown: the model has no use for them, and would copy them into answers."""
+    if not _ANY_MODEL_CONTROL.search(text):
+        return text
+    return _SEQUENCE.sub("", text).translate(_MODEL_CONTROL)
+
+
 # A secret at a cut is recognised only whole: callers keep this much past the limit for `cut` to redact.
 LOOKAHEAD = 2048
 # A word cut in half is dropped whole up to this length; a longer run of non-space characters is a blob

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.commands.support import out, run_async, settings_or_exit, with_engine
+from bot.commands.support import out, run_async, settings_or_exit, terminal, with_engine
 from bot.engine.errors import YokebotError
 from bot.observability.timeparse import BadTime, parse_span
 
@@ -76,7 +76,7 @@ def db_prune(
 
     cutoff = datetime.now(UTC) - run_async(span)
     planned = with_engine(lambda engine, _: prune(engine, cutoff, dry_run=True))
-    out = _console()
+    out = terminal()
     if dry_run or planned.sessions + sum(planned.deleted.values()) == 0:
         out.print(_prune_summary(planned), highlight=False, soft_wrap=True)
         return
@@ -95,12 +95,6 @@ def _confirm(out: Console, planned: PruneResult) -> None:
     if not sure:
         out.print("Nothing deleted (add --yes to delete without asking).")
         raise typer.Exit(1)
-
-
-def _console() -> Console:
-    from rich.console import Console
-
-    return Console()  # built per command: it reads the terminal width (COLUMNS) when it is made
 
 
 def _prune_summary(result: PruneResult) -> str:

@@ -58,12 +58,13 @@ def eval_command(
     """Score an agent on ops scenarios; exit 1 if any scenario fails.
 
     Each scenario runs with its files in a temporary root, through the real tools, sandbox and audit."""
-    from bot.commands.support import err, run_async, settings_or_exit, setup_logging
+    from bot.commands.support import err, run_async, settings_or_exit, setup_logging, terminal
     from bot.eval.report import build_report, dumps, print_table
     from bot.eval.runner import EvalOptions, EvalRunner, now_iso
     from bot.eval.scenario import select
+    from bot.redact import printable_json
 
-    out = Console()
+    out = terminal()
     if compare_files:
         _compare([*compare_files, *(Path(s) for s in suites or [])], out)
         return
@@ -89,7 +90,7 @@ def eval_command(
     if report is not None:
         report.write_text(dumps(doc), encoding="utf-8")
     if as_json:
-        print(dumps(doc), end="")
+        print(printable_json(dumps(doc)), end="")
     else:
         print_table(out, results)
     if any(r.status != "pass" for r in results):

@@ -6,24 +6,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from types import ModuleType
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
-from bot.commands.support import run_async, with_engine
+from bot.commands.support import run_async, terminal, with_engine
 from bot.observability.timeparse import parse_since
 
-if TYPE_CHECKING:  # imported when a command runs: `yokebot --help` loads neither SQLAlchemy nor the renderers
-    from rich.console import Console
-
-
 T = TypeVar("T")
-
-
-def _out() -> Console:
-    from rich.console import Console
-
-    return Console()  # built per command: it reads the terminal width (COLUMNS) when it is made
 
 
 def _render() -> ModuleType:
@@ -69,9 +59,9 @@ def sessions(
     if as_json:
         print(_render().sessions_json(items))
     elif not items:
-        _out().print("No sessions match. Talk to an agent (`yokebot chat`, `yokebot ask`) and look again.")
+        terminal().print("No sessions match. Talk to an agent (`yokebot chat`, `yokebot ask`) and look again.")
     else:
-        _out().print(_render().sessions_table(items))
+        terminal().print(_render().sessions_table(items))
 
 
 def sessions_reset(
@@ -83,7 +73,7 @@ def sessions_reset(
     from bot.observability.queries import reset_session
 
     found = with_engine(lambda engine, _: reset_session(engine, session))
-    _out().print(f"Session {found.id} ({found.platform} {_render().where(found.channel, found.thread)}): "
+    terminal().print(f"Session {found.id} ({found.platform} {_render().where(found.channel, found.thread)}): "
                  "memory reset; its next turn starts afresh.", highlight=False, markup=False)
 
 
@@ -99,7 +89,7 @@ def trace(
     if as_json:
         print(_render().trace_json(result))
         return
-    out = _out()
+    out = terminal()
     out.print(_render().trace_header(result))
     if not result.turns:
         out.print("This session has no turns yet.")
@@ -123,7 +113,7 @@ def usage(
     if as_json:
         print(json.dumps(_render().usage_dict(report), indent=2))
         return
-    out = _out()
+    out = terminal()
     for table in _render().usage_tables(report):
         out.print(table)
 

@@ -240,7 +240,9 @@ def schedule_history(
 
     schedule, runs = support.run_async(main)
     if as_json:
-        print(json.dumps([_run_json(r) for r in runs], ensure_ascii=False))
+        from bot.redact import printable_json
+
+        print(printable_json(json.dumps([_run_json(r) for r in runs], ensure_ascii=False)))
         return
     if not runs:
         support.out.print(f"{schedule.name} has not run yet.")

@@ -1,4 +1,5 @@
-"""What every `yokebot` command shares: the consoles, settings from the environment, logging, and running a
+"""What every `yokebot` command shares: the consoles (`Terminal`s: the terminal's one gate, which shows no
+control, bidi or zero-width character raw), settings from the environment, logging, and running a
 coroutine so that a YokebotError becomes one red sentence. Its own module so that the command modules
 (bot/cli.py, bot/commands/observe.py, bot/commands/schedule.py) import it and not each other."""
 
@@ -10,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from bot.chat.console.view import Terminal
 from bot.engine.errors import YokebotError
 
 if TYPE_CHECKING:  # pydantic-settings and SQLAlchemy load when a command reads its settings, not for --help
@@ -22,8 +23,14 @@ if TYPE_CHECKING:  # pydantic-settings and SQLAlchemy load when a command reads 
 
 T = TypeVar("T")
 
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
+out = Terminal()
+err = Terminal(stderr=True, soft_wrap=True)
+
+
+def terminal() -> Terminal:
+    """A console of stdout for one command's tables: built when the command runs, it reads the terminal width
+    (COLUMNS) then."""
+    return Terminal()
 
 
 def setup_logging(settings: Settings, quiet: bool = False) -> None:

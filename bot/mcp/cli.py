@@ -9,11 +9,11 @@ import os
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from bot.chat.console.view import Terminal
 from bot.engine.errors import ConfigError, YokebotError
 from bot.redact import printable
 
@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # loaded when the command runs: `yokebot --help` stays quick
 
 mcp_app = typer.Typer(help="MCP servers declared in agent profiles (the `mcp:` section of AGENT.md).",
                       no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
+out = Terminal()  # the terminal's one gate: server-given names and descriptions are untrusted
+err = Terminal(stderr=True)
 
 
 async def offered_tools(settings: Settings, agent: str, server: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +15,7 @@ from rich.tree import Tree
 from bot.observability.prune import PruneResult
 from bot.observability.queries import MemoryStep, ModelStep, SessionOverview, SessionTrace, ToolStep, TurnTrace
 from bot.observability.usage import UsageReport, UsageRow
-from bot.redact import printable
+from bot.redact import printable, printable_json
 
 STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan",
                 "stopped": "yellow"}
@@ -172,14 +171,10 @@ def trace_dict(tr: SessionTrace) -> dict[str, Any]:
     return {"session": {**asdict(tr.session), "tokens": tr.session.tokens}, "turns": turns}
 
 
-# JSON escapes C0 controls itself; DEL and the C1 controls (CSI \x9b, OSC \x9d) it leaves raw with
-# ensure_ascii=False, and a terminal showing the JSON would act on them. They occur only inside strings.
-_RAW_CONTROL = re.compile("[\x7f-\x9f]")
-
-
 def trace_json(tr: SessionTrace) -> str:
-    text = json.dumps(trace_dict(tr), default=_json_default, ensure_ascii=False, indent=2)
-    return _RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    """JSON escapes C0 controls itself; DEL, the C1 controls (CSI \x9b, OSC \x9d), bidi overrides and
+    zero-width characters it leaves raw with ensure_ascii=False: `printable_json` escapes them."""
+    return printable_json(json.dumps(trace_dict(tr), default=_json_default, ensure_ascii=False, indent=2))
 
 
 # --- usage ---------------------------------------------------------------------------------------------

@@ -2,16 +2,56 @@
 
 Everything that came from a model, a tool or a log is put on screen as `rich.text.Text`, never parsed as
 Rich markup: `[/api/v1]` or nginx's `[error]` are shown as written, and cannot break the console. Answers
-are printed line for line, as the model wrote them (no Markdown re-flow, link URLs kept)."""
+are printed line for line, as the model wrote them (no Markdown re-flow, link URLs kept).
+
+`Terminal` is the console every command prints through (`chat`, `ask`, `sessions`, `trace`, `alerts test`...):
+the one place where untrusted text meets the terminal."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.protocol import rich_cast
+from rich.segment import Segment
 from rich.text import Text
 
 from bot.redact import printable
+
+
+class Terminal(Console):
+    """A rich Console that shows no control, bidi or zero-width character raw, whoever printed what: every
+    text it renders passes `printable` (U+FFFD for each). Rich writes ESC sequences as they are, and a
+    channel id, an alert label or a log line an attacker wrote would otherwise retitle the terminal, move its
+    cursor or read backwards (U+202E). Strings are cleaned as they become texts (`render_str`, before a
+    table measures them, so they still fit its columns), texts as they are rendered, and every other segment
+    after, Rich's own control codes (the live view's cursor moves) excepted. Nested renderables (a table's
+    cells, a tree's nodes) come back through `render` too."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return _printable_text(super().render_str(text, **options))
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        renderable = rich_cast(renderable)
+        if isinstance(renderable, Text):
+            renderable = _printable_text(renderable)
+        for segment in super().render(renderable, options):
+            if segment.control:
+                yield segment
+                continue
+            text = printable(segment.text)
+            yield segment if text == segment.text else Segment(text, segment.style)
+
+
+def _printable_text(text: Text) -> Text:
+    plain = printable(text.plain)
+    if plain == text.plain:
+        return text
+    text = text.copy()
+    text.plain = plain  # one for one: the spans still fit
+    return text
 
 STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow"}
 

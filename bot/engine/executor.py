@@ -28,7 +28,7 @@ from bot.engine.errors import ToolDenied, ToolFailed, ToolRetry
 from bot.engine.messages import ToolCall, ToolResult, ToolStatus
 from bot.engine.profiles import AgentProfile
 from bot.engine.tooling import Tool, ToolOutput, describe_validation_error
-from bot.redact import cut
+from bot.redact import cut, for_model
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +89,16 @@ class ToolExecutor:
         return {name: self.registry[name] for name in profile.tools if name in self.registry}
 
     async def execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
+        """Every tool's result, built-in or MCP, failure or not, leaves here and nowhere else: escape sequences
+        and control characters out (`for_model`, before the redactor, so a secret split by one is whole
+        again), secrets redacted, then cut to size."""
         started_at, started = datetime.now(UTC), time.perf_counter()
         result = await self._execute(call, run, reply)
         duration = time.perf_counter() - started
         return replace(
             result,
-            content=self._cap(result.content),
-            detail=self._cap(result.detail, self.policy.max_detail_chars) if result.detail else None,
+            content=self._cap(for_model(result.content)),
+            detail=self._cap(for_model(result.detail), self.policy.max_detail_chars) if result.detail else None,
             arguments=self._redact_args(result.arguments),
             duration_ms=duration * 1000,
             started_at=started_at,

@@ -12,6 +12,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import time
 from glob import glob
 from pathlib import Path
 
@@ -101,10 +102,19 @@ class PgCluster:
                    "-c max_connections=60")
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start")
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "fast", *, wait: bool = True) -> None:
         """`pg_ctl stop -m fast`: every session is ended (their clients read 'terminating connection due to
-        administrator command'), then the server exits; until `start()`, connections are refused."""
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+        administrator command'), then the server exits; until `start()`, connections are refused. `-m smart`
+        (with `wait=False`): the server waits for its sessions to end, refusing new ones meanwhile with 'the
+        database system is shutting down'; `wait_stopped()` waits for it to exit."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w" if wait else "-W", "-t", "60", "stop")
+
+    def wait_stopped(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while (self.data / "postmaster.pid").exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the private PostgreSQL cluster did not stop")
+            time.sleep(0.05)
 
     def close(self) -> None:
         if self._initialised and (self.data / "postmaster.pid").exists():

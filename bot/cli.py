@@ -151,7 +151,9 @@ def ask(
 
 def show_result(result: Any, as_json: bool) -> None:
     if as_json:
-        print(result.to_json(), flush=True)
+        from bot.redact import printable_json
+
+        print(printable_json(result.to_json()), flush=True)
     else:
         print_answer(result.answer)
         err.print(f"[dim]session {result.session_id} · {result.iterations} model call(s) · "
@@ -159,12 +161,16 @@ def show_result(result: Any, as_json: bool) -> None:
 
 
 def print_answer(answer: str) -> None:
-    """Piped or redirected: the text exactly as the model wrote it. On a terminal: no markup, no emoji codes."""
+    """Piped or redirected: the text as the model wrote it, but for control, bidi and zero-width characters
+    (`printable`: a pipe often ends on a terminal too). On a terminal: no markup, no emoji codes."""
     if out.is_terminal:
         from bot.chat.console import view as console_view
 
         console_view.print_text(out, console_view.answer(answer))
     else:
+        from bot.redact import printable
+
+        answer = printable(answer)
         sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
         sys.stdout.flush()
 

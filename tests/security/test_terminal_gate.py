@@ -98,3 +98,17 @@ async def test_trace_and_usage_show_a_forged_channel_user_text_and_answer_visibl
             assert done.returncode == 0, (args, done.stderr)
             assert raw(done.stdout) == [], (args, done.stdout)
             assert "pwned" in done.stdout or "usage" in args, (args, done.stdout)
+
+
+def test_ask_prints_a_hostile_answer_visibly_piped_and_as_json(tmp_path: Path, fake_llm: FakeOpenAI):
+    """The final answer: piped (a pipe often ends on a terminal: `yokebot ask ... | tail`), and --json."""
+    write_agent(tmp_path / "agents", "ops", "tools: [current_time]")
+    env = {**base_env(tmp_path, fake_llm), "YOKEBOT_DEFAULT_AGENT": "ops"}
+    fake_llm.reply(f"line one\n{HOSTILE}\r\n")
+    done = yokebot("ask", "hi", env=env)
+    assert done.returncode == 0, done.stderr
+    assert raw(done.stdout) == [] and done.stdout.startswith("line one\nC1\ufffd]0;pwned\ufffd"), done.stdout
+    fake_llm.reply(HOSTILE)
+    done = yokebot("ask", "--json", "hi", env=env)
+    assert done.returncode == 0, done.stderr
+    assert raw(done.stdout) == [] and json.loads(done.stdout)["answer"] == HOSTILE  # escaped, not lost

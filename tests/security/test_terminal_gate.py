@@ -14,14 +14,16 @@ from bot.engine.service import TurnRequest
 from bot.store.db import create_engine, ensure_schema
 from tests.alerts.harness import PAYLOADS, ops_agent
 from tests.conftest import make_settings
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, call
 from tests.helpers import write_agent
 from tests.test_cli import base_env, yokebot
 
 RLO, ZWSP = "\u202e", "\u200b"
 # a terminal title (OSC 0), the clipboard (OSC 52), clear screen, 8-bit CSI, a bidi isolate, a zero-width joiner
 HOSTILE = "C1\x1b]0;pwned\x07\x1b]52;c;Y3VybA==\x07\x1b[2J\x9b31m\u2066x\u200d\ufeffend"
-SGR = re.compile(r"\x1b\[[0-9;]*m")  # Rich's own colours when it believes it writes to a terminal
+# Rich's own codes when it believes it writes to a terminal: colours, the live view's cursor (hide, show, up,
+# erase the line). Not "clear the screen" (2J) nor any OSC: those only come from the data.
+SGR = re.compile(r"\x1b\[(?:[0-9;]*m|\?25[lh]|2K|[0-9]*A|[0-9]*G)")
 
 
 def raw(text: str) -> list[str]:
@@ -112,3 +114,16 @@ def test_ask_prints_a_hostile_answer_visibly_piped_and_as_json(tmp_path: Path, f
     done = yokebot("ask", "--json", "hi", env=env)
     assert done.returncode == 0, done.stderr
     assert raw(done.stdout) == [] and json.loads(done.stdout)["answer"] == HOSTILE  # escaped, not lost
+
+
+def test_chat_shows_hostile_tool_arguments_results_and_answer_visibly(tmp_path: Path, fake_llm: FakeOpenAI):
+    """`yokebot chat`: the tool-call line (the model's arguments), its result's preview, the streamed answer."""
+    write_agent(tmp_path / "agents", "ops", "tools: [current_time]")
+    env = {**base_env(tmp_path, fake_llm), "YOKEBOT_DEFAULT_AGENT": "ops", "FORCE_COLOR": "1"}
+    fake_llm.calls(call("current_time", {"timezone": HOSTILE}))
+    fake_llm.reply(f"done {HOSTILE}")
+    done = yokebot("chat", env=env, stdin="hi\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    shown = SGR.sub("", done.stdout)
+    assert "current_time" in shown and "done C1\ufffd]0;pwned" in shown, shown
+    assert raw(done.stdout) == [], done.stdout

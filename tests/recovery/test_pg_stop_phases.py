@@ -22,6 +22,7 @@ from bot.engine.messages import Message
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.store.session_lock import PgSessionLock
+from bot.store.writer import WriteFailed
 from tests.fakes.pg_cluster import PgCluster
 from tests.helpers import eventually
 
@@ -155,3 +156,24 @@ async def test_the_thread_locks_connection_closed_by_a_restart_is_replaced_befor
             pass
     finally:
         await locks.close()
+
+
+async def test_an_outage_longer_than_the_limit_gives_up_the_batch_at_once_and_the_writer_goes_on(
+        cluster: PgCluster, store: SqlStore, caplog: pytest.LogCaptureFixture):
+    """Beyond YOKEBOT_DB_OUTAGE_SECONDS the held rows are given up, their turns told (WriteFailed), in one go:
+    not waited out again row by row; the rows queued after the server is back are written."""
+    session_id = await _first_turn(store)
+    store.writes.outage_seconds = 1.0
+    await asyncio.to_thread(cluster.stop)
+    try:
+        with caplog.at_level(logging.WARNING, logger="bot.store.writer"):
+            await _queue_turn(store, session_id, "one statement")
+            async with asyncio.timeout(10):
+                with pytest.raises(WriteFailed, match="unreachable for over 1 s"):
+                    await store.flush("turn-1")
+        assert "giving up on 3 held rows" in caplog.text and "one by one" not in caplog.text
+    finally:
+        await asyncio.to_thread(cluster.start)
+    await store.append(session_id, "turn-0", Message.user("after"))
+    await store.flush("turn-0")
+    assert await _counts(store) == (0, 0, 0)

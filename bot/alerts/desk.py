@@ -12,7 +12,10 @@
 
 A body whose instance died before it was done is taken over after its lease (all of them at start-up when this
 process is alone on a SQLite file) and processed again; every step above is decided from the group's row, so a
-second pass posts only what the first did not record."""
+second pass posts only what the first did not record.
+
+Every text built from a body comes from its parsed `Notification`, whose texts have all passed the app's redactor
+(`redact`, the one tool output passes): a secret in a label reaches no root, note, prompt, group row or log line."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from datetime import UTC, datetime
 
 from bot.alerts import render
 from bot.alerts.investigate import Investigations
-from bot.alerts.payloads import BadPayload, Notification, Source, parse
+from bot.alerts.payloads import BadPayload, Notification, Redact, Source, parse
 from bot.alerts.routing import Routed, route_for
 from bot.alerts.store import AlertStore, Group, Stored
 from bot.alerts.threads import AlertThreads, Root
@@ -47,9 +50,11 @@ def stamp(when: datetime) -> str:
 
 class AlertDesk:
     def __init__(self, store: AlertStore, profiles: Mapping[str, AgentProfile], threads: Mapping[str, AlertThreads],
-                 investigations: Investigations | None, *, per_10m: int, counter: EventCounter | None = None,
-                 retry_seconds: float = 30.0, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 investigations: Investigations | None, *, per_10m: int, redact: Redact,
+                 counter: EventCounter | None = None, retry_seconds: float = 30.0,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.store, self.profiles, self.threads, self.investigations = store, profiles, threads, investigations
+        self.redact = redact
         self.per_10m, self.counter, self.clock, self.retry_seconds = per_10m, counter, clock, retry_seconds
         self.locks = KeyedLocks()
         self._reserve = asyncio.Lock()  # the storm count and its reservation, one group at a time here
@@ -66,7 +71,7 @@ class AlertDesk:
     async def accept(self, source: Source, body: bytes) -> int:
         """Check and store one webhook body; raises BadPayload (nothing stored). Processed in the background."""
         self._last_accept = asyncio.get_running_loop().time()
-        n = parse(source, body)
+        n = parse(source, body, self.redact)
         text = body.decode("utf-8")
         notification = await self.store.accept(source, text)
         self.count(source, "received")
@@ -76,7 +81,7 @@ class AlertDesk:
     def _enqueue(self, stored: Stored, group_key: str | None = None) -> None:
         if group_key is None:
             try:
-                group_key = parse(_source(stored.source), stored.body.encode()).group_key
+                group_key = parse(_source(stored.source), stored.body.encode(), self.redact).group_key
             except BadPayload:
                 group_key = ""
         digest = hashlib.sha256(f"{stored.source}\x1f{group_key}".encode()).digest()
@@ -152,7 +157,7 @@ class AlertDesk:
     # --- one body ----------------------------------------------------------------------------------------
     async def process(self, stored: Stored) -> None:
         try:
-            n = parse(_source(stored.source), stored.body.encode())
+            n = parse(_source(stored.source), stored.body.encode(), self.redact)
         except BadPayload as exc:
             await self.store.done(stored.id, str(exc))
             return

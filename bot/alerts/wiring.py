@@ -20,8 +20,9 @@ class Alerts:
         self.bot = bot
         s = bot.settings
         self.store = AlertStore(bot.engine, bot.store.owner, s.inbox_lease_seconds)
-        self.desk = AlertDesk(self.store, bot.profiles, {}, None, per_10m=s.alert_max_per_10m, counter=bot.metrics,
-                              retry_seconds=s.inbox_lease_seconds)
+        self.desk = AlertDesk(self.store, bot.profiles, {}, None, per_10m=s.alert_max_per_10m,
+                              redact=bot.service.loop.executor.redact,  # the one tool output passes
+                              counter=bot.metrics, retry_seconds=s.inbox_lease_seconds)
         self.webhooks = Webhooks(self.desk, token)
 
     def attach(self, resumable: MutableMapping[str, Resumable]) -> None:

@@ -208,3 +208,34 @@ def test_a_body_exactly_at_the_depth_limit_parses_as_json():
 
     body = b'{"a": ' + nested(MAX_DEPTH - 1) + b"}"
     assert decode(body)["a"] is not None
+
+
+@pytest.mark.postgres
+async def test_only_a_database_that_is_away_is_a_503_and_the_resend_is_stored(
+    pg_database: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_slack: FakeSlack
+):
+    from tests.fakes.tcp_proxy import TcpProxy
+
+    proxy = TcpProxy("127.0.0.1", 5432).start()  # the shared server stays up; its road here is cut
+    host_part, dbname = pg_database.rsplit("/", 1)
+    agents = tmp_path / "agents"
+    ops_agent(agents)
+    settings = settings_for(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}", fake_llm, agents, fake_slack)
+    fake_llm.reply("Looked at it.")
+    served = Served(settings)
+    try:
+        await up(settings)
+        assert (await hook(settings, AM, payload("alertmanager_firing")))[0] == 200  # started through and through
+        await eventually(lambda: roots(fake_slack), what="the root message")
+        await answered(fake_slack, roots(fake_slack)[0].result["ts"])
+        proxy.pause()
+        away = await hook(settings, AM, payload("alertmanager_firing"))
+        refused = await hook(settings, AM, None, raw=nested(200_000))  # a poison body is a 400 all the same
+        proxy.resume()
+        resent = await hook(settings, AM, payload("alertmanager_firing"))  # as Alertmanager does
+        await processed(pg_database, 2)
+    finally:
+        await served.stop()
+        proxy.stop()
+    assert away == (503, {"error": "The alert could not be stored right now; send it again."})
+    assert refused[0] == 400 and resent[0] == 200

@@ -33,6 +33,9 @@ def _assignment(m: Any) -> str:
 _SMALL_NUMBER = re.compile(r"\d{1,9}(?!\w)")
 _WORDS = "password|passwd|secret|api_?key|access_?key|token|private_?key"
 
+# A token glued to a word is still a token: `deploy_xoxb-…`, `x_sk-proj-…`, `fooBearer …` (a tool name the model
+# made up, an identifier in a log). The distinctive prefixes (xox?-, xapp-, bearer) match anywhere; the shorter
+# ones after a word boundary or an underscore, so `disk-usage-…` is not taken for an `sk-` key.
 _PATTERNS: tuple[tuple[Any, Repl], ...] = (
     # header values: keep the name, drop the credentials
     (
@@ -44,15 +47,15 @@ _PATTERNS: tuple[tuple[Any, Repl], ...] = (
     ),
     (_re(r"(?i)\b(x-api-key|api-key|x-auth-token|cookie|set-cookie)(\s*:\s*)[^\r\n]+"), r"\1\2" + MARK),
     (_re(r"(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\z)"), MARK),
-    (_re(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MARK),  # a bearer token anywhere
-    (_re(r"\bxox[abposre]-[A-Za-z0-9-]{8,}"), MARK),  # Slack bot/user/refresh tokens
-    (_re(r"\bxapp-[A-Za-z0-9-]{8,}"), MARK),  # Slack app tokens
-    (_re(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"), MARK),  # OpenAI / Anthropic keys
-    (_re(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}"), MARK),
-    (_re(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MARK),  # AWS access key ids
-    (_re(r"\bAIza[0-9A-Za-z_-]{35}\b"), MARK),  # Google API keys
+    (_re(r"(?i)(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MARK),  # a bearer token anywhere, even glued on
+    (_re(r"xox[abposre]-[A-Za-z0-9-]{8,}"), MARK),  # Slack bot/user/refresh tokens, even glued to a word
+    (_re(r"xapp-[A-Za-z0-9-]{8,}"), MARK),  # Slack app tokens
+    (_re(r"(?:\b|_)sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"), MARK),  # OpenAI / Anthropic keys
+    (_re(r"(?:\b|_)(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|(?:\b|_)github_pat_[A-Za-z0-9_]{30,}"), MARK),
+    (_re(r"(?:\b|_)(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MARK),  # AWS access key ids
+    (_re(r"(?:\b|_)AIza[0-9A-Za-z_-]{35}\b"), MARK),  # Google API keys
     (_re(r"\b[A-Za-z\d_-]{23,}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,}"), MARK),  # Discord bot tokens
-    (_re(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MARK),  # JWTs
+    (_re(r"(?:\b|_)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), MARK),  # JWTs
     # URL passwords, up to the last @ before the host (a password may contain @): the greedy run does that
     (_re(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^\s/]*@"), r"\1" + MARK + "@"),
     # key = value, key: value, "key": "value" (JSON), key="value"

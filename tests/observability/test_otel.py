@@ -367,28 +367,30 @@ async def test_a_secret_in_a_made_up_tool_name_never_leaves_in_a_span(
     app = await traced_app(tmp_path, fake_llm, agents_dir, otlp, otel_capture_content=content)
     quoted = 'token": "' + "hunter2hunter2"  # JSON-escaped in the content, this shape hides from the redactor
     fake_llm.calls(call(f"deploy-{SLACK}", {"text": "x"}, f"call-{SLACK}"),
-                   call(f"Authorization: {BEARER}", {}, "call_2"), call(quoted, {}, "call_3")).reply("No such tools.")
+                   call(f"Authorization: {BEARER}", {}, "call_2"), call(quoted, {}, "call_3"),
+                   call(f"deploy_{SLACK}", {}, "call_4")).reply("No such tools.")
     try:
         result = await app.service.handle(req("deploy it"))
     finally:
         await app.close()
     assert result.answer == "No such tools."
-    spans = otlp.wait_for(6)
+    spans = otlp.wait_for(7)
     sent = b"".join(otlp.bodies)
     assert b"deploy-" in sent and b"Authorization" in sent  # the bytes are readable: the checks below mean something
     for secret in (SLACK, BEARER, BEARER.split()[1], "hunter2hunter2"):
         assert secret.encode() not in sent, secret
     tools = sorted((s for s in spans if s.name.startswith("execute_tool")), key=lambda s: s.start_ns)
     assert [s.name for s in tools] == [f"execute_tool deploy-{MARK}", f"execute_tool Authorization: Bearer {MARK}",
-                                       f'execute_tool token": {MARK}']
+                                       f'execute_tool token": {MARK}', f"execute_tool deploy_{MARK}"]
     assert tools[0].attributes["gen_ai.tool.name"] == f"deploy-{MARK}"
     assert tools[0].attributes["gen_ai.tool.call.id"] == f"call-{MARK}"
     assert all(s.status_code == 2 for s in tools)
     if content:
         first = min(by_name(spans, "chat test-model"), key=lambda s: s.start_ns)
         asked = json.loads(first.attributes["gen_ai.output.messages"])[0]["parts"]
-        assert [p["name"] for p in asked] == [f"deploy-{MARK}", f"Authorization: Bearer {MARK}", f'token": {MARK}']
-        assert [p["id"] for p in asked] == [f"call-{MARK}", "call_2", "call_3"]
+        assert [p["name"] for p in asked] == [f"deploy-{MARK}", f"Authorization: Bearer {MARK}", f'token": {MARK}',
+                                              f"deploy_{MARK}"]
+        assert [p["id"] for p in asked] == [f"call-{MARK}", "call_2", "call_3", "call_4"]
 
 
 async def test_every_string_a_span_carries_passes_the_redactor(

@@ -84,12 +84,10 @@ def _text(value: Any, redact: Redact, limit: int = MAX_VALUE_CHARS) -> str:
 
 def _named(name: str, value: str, redact: Redact) -> str:
     """A label's value, redacted, also where its name says what it is (`db_password: hunter2`): the route's prompt
-    quotes a value without its name, where the redactor's `name: value` rule cannot see it."""
+    quotes a value without its name, where the redactor's `name: value` rule cannot see it. Such a value is
+    replaced whole (the rule stops at a space: `correct horse battery` would keep `horse battery`)."""
     said = f"{name}: {value}"
-    seen = redact(said)
-    if seen == said:
-        return value
-    return seen[len(name) + 2:] if seen.startswith(f"{name}: ") else MARK
+    return value if redact(said) == said else MARK
 
 
 def _strings(value: Any, what: str, redact: Redact) -> dict[str, str]:

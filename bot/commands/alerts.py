@@ -40,12 +40,13 @@ def alerts_test(
     from bot.alerts.payloads import BadPayload, parse
     from bot.alerts.routing import route_for
     from bot.app import find_profile, load_profiles
+    from bot.redact import SecretRedactor
     from bot.tools import builtin_tools
 
     settings = settings_or_exit()
     try:
         body = file.read_bytes()
-        n = parse(_source(body), body)
+        n = parse(_source(body), body, SecretRedactor(settings.secret_values()))  # as `run` redacts it
     except OSError as exc:
         err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(exc.strerror or str(exc))}")
         raise typer.Exit(2) from None

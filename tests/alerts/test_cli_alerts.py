@@ -53,3 +53,17 @@ async def test_alerts_list_shows_recent_groups_their_state_and_thread(tmp_path: 
     row = next(line for line in done.stdout.splitlines() if "HighErrorRate" in line)
     assert "alertmanager" in row and "ops" in row and "firing" in row and "started" in row
     assert "slack:C_OPS_ALERTS:1700.1" in row
+
+
+def test_alerts_test_redacts_this_instances_own_secrets_as_run_does(tmp_path: Path):
+    """A configured secret (here the webhook token) pasted into an alert's annotation is not a known token
+    shape: only the instance's own redactor knows it, and `alerts test` uses it as `run` does."""
+    ops_agent(tmp_path / "agents")
+    secret = "hook-pass-7Qm2Zx9Lw4"
+    body = (PAYLOADS / "alertmanager_firing.json").read_text()
+    body = body.replace("with a 5xx.", "with a 5xx; token was " + secret, 1)
+    (tmp_path / "leaky.json").write_text(body)
+    env = base_env(tmp_path, None) | {"YOKEBOT_WEBHOOK_TOKEN": secret}
+    done = yokebot("alerts", "test", str(tmp_path / "leaky.json"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "token was" in done.stdout and secret not in done.stdout

@@ -21,8 +21,9 @@ if str(ROOT) not in sys.path:
 
 from bot.app import App, build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
-from bot.engine.model import preload  # noqa: E402
-from bot.engine.tooling import Tool, ToolContext, tool  # noqa: E402
+from bot.engine.model.client import preload  # noqa: E402
+from bot.engine.run.context import ToolContext  # noqa: E402
+from bot.engine.run.tooling import Tool, tool  # noqa: E402
 from bot.gc_freeze import freeze_startup_objects  # noqa: E402
 
 T = TypeVar("T")

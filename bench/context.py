@@ -28,11 +28,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bot.app import build_app  # noqa: E402
+from bot.engine.context.tokens import TokenCounter, exact_counter  # noqa: E402
 from bot.engine.messages import Message, ToolCall  # noqa: E402
+from bot.engine.model.wire import to_wire  # noqa: E402
+from bot.engine.run.context import ToolContext  # noqa: E402
+from bot.engine.run.tooling import tool  # noqa: E402
 from bot.engine.service import TurnRequest  # noqa: E402
-from bot.engine.tokens import TokenCounter, exact_counter  # noqa: E402
-from bot.engine.tooling import ToolContext, tool  # noqa: E402
-from bot.engine.wire import to_wire  # noqa: E402
 from tests.conftest import make_settings  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Step, call  # noqa: E402
 from tests.helpers import registry, write_agent  # noqa: E402

@@ -22,8 +22,8 @@ from typing import Any
 
 from bench._common import MODEL, fake_llm, header, verdict
 from bot.engine.messages import Message, ToolCall
-from bot.engine.model import OpenAIChatModel
-from bot.engine.wire import ModelRequest
+from bot.engine.model.client import OpenAIChatModel
+from bot.engine.model.wire import ModelRequest
 
 SIZES = (2, 20, 80)
 TARGET_FLAT = 1.2

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import ROOT, header, median_ms, percentile, pg_available, pg_database, verdict, workdir
-from bot.engine.messages import Message
-from bot.engine.profiles import AgentProfile, ProfileLoader
-from bot.engine.prompt import PromptBuilder
-from bot.engine.tokens import Calibration, TokenCounter, default_window
-from bot.engine.tooling import Scope
-from bot.engine.window import Thread, ThreadWindow
-from bot.engine.wire import ModelRequest, request_payload
+from bot.engine.context.prompt import PromptBuilder
+from bot.engine.context.tokens import Calibration, TokenCounter, default_window
+from bot.engine.context.window import ThreadWindow
+from bot.engine.messages import Message, Scope, Thread
+from bot.engine.model.wire import ModelRequest, request_payload
+from bot.engine.spec.profiles import AgentProfile, ProfileLoader
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.tools import builtin_tools

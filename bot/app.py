@@ -19,20 +19,12 @@ from bot.chat.core.notifier import AdapterNotifier
 from bot.chat.core.platform import Platform, PlatformParts
 from bot.chat.platforms import build_platform, configured, hints
 from bot.config import Settings
-from bot.engine.attachments import AttachmentLimits
+from bot.engine.context import AttachmentLimits, PromptBuilder
 from bot.engine.errors import ConfigError, UnknownAgent
-from bot.engine.executor import ToolExecutor, ToolPolicy
-from bot.engine.guards import PriceOf
-from bot.engine.hooks import CompositeHooks
-from bot.engine.loop import ReActLoop
-from bot.engine.model import OpenAIChatModel
-from bot.engine.plan import PlanExecutor
-from bot.engine.profiles import AgentProfile, ProfileLoader
-from bot.engine.prompt import PromptBuilder
-from bot.engine.retrying import RetryingModel, RetryPolicy
+from bot.engine.model import ChatModel, OpenAIChatModel, RetryingModel, RetryPolicy
+from bot.engine.run import CompositeHooks, PlanExecutor, PriceOf, ReActLoop, Tool, ToolExecutor, ToolPolicy
 from bot.engine.service import AgentService
-from bot.engine.tooling import Tool
-from bot.engine.wire import ChatModel
+from bot.engine.spec import AgentProfile, ProfileLoader
 from bot.observability.hooks import MetricsHooks
 from bot.observability.logs import redact_also
 from bot.observability.usage import price_for

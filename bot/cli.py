@@ -273,8 +273,8 @@ def agents_list() -> None:
 @agents_app.command("show")
 def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> None:
     """Show one profile: settings, tools with their sandbox policy, and the full system prompt."""
-    from bot.engine.profiles import ProfileLoader
-    from bot.engine.prompt import PromptBuilder
+    from bot.engine.context import PromptBuilder
+    from bot.engine.spec import ProfileLoader
     from bot.tools import builtin_tools
     from bot.tools.isolation import shell_isolation
 
@@ -319,7 +319,7 @@ def policy_yaml(policy: dict[str, Any]) -> str:
 
 def context_line(profile: Any, model: str) -> str:
     """The window and budgets of a profile, as `agents show` prints them (docs/context.md)."""
-    from bot.engine.tokens import default_window
+    from bot.engine.context import default_window
 
     window = profile.context_window or default_window(model)
     source = "set" if profile.context_window else "default for the model"

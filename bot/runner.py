@@ -22,7 +22,7 @@ from bot.observability.http import add_alert_routes, add_observability_routes
 from bot.store.filelock import lock_sqlite_for_run
 
 if TYPE_CHECKING:
-    from bot.engine.profiles import AgentProfile
+    from bot.engine.spec import AgentProfile
 
 log = logging.getLogger(__name__)
 

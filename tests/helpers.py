@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.engine.errors import ToolRetry
-from bot.engine.tooling import Tool, ToolContext, tool
+from bot.engine.run.context import ToolContext
+from bot.engine.run.tooling import Tool, tool
 from bot.tools import builtin_tools
 
 FLAKY_CALLS: Counter[str] = Counter()

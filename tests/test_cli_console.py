@@ -92,7 +92,7 @@ def test_chat_log_lines_go_to_the_log_file_not_between_answers(tmp_path: Path, f
     settings = make_settings("sqlite+aiosqlite:///x.db", fake_llm, tmp_path, chat_log_file=tmp_path / "s" / "chat.log")
     stream = chat_log(settings)
     try:
-        logging.getLogger("bot.engine.executor").warning("tool %s raised; retrying (session=abc123)", "grep_log")
+        logging.getLogger("bot.engine.run.executor").warning("tool %s raised; retrying (session=abc123)", "grep_log")
     finally:
         root = logging.getLogger()
         for handler in [h for h in root.handlers if getattr(h, "_yokebot_handler", False)]:

@@ -33,8 +33,8 @@ from bot.alerts.routing import Routed, route_for
 from bot.alerts.store import AlertStore, Group, Stored
 from bot.alerts.threads import AlertThreads, Root
 from bot.chat.core.base import EventCounter
-from bot.engine.profiles import AgentProfile
 from bot.engine.service import KeyedLocks
+from bot.engine.spec import AgentProfile
 from bot.redact import printable
 
 log = logging.getLogger(__name__)

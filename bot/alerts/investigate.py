@@ -20,8 +20,8 @@ from bot.chat.core.access import ChannelName, FixedAgent, Origin
 from bot.chat.core.base import EventCounter, Inbound
 from bot.chat.core.inbox_turns import InboxTurns, Resumable
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
-from bot.engine.inbox import Inbox, InboxItem, NewEvent
 from bot.engine.service import AgentService
+from bot.records.inbox import Inbox, InboxItem, NewEvent
 
 log = logging.getLogger(__name__)
 PLATFORM = "alerts"  # the inbox rows' platform (Recovery finds this object under it)

@@ -15,7 +15,7 @@ from datetime import datetime
 from urllib.parse import quote, urlsplit
 
 from bot.alerts.payloads import Alert, Notification
-from bot.engine.alert_routes import AlertRoute
+from bot.engine.spec import AlertRoute
 from bot.redact import printable
 
 MAX_SHOWN = 200  # characters of one value in chat

@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot.alerts.payloads import Notification
-from bot.engine.alert_routes import AlertRoute
-from bot.engine.profiles import AgentProfile
+from bot.engine.spec import AgentProfile, AlertRoute
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,7 +108,7 @@ def schedule_add(
     """Add a schedule at run time (kept in the database; a running `yokebot run` picks it up)."""
     from pydantic import ValidationError
 
-    from bot.engine.profiles import ScheduleSpec
+    from bot.engine.spec import ScheduleSpec
     from bot.scheduling.model import Schedule, ScheduleError
 
     try:

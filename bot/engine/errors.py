@@ -31,7 +31,7 @@ class ToolFailed(ToolControl):
 
 class ApprovalPending(YokebotError):
     """Raised by the approval gate for a turn that can park (`RunContext.parks`): the request is posted (or
-    was, before the turn parked) and no decision is in yet. The loop parks the turn (bot/engine/parked.py)."""
+    was, before the turn parked) and no decision is in yet. The loop parks the turn (bot/engine/run/parked.py)."""
 
     def __init__(self, approval_id: int, call_id: str) -> None:
         super().__init__(f"approval {approval_id} for call {call_id} is pending")

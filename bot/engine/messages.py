@@ -1,8 +1,9 @@
-"""Typed conversation parts. Converted to the wire format only in `engine/model.py`."""
+"""Typed conversation parts. Converted to the wire format only in `engine/model/client.py`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -30,7 +31,8 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ImagePart:
-    """An image sent with a user message (bot/engine/attachments.py): base64 data, never stored in `messages`."""
+    """An image sent with a user message (bot/engine/context/attachments.py): base64 data, never stored in
+    `messages`."""
 
     mimetype: str
     data: str  # base64
@@ -201,3 +203,46 @@ class TurnResult:
             },
             ensure_ascii=False,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryTurn:
+    turn_id: str
+    messages: tuple[Message, ...]
+
+
+@dataclass
+class Thread:
+    """A session's memory as the store hands it over: the latest summary and the turns after it."""
+
+    summary: str | None = None
+    turns: list[HistoryTurn] = field(default_factory=lambda: list[HistoryTurn]())
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[Message]) -> Thread:
+        """Turns without ids (tests, callers with a plain list): compacted in memory, never stored."""
+        turns: list[HistoryTurn] = []
+        current: list[Message] = []
+        for m in messages:
+            if m.role == "user" and current:
+                turns.append(HistoryTurn("", tuple(current)))
+                current = []
+            current.append(m)
+        if current:
+            turns.append(HistoryTurn("", tuple(current)))
+        return cls(None, turns)
+
+
+# What started a turn: a platform's mention, DM or thread follow-up, the terminal (`chat`), `ask`, a
+# schedule, an alert, an eval scenario, or a caller of the Python API that does not say ("message").
+Trigger = Literal["mention", "dm", "thread", "console", "cli", "schedule", "alert", "eval", "message"]
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Where a turn happens."""
+
+    platform: str
+    channel: str
+    thread: str
+    user: str | None = None

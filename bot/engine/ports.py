@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from bot.engine.window import Thread
+    from bot.engine.messages import Thread
 
 
 @dataclass(frozen=True, slots=True)

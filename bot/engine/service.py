@@ -12,18 +12,25 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine import replies
-from bot.engine.attachments import AttachmentLimits, AttachmentSource, Prepared, for_turn
-from bot.engine.context import ApprovalGate, RunContext, Scope, Trigger
+from bot.engine.context.attachments import AttachmentLimits, AttachmentSource, Prepared, for_turn
 from bot.engine.errors import SessionNotFound
-from bot.engine.hooks import CompositeHooks, TurnHooks
-from bot.engine.loop import ReActLoop
-from bot.engine.messages import USER_STOP, TurnOutcome, TurnResult
-from bot.engine.pacing import STARTS
-from bot.engine.parked import ParkedTurn, Parking, TurnParked
-from bot.engine.plan import PlanExecutor
-from bot.engine.ports import MemoryItem, MemoryStore, Notifier, NotifyLedger, SessionLock, SessionRecord, SessionStore
-from bot.engine.profiles import AgentProfile
-from bot.engine.window import Thread
+from bot.engine.messages import USER_STOP, Scope, Thread, Trigger, TurnOutcome, TurnResult
+from bot.engine.model.pacing import STARTS
+from bot.engine.ports import (
+    MemoryItem,
+    MemoryStore,
+    Notifier,
+    NotifyLedger,
+    SessionLock,
+    SessionRecord,
+    SessionStore,
+)
+from bot.engine.run.context import ApprovalGate, RunContext
+from bot.engine.run.hooks import CompositeHooks, TurnHooks
+from bot.engine.run.loop import ReActLoop
+from bot.engine.run.parked import ParkedTurn, Parking, TurnParked
+from bot.engine.run.plan import PlanExecutor
+from bot.engine.spec.profiles import AgentProfile
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +69,7 @@ class TurnRequest:
     user: str | None = None
     session_id: str | None = None
     turn_id: str | None = None  # chosen by the caller when it must know it first (the inbox records it)
-    attachments: tuple[AttachmentSource, ...] = ()  # files attached to the message (bot/engine/attachments.py)
+    attachments: tuple[AttachmentSource, ...] = ()  # files attached to the message (bot/engine/context/attachments.py)
     parking: Parking | None = None  # where the turn's state goes if it waits for an approval (else it waits here)
     parked: ParkedTurn | None = None  # resume this parked turn (`turn_id` is its id) instead of starting one
 

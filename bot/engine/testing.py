@@ -9,13 +9,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.engine.context import RunContext
-from bot.engine.hooks import ModelAttempt, TurnHooks
-from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, TurnOutcome, Usage
+from bot.engine.context.prompt import truncate_history
+from bot.engine.messages import Message, ModelResponse, Thread, ToolCall, ToolResult, TurnOutcome, Usage
+from bot.engine.model.wire import ModelAttempt, ModelRequest
 from bot.engine.ports import SessionRecord
-from bot.engine.prompt import truncate_history
-from bot.engine.window import Thread
-from bot.engine.wire import ModelRequest
+from bot.engine.run.context import RunContext
+from bot.engine.run.hooks import TurnHooks
 
 # A reply: final text, the tool calls to ask for, a whole response, or an exception to raise.
 Reply = str | Sequence[ToolCall] | ModelResponse | BaseException

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import yaml
 
-from bot.engine.profiles import load_yaml, split_front_matter
+from bot.engine.spec import load_yaml, split_front_matter
 from bot.eval.scenario import FileFixture, Scenario
 
 # {{now}}, {{now-5m}}, {{now+1d:iso}}: a time relative to the start of the run, in a log's format (UTC)

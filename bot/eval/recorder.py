@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.chat.core.formatting import defuse_broadcasts
-from bot.engine.context import RunContext
-from bot.engine.hooks import TurnHooks
 from bot.engine.messages import TurnOutcome
+from bot.engine.run import RunContext, TurnHooks
 
 PostPhase = Literal["turn", "report"]
 

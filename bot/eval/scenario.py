@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.engine.errors import ConfigError
-from bot.engine.profiles import load_yaml
+from bot.engine.spec import load_yaml
 
 SHIPPED = Path(__file__).parent / "scenarios"
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")

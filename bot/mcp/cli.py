@@ -28,8 +28,7 @@ err = Terminal(stderr=True)
 
 async def offered_tools(settings: Settings, agent: str, server: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Every tool the server offers, and the allowed tools it does not offer."""
-    from bot.engine.mcp_spec import namespaced
-    from bot.engine.profiles import ProfileLoader
+    from bot.engine.spec import ProfileLoader, namespaced
     from bot.mcp.connection import McpConnection, Timing  # the SDK loads only when a server is asked
     from bot.mcp.params import resolve
     from bot.mcp.schema import schema_problem

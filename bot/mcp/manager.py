@@ -18,9 +18,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge
 
 from bot.engine.errors import ConfigError
-from bot.engine.mcp_spec import McpServerSpec, namespaced
-from bot.engine.profiles import AgentProfile
-from bot.engine.tooling import Tool
+from bot.engine.run import Tool
+from bot.engine.spec import AgentProfile, McpServerSpec, namespaced
 from bot.mcp.connection import McpConnection, Timing, launch
 from bot.mcp.params import ServerParams, resolve
 from bot.mcp.schema import schema_problem

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.engine.errors import ConfigError
-from bot.engine.mcp_spec import ENV_REF_RE, McpServerSpec
+from bot.engine.spec import ENV_REF_RE, McpServerSpec
 
 
 @dataclass(frozen=True)

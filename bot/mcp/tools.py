@@ -14,8 +14,8 @@ from mcp_types import Tool as McpTool
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from bot.engine.errors import ToolDenied, ToolFailed
-from bot.engine.mcp_spec import McpServerSpec, McpToolSettings, namespaced
-from bot.engine.tooling import Tool, ToolContext
+from bot.engine.run import Tool, ToolContext
+from bot.engine.spec import McpServerSpec, McpToolSettings, namespaced
 from bot.mcp.connection import McpConnection, ServerLost, ServerUnavailable
 from bot.mcp.schema import argument_problem
 

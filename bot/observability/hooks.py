@@ -8,9 +8,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from bot.engine.context import RunContext
-from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import ToolResult, TurnOutcome
+from bot.engine.model import ModelAttempt
+from bot.engine.run import RunContext, TurnHooks
 
 if TYPE_CHECKING:  # the terminal commands export no metrics and do not import prometheus-client
     from bot.observability.metrics import Metrics

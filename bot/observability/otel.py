@@ -41,11 +41,10 @@ from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import Attributes, AttributeValue
 
-from bot.engine.approval import ApprovalDecision, ApprovalRequest
-from bot.engine.context import ApprovalGate, RunContext
 from bot.engine.errors import ApprovalPending, ConfigError
-from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome
+from bot.engine.model import ModelAttempt
+from bot.engine.run import ApprovalDecision, ApprovalGate, ApprovalRequest, RunContext, TurnHooks
 from bot.engine.service import CURRENT_TURN
 from bot.observability.traceparent import TOOL_CALL, trace_id_for, traceparent
 from bot.redact import cut

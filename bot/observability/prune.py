@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import column, delete, func, select, table
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.engine.inbox import OPEN_STATES
+from bot.records.inbox import OPEN_STATES
 from bot.store.models import (
     AttachmentRow,
     InboxRow,

@@ -1,14 +1,14 @@
 """`30d`, `12h`, `2w`, `90m`, `1h30m` or an ISO date/time -> an aware UTC datetime.
 
-Durations follow yokebot's one grammar (`bot.engine.cron.parse_every`, as schedules' `every`): whole
+Durations follow yokebot's one grammar (`bot.engine.spec.cron.parse_every`, as schedules' `every`): whole
 numbers with the units w, d, h, m, s, largest first; `m` is minutes everywhere."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.engine.cron import parse_every
 from bot.engine.errors import YokebotError
+from bot.engine.spec import parse_every
 
 
 class BadTime(YokebotError):

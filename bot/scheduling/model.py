@@ -10,9 +10,8 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from bot.engine.cron import parse_cron, parse_every
 from bot.engine.errors import YokebotError
-from bot.engine.profiles import AgentProfile, ScheduleSpec
+from bot.engine.spec import AgentProfile, ScheduleSpec, parse_cron, parse_every
 
 TICK = timedelta(microseconds=1)
 

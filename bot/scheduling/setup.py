@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 
 from bot.app import App
-from bot.engine.profiles import AgentProfile
+from bot.engine.spec import AgentProfile
 from bot.scheduling.leader import LeaderLock, leader_lock
 from bot.scheduling.model import Schedule
 from bot.scheduling.runs import ScheduleRunner

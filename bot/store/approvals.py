@@ -12,8 +12,9 @@ from typing import Any, Literal, cast
 from sqlalchemy import Table, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.engine.approval import Approval, ApprovalStatus, Move, NewApproval, dump_approvers, load_approvers
-from bot.engine.inbox import HELD_STATES, OPEN_STATES
+from bot.engine.spec import ApprovalStatus, Move, dump_approvers, load_approvers
+from bot.records.approvals import Approval, NewApproval
+from bot.records.inbox import HELD_STATES, OPEN_STATES
 from bot.store.models import ApprovalRow, InboxRow, utcnow
 
 __all__ = ["Approval", "ApprovalStatus", "ApprovalStore", "NewApproval"]
@@ -44,7 +45,7 @@ def _approval(r: Any) -> Approval:
 
 
 class ApprovalStore:
-    """`ApprovalRecords` (bot/engine/approval.py) on the `approvals` table."""
+    """`ApprovalRecords` (bot/engine/spec/approval.py) on the `approvals` table."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, insert
 
-from bot.engine.attachments import AttachmentRecord
+from bot.engine.context import AttachmentRecord
 from bot.store.models import AttachmentRow, utcnow
 from bot.store.writer import WriteBehind
 

@@ -24,9 +24,16 @@ from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, delete, exists, select, update
 
-from bot.engine.context import Trigger
-from bot.engine.inbox import HELD_STATES, OPEN_STATES, InboxItem, InboxState, LiveKind, NewEvent, conversation
-from bot.engine.messages import TurnOutcome
+from bot.engine.messages import Trigger, TurnOutcome
+from bot.records.inbox import (
+    HELD_STATES,
+    OPEN_STATES,
+    InboxItem,
+    InboxState,
+    LiveKind,
+    NewEvent,
+    conversation,
+)
 from bot.store.claims import BatchedInsert, Key
 from bot.store.models import ApprovalRow, InboxRow, MessageRow, TurnRow, utcnow
 from bot.store.owner import instance_id

@@ -27,7 +27,7 @@ from typing import Any, cast
 from sqlalchemy import Table, delete, exists, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from bot.engine.inbox import HELD_STATES
+from bot.records.inbox import HELD_STATES
 from bot.store.inbox import interrupted_row
 from bot.store.models import InboxRow, InstanceRow, TurnRow, utcnow
 from bot.store.owner import Liveness, this_process

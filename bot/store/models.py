@@ -170,7 +170,7 @@ class ToolInvocationRow(Base):
 
 
 class AttachmentRow(Base):
-    """A file attached to a turn's message and what the model was given of it (bot/engine/attachments.py)."""
+    """A file attached to a turn's message and what the model was given of it (bot/engine/context/attachments.py)."""
 
     __tablename__ = "attachments"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -291,7 +291,7 @@ class InboxRow(Base):
     # crash settles them, so the thread keeps no "thinking…" from a process that is gone
     status_ref: Mapped[str | None] = mapped_column(String(255))
     answer_ref: Mapped[str | None] = mapped_column(String(255))
-    # a turn waiting for an approval (0013): its state (bot/engine/parked.py), kept until the row is settled;
+    # a turn waiting for an approval (0013): its state (bot/engine/run/parked.py), kept until the row is settled;
     # `state` is `parked` (no lease) while nobody has decided, `claimed` once a decision made it claimable
     parked: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     parked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.engine.attachments import AttachmentRecord
-from bot.engine.context import RunContext
-from bot.engine.hooks import ModelAttempt, TurnHooks
+from bot.engine.context import AttachmentRecord
 from bot.engine.messages import Message, ToolResult, TurnOutcome
-from bot.engine.wire import response_dict
+from bot.engine.model import ModelAttempt, response_dict
+from bot.engine.run import RunContext, TurnHooks
 from bot.store.attachments import record_attachments
 from bot.store.repositories import LLMCallRecord, SqlStore
 

@@ -36,10 +36,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.dml import Insert
 
-from bot.engine.context import Trigger
-from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome, Usage
+from bot.engine.messages import HistoryTurn, Message, Thread, ToolCall, ToolResult, Trigger, TurnOutcome, Usage
 from bot.engine.ports import MemoryItem, SessionRecord
-from bot.engine.window import HistoryTurn, Thread
 from bot.store.claims import BatchedInsert
 from bot.store.models import (
     Base,

@@ -1,5 +1,5 @@
 """PostgreSQL LISTEN/NOTIFY for the inbox's turn order (`PgWakeups`): an instance that closes an inbox row
-says so on channel `yokebot_inbox`, the payload the row's conversation key (`bot.engine.inbox.conversation`);
+says so on channel `yokebot_inbox`, the payload the row's conversation key (`bot.records.inbox.conversation`);
 every instance wakes the turns of that conversation waiting for their turn (bot/chat/core/inbox_turns.py).
 
 One connection of its own, in autocommit, opened at the first use. A notification is a hint, not a promise:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.engine.tooling import Tool
+from bot.engine.run import Tool
 
 
 def builtin_tools() -> dict[str, Tool[Any]]:

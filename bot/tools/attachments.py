@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
-from bot.engine.attachments import READ_TOOL
-from bot.engine.tooling import ToolContext, require, tool
+from bot.engine.context import READ_TOOL
+from bot.engine.run import ToolContext, require, tool
 from bot.tools.patterns import compile_pattern
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bot.engine.approval import ApprovalSpec
 from bot.engine.errors import ToolDenied, ToolFailed
+from bot.engine.spec import ApprovalSpec
 from bot.tools.sandbox import resolve_allowed, suspicious_char
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -3,8 +3,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from bot.engine.tooling import ToolContext, require, tool
-from bot.engine.toolsettings import ToolSettings
+from bot.engine.run import ToolContext, require, tool
+from bot.engine.spec import ToolSettings
 
 
 @tool(

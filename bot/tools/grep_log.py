@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
-from bot.engine.tooling import ToolContext, require, tool
+from bot.engine.run import ToolContext, require, tool
 from bot.tools.logfiles import (
     FileLines,
     Limits,

@@ -22,7 +22,8 @@ from pydantic import Field, field_validator
 from yarl import URL
 
 from bot.engine.errors import ToolDenied, ToolFailed
-from bot.engine.tooling import ToolContext, ToolSettings, tool
+from bot.engine.run import ToolContext, tool
+from bot.engine.spec import ToolSettings
 
 if TYPE_CHECKING:
     import aiohttp

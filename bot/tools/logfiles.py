@@ -22,7 +22,7 @@ from pydantic import Field
 
 import bot.redact as redaction
 from bot.engine.errors import ToolDenied, ToolFailed
-from bot.engine.tooling import ToolSettings
+from bot.engine.spec import ToolSettings
 from bot.redact import printable
 from bot.tools.patterns import UserPattern
 from bot.tools.sandbox import in_roots, open_allowed

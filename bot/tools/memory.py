@@ -7,7 +7,8 @@ from pydantic import Field
 
 from bot.engine.errors import ToolFailed
 from bot.engine.ports import MemoryItem, MemoryStore
-from bot.engine.tooling import ToolContext, ToolSettings, require, tool
+from bot.engine.run import ToolContext, require, tool
+from bot.engine.spec import ToolSettings
 
 
 class MemorySettings(ToolSettings):

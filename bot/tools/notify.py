@@ -22,7 +22,8 @@ from pydantic import Field
 
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.ports import AlertHistory, AlertKey, NotifyLedger
-from bot.engine.tooling import Tool, ToolContext, ToolSettings, tool
+from bot.engine.run import Tool, ToolContext, tool
+from bot.engine.spec import ToolSettings
 
 MAX_MESSAGE_CHARS = 3000
 

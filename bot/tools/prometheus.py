@@ -14,10 +14,9 @@ from typing import Any, cast
 
 from pydantic import Field, field_validator
 
-from bot.engine.cron import parse_every
 from bot.engine.errors import ToolFailed
-from bot.engine.mcp_spec import ENV_REF_RE
-from bot.engine.tooling import ToolContext, ToolOutput, ToolSettings, require, tool
+from bot.engine.run import ToolContext, ToolOutput, require, tool
+from bot.engine.spec import ENV_REF_RE, ToolSettings, parse_every
 
 MAX_LABEL_CHARS = 200
 

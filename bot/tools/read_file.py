@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from bot.engine.tooling import ToolContext, ToolSettings, tool
+from bot.engine.run import ToolContext, tool
+from bot.engine.spec import ToolSettings
 from bot.redact import LOOKAHEAD, cut, printable
 from bot.tools.sandbox import open_allowed, resolve_allowed
 

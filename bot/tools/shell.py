@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from bot.engine.approval import ApprovalSpec
 from bot.engine.errors import ToolDenied
-from bot.engine.tooling import ToolContext, ToolSettings, tool
+from bot.engine.run import ToolContext, tool
+from bot.engine.spec import ApprovalSpec, ToolSettings
 from bot.redact import LOOKAHEAD, cut, printable
 from bot.tools.commands import SAFE_PATH, CommandRule, check_command_rule
 from bot.tools.isolation import Isolation, bwrap_path, probe, sandboxed

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from bot.engine.tooling import ToolContext, require, tool
+from bot.engine.run import ToolContext, require, tool
 from bot.tools.logfiles import LogToolSettings, line_filter, render, scan_in_thread, tail_logs
 from bot.tools.patterns import compile_pattern
 from bot.tools.sandbox import resolve_allowed

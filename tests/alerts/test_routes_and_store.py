@@ -14,7 +14,7 @@ from bot.alerts.routing import route_for
 from bot.alerts.store import AlertStore
 from bot.app import App
 from bot.engine.errors import ProfileError
-from bot.engine.profiles import ProfileLoader
+from bot.engine.spec.profiles import ProfileLoader
 from bot.tools import builtin_tools
 from tests.alerts.harness import PAYLOADS, payload
 from tests.helpers import write_agent

@@ -13,7 +13,7 @@ import pytest
 
 from bot.alerts import render
 from bot.alerts.payloads import MAX_DEPTH, BadPayload, parse
-from bot.engine.alert_routes import AlertRoute
+from bot.engine.spec.alert_routes import AlertRoute
 from bot.redact import MARK, SecretRedactor
 from tests.alerts.harness import ROOT_CHANNEL, TOKEN, Served, hook, ops_agent, payload, processed, up
 from tests.alerts.test_slack_alerts import AM, roots, settings_for

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bot.app import App
 from bot.chat.core.approvals import ApproverKind
-from bot.engine.approval import PlatformId
 from bot.engine.service import TurnRequest
+from bot.engine.spec.approval import PlatformId
 from bot.store.approvals import Approval
 from tests.approvals.harness import approval_rows
 from tests.conftest import rows

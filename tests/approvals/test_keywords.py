@@ -12,7 +12,7 @@ import pytest
 
 from bot.app import App
 from bot.chat.core.approvals import ACTION_APPROVE, ApproverKind
-from bot.engine.approval import (
+from bot.engine.spec.approval import (
     ApprovalSpec,
     PlatformId,
     Requester,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.engine.approval import PlatformId, Requester
 from bot.engine.errors import ProfileError
-from bot.engine.profiles import ProfileLoader
+from bot.engine.spec.approval import PlatformId, Requester
+from bot.engine.spec.profiles import ProfileLoader
 from bot.tools.shell import ShellSettings
 from tests.helpers import registry, write_agent
 

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from bot.chat.slack.approvals import fallback, request_blocks
-from bot.engine.approval import PlatformId
+from bot.engine.spec.approval import PlatformId
 from bot.store.approvals import Approval
 
 

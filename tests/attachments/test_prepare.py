@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.app import App, build_app
-from bot.engine.attachments import AttachmentLimits, Fetched, inflate, prepare
+from bot.engine.context.attachments import AttachmentLimits, Fetched, inflate, prepare
 from bot.engine.service import TurnRequest
 from bot.redact import PATTERNS_ONLY
 from tests.conftest import make_settings, rows

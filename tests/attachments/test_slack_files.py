@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.engine.inbox import InboxItem
+from bot.records.inbox import InboxItem
 from tests.chat.slack_harness import SlackBot, answered, mention, start_bot
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, call

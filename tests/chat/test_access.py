@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot.chat.core.access import Access, AccessList, Origin, Routing, entries
-from bot.engine.profiles import AccessSpec, AgentProfile
+from bot.engine.spec.profiles import AccessSpec, AgentProfile
 
 
 def profile(name: str, channels: tuple[str, ...] = (), access: AccessSpec | None = None) -> AgentProfile:

@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 from bot.chat.core.progress import Progress, argument_preview
-from bot.engine.context import RunContext, Scope
 from bot.engine.errors import ModelError
-from bot.engine.hooks import ModelAttempt
-from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, Usage
-from bot.engine.profiles import AgentProfile
-from bot.engine.wire import ModelRequest
+from bot.engine.messages import Message, ModelResponse, Scope, ToolCall, ToolResult, Usage
+from bot.engine.model.wire import ModelAttempt, ModelRequest
+from bot.engine.run.context import RunContext
+from bot.engine.spec.profiles import AgentProfile
 
 
 class Recorder:

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
-from bot.engine.limits import ContextSpec
-from bot.engine.messages import Message, ToolCall
-from bot.engine.overflow import detect
+from bot.engine.context.tokens import Calibration, TokenCounter, default_window
+from bot.engine.context.window import fit
+from bot.engine.messages import HistoryTurn, Message, ToolCall
+from bot.engine.model.overflow import detect
+from bot.engine.run.context import ToolContext
+from bot.engine.run.tooling import tool
 from bot.engine.service import TurnRequest
-from bot.engine.tokens import Calibration, TokenCounter, default_window
-from bot.engine.tooling import ToolContext, tool
-from bot.engine.window import HistoryTurn, fit
+from bot.engine.spec.limits import ContextSpec
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, Step, call, overflow_body
 from tests.helpers import registry, write_agent
@@ -106,7 +107,7 @@ def _turn(i: int, result: str) -> HistoryTurn:
 
 
 def test_fit_shortens_earlier_tool_results_first_and_keeps_the_current_turn_whole():
-    from bot.engine.window import TokenWindow
+    from bot.engine.context.window import TokenWindow
 
     counter, spec = TokenCounter("m"), ContextSpec(tool_result_chars=1000)
     earlier = [_turn(i, f"head{i} " + "y" * 9000 + f" tail{i}") for i in range(3)]
@@ -289,7 +290,7 @@ async def test_each_budget_ends_the_turn_with_a_useful_partial_answer(
 
 def test_a_misspelt_budget_or_context_setting_stops_the_profile_with_its_line(tmp_path: Path):
     from bot.engine.errors import ProfileError
-    from bot.engine.profiles import ProfileLoader
+    from bot.engine.spec.profiles import ProfileLoader
 
     path = write_agent(tmp_path, "bad", "tools: [echo]\nbudget:\n  tokenz: 5")
     with pytest.raises(ProfileError, match=r"AGENT.md:4: budget.tokenz: unknown key"):

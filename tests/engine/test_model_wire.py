@@ -13,9 +13,9 @@ import pytest
 
 from bot.engine.errors import ModelError
 from bot.engine.messages import Message
-from bot.engine.model import OpenAIChatModel
-from bot.engine.retrying import RetryingModel, RetryPolicy
-from bot.engine.wire import ModelRequest
+from bot.engine.model.client import OpenAIChatModel
+from bot.engine.model.retrying import RetryingModel, RetryPolicy
+from bot.engine.model.wire import ModelRequest
 from tests.fakes.openai_server import FakeOpenAI, call
 
 TOOL = {"type": "function", "function": {"name": "echo", "description": "Echo text back.",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bot.engine.pacing import Pacer
+from bot.engine.model.pacing import Pacer
 from tests.fakes.openai_server import Step
 
 
@@ -88,7 +88,7 @@ async def test_a_burst_of_new_threads_starts_its_turns_over_several_iterations(b
     """The burst's new sessions are opened by one INSERT, so its turns all wake in one loop iteration; their
     work up to the first model call (here 1 ms each, in a hook) ran there together, 60 ms in which the loop
     answered nothing else (bench/concurrency.py's longest stall). Now it is spread, each turn in its turn."""
-    from bot.engine.hooks import TurnHooks
+    from bot.engine.run.hooks import TurnHooks
     from bot.engine.service import TurnRequest
 
     fake_llm.handler = lambda _body: Step("reply", content="ok")

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
-from bot.engine.context import RunContext
-from bot.engine.hooks import TurnHooks
 from bot.engine.messages import ToolCall, ToolResult
+from bot.engine.run.context import RunContext, ToolContext
+from bot.engine.run.hooks import TurnHooks
+from bot.engine.run.tooling import Tool, tool
 from bot.engine.service import TurnRequest
-from bot.engine.tooling import Tool, ToolContext, tool
 from bot.tools.notify import make_notify_tool
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, call
@@ -152,7 +152,7 @@ def test_mcp_tools_run_alone_unless_their_server_says_they_only_read():
     from mcp_types import Tool as McpTool
     from mcp_types import ToolAnnotations
 
-    from bot.engine.mcp_spec import McpServerSpec
+    from bot.engine.spec.mcp import McpServerSpec
     from bot.mcp.tools import make_tool
 
     conn: Any = SimpleNamespace(name="srv")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.app import build_app
-from bot.engine.plan import parse_plan
+from bot.engine.run.plan import parse_plan
 from bot.engine.service import TurnRequest
 from bot.observability.queries import trace
 from tests.conftest import make_settings, rows

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from bot.engine.errors import ProfileError, UnknownAgent
-from bot.engine.profiles import ProfileLoader
+from bot.engine.spec.profiles import ProfileLoader
 from bot.tools import builtin_tools
 from tests.helpers import registry, write_agent
 

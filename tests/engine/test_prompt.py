@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.app import build_app
+from bot.engine.context.prompt import truncate_history
 from bot.engine.messages import Message, ToolCall
-from bot.engine.prompt import truncate_history
 from bot.engine.service import TurnRequest
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI, call

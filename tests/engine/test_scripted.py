@@ -11,19 +11,20 @@ import pytest
 from pydantic import Field
 
 from bot.engine import replies
-from bot.engine.context import ToolContext
+from bot.engine.context.prompt import PromptBuilder
 from bot.engine.errors import ModelError, ToolRetry
-from bot.engine.executor import ToolExecutor, ToolPolicy
-from bot.engine.hooks import CompositeHooks, TurnHooks
-from bot.engine.loop import ReActLoop
 from bot.engine.messages import TurnOutcome
-from bot.engine.profiles import AgentProfile
-from bot.engine.prompt import PromptBuilder
-from bot.engine.retrying import RetryingModel, RetryPolicy
+from bot.engine.model.retrying import RetryingModel, RetryPolicy
+from bot.engine.model.wire import ModelRequest
+from bot.engine.run.context import ToolContext
+from bot.engine.run.executor import ToolExecutor, ToolPolicy
+from bot.engine.run.hooks import CompositeHooks, TurnHooks
+from bot.engine.run.loop import ReActLoop
+from bot.engine.run.tooling import tool
 from bot.engine.service import AgentService, TurnRequest
+from bot.engine.spec.profiles import AgentProfile
+from bot.engine.spec.toolsettings import ToolSettings
 from bot.engine.testing import MemorySessions, RecordingHooks, ScriptedModel, call
-from bot.engine.tooling import ToolSettings, tool
-from bot.engine.wire import ModelRequest
 
 
 class EchoSettings(ToolSettings):

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
+from bot.engine.run.context import ToolContext
+from bot.engine.run.tooling import Tool, tool
 from bot.engine.service import TurnRequest
-from bot.engine.tooling import Tool, ToolContext, tool
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.helpers import registry, tool_messages, write_agent

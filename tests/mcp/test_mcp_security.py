@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from bot.engine.errors import ConfigError, ProfileError, ToolDenied
-from bot.engine.mcp_spec import split_name
+from bot.engine.spec.mcp import split_name
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.helpers import eventually, registry, write_agent
@@ -28,7 +28,7 @@ CANARY = "canary-4a1f9e7c2b0d"  # in yokebot's environment only, shaped like no 
 
 def test_a_model_name_has_one_server_and_one_tool(tmp_path: Path):
     """`c_` + `_x` and `c` + `__x` were both `c____x`: the last server to register took the other's calls."""
-    from bot.engine.profiles import ProfileLoader
+    from bot.engine.spec.profiles import ProfileLoader
 
     write_agent(tmp_path, "a", "description: a\nmcp:\n  c_:\n    command: x\n    tools: [_x]")
     write_agent(tmp_path, "b", "description: b\nmcp:\n  c:\n    command: x\n    tools: [__x]")

@@ -104,7 +104,7 @@ async def test_a_header_variable_missing_from_the_environment_stops_the_start(
     ("\n  ops:\n    command: x\n    shell: true", "mcp.ops.shell: unknown key"),
 ])
 def test_bad_mcp_sections_are_refused_with_the_line(tmp_path: Path, entry: str, problem: str):
-    from bot.engine.profiles import ProfileLoader
+    from bot.engine.spec.profiles import ProfileLoader
     from tests.helpers import registry, write_agent
 
     write_agent(tmp_path, "ops", f"description: ops\nmcp:{entry}")
@@ -115,7 +115,7 @@ def test_bad_mcp_sections_are_refused_with_the_line(tmp_path: Path, entry: str, 
 
 
 def test_the_allowed_mcp_tools_are_the_profiles_tools_with_their_settings(tmp_path: Path):
-    from bot.engine.profiles import ProfileLoader
+    from bot.engine.spec.profiles import ProfileLoader
     from tests.helpers import registry, write_agent
 
     write_agent(tmp_path, "ops", "description: ops\ntools: [echo]\nmcp:" + stdio_server("{add: {timeout: 3}, pid: {}}"))

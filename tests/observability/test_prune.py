@@ -145,7 +145,7 @@ def test_prune_yes_deletes_without_asking(sqlite_url: str, fake_llm: FakeOpenAI,
 def test_one_duration_grammar_for_since_older_than_and_every():
     from datetime import timedelta as td
 
-    from bot.engine.profiles import parse_every
+    from bot.engine.spec.cron import parse_every
     from bot.observability.timeparse import parse_since, parse_span
 
     assert parse_span("1h30m") == parse_span("90m") == td(minutes=90) == td(seconds=parse_every("1h30m"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bot.app import build_app, build_discord
 from bot.chat.discord.output import DiscordReply
-from bot.engine.inbox import InboxItem
+from bot.records.inbox import InboxItem
 from tests.fakes.discord_server import ALICE, DM_CHANNEL, GENERAL, GUILD_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import db_rows, registry

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.engine.errors import ProfileError
-from bot.engine.profiles import ProfileLoader
+from bot.engine.spec.profiles import ProfileLoader
 from bot.scheduling.model import Schedule, build_trigger, fire_times
 from tests.helpers import registry, write_agent
 

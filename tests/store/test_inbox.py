@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.engine.inbox import NewEvent
+from bot.records.inbox import NewEvent
 from bot.store.inbox import SqlInbox
 from bot.store.repositories import SqlStore
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.engine.inbox import InboxItem, NewEvent, conversation
+from bot.records.inbox import InboxItem, NewEvent, conversation
 from bot.store.inbox import SqlInbox
 from bot.store.repositories import SqlStore
 from tests.helpers import eventually

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from sqlalchemy import text
 
-from bot.engine.inbox import NewEvent
+from bot.records.inbox import NewEvent
 from bot.store.db import create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.instances import InstanceLease

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from bot.chat.core.notifier import AdapterNotifier
-from bot.engine.context import RunContext, Scope
-from bot.engine.executor import ToolExecutor
-from bot.engine.messages import ToolCall, ToolResult
-from bot.engine.profiles import AgentProfile, ProfileLoader
+from bot.engine.messages import Scope, ToolCall, ToolResult
+from bot.engine.run.context import RunContext
+from bot.engine.run.executor import ToolExecutor
+from bot.engine.spec.profiles import AgentProfile, ProfileLoader
 from bot.engine.testing import RecordingHooks
 from bot.redact import SecretRedactor
 from bot.tools import builtin_tools

@@ -208,7 +208,7 @@ async def test_contained_attempt_shows_nothing_it_must_not(
     import asyncio
     import time
 
-    from bot.engine.executor import ToolExecutor
+    from bot.engine.run.executor import ToolExecutor
     from bot.redact import SecretRedactor
 
     for fname, text in FILES.items():

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.engine.executor import ToolExecutor, ToolPolicy
+from bot.engine.run.executor import ToolExecutor, ToolPolicy
 from bot.observability.logs import configure
 from bot.redact import MARK, SecretRedactor, cut
 from tests.tools.conftest import Sandbox

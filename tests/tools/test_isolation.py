@@ -24,7 +24,7 @@ needs_bwrap = pytest.mark.skipif(
 
 
 def use_policy(sandbox: Sandbox, extra: str = "", isolation: str = "preferred") -> None:
-    from bot.engine.profiles import ProfileLoader
+    from bot.engine.spec.profiles import ProfileLoader
     from bot.tools import builtin_tools
     from tests.helpers import write_agent
 

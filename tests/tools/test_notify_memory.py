@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.chat.core.notifier import AdapterNotifier
-from bot.engine.context import RunContext
+from bot.engine.run.context import RunContext
 from bot.tools.notify import LocalLedger, make_notify_tool
 from tests.tools.conftest import Sandbox
 

@@ -137,7 +137,7 @@ async def test_remembered_facts_show_up_in_later_prompts(ops, fake_llm: FakeOpen
 
 
 async def test_the_shipped_ops_profile_has_a_deny_by_default_policy():
-    from bot.engine.profiles import ProfileLoader
+    from bot.engine.spec.profiles import ProfileLoader
 
     profile = ProfileLoader(REPO / "agents", builtin_tools()).load("ops")
     notify = profile.tools["notify"]

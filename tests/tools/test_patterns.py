@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from bot.engine.profiles import ProfileLoader
+from bot.engine.spec.profiles import ProfileLoader
 from bot.tools import builtin_tools
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.helpers import write_agent

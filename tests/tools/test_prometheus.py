@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.engine.context import RunContext, Scope
-from bot.engine.executor import ToolExecutor
-from bot.engine.messages import ToolCall, ToolResult
-from bot.engine.profiles import ProfileLoader
+from bot.engine.messages import Scope, ToolCall, ToolResult
+from bot.engine.run.context import RunContext
+from bot.engine.run.executor import ToolExecutor
+from bot.engine.spec.profiles import ProfileLoader
 from bot.redact import SecretRedactor
 from bot.tools import builtin_tools
 from tests.fakes.loopback import LoopbackServer

@@ -15,8 +15,8 @@ from aiohttp import web
 
 from bot.app import App, build_app
 from bot.engine.messages import DETAIL_MARK
-from bot.engine.profiles import ProfileLoader
 from bot.engine.service import TurnRequest
+from bot.engine.spec.profiles import ProfileLoader
 from bot.tools import builtin_tools
 from tests.conftest import make_settings, rows
 from tests.fakes.loopback import LoopbackServer
@@ -97,9 +97,9 @@ async def test_a_turn_queries_metrics_alerts_and_health_and_the_audit_keeps_the_
 
 async def test_a_gated_prometheus_query_waits_for_approval(tmp_path, prom):
     """approval: marks the tool like any other; with nobody to ask, the call is denied and Prometheus is not asked."""
-    from bot.engine.context import RunContext, Scope
-    from bot.engine.executor import ToolExecutor
-    from bot.engine.messages import ToolCall
+    from bot.engine.messages import Scope, ToolCall
+    from bot.engine.run.context import RunContext
+    from bot.engine.run.executor import ToolExecutor
     from tests.helpers import write_agent
 
     write_agent(tmp_path, "m", f'description: m\ntools:\n  prometheus_query: {{url: "{prom.url}", '

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from bot.engine.profiles import ProfileLoader
+from bot.engine.spec.profiles import ProfileLoader
 from bot.tools import builtin_tools
 from tests.helpers import write_agent
 from tests.tools.conftest import Sandbox, policy

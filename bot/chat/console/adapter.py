@@ -30,9 +30,9 @@ from bot.chat.core.access import Origin
 from bot.chat.core.attachments import LocalFile
 from bot.chat.core.base import Inbound, ReplySurface
 from bot.chat.core.wiring import console_pipeline
-from bot.engine.context import RunContext
-from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import USER_STOP, ToolCall, ToolResult, TurnResult
+from bot.engine.model import ModelAttempt
+from bot.engine.run import RunContext, TurnHooks
 from bot.engine.service import AgentService
 from bot.redact import printable
 

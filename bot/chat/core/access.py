@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from bot.engine.profiles import AccessSpec, AgentProfile
+from bot.engine.spec import AccessSpec, AgentProfile
 
 DM = "dm"  # the entry that names direct messages in `channels:` lists
 

@@ -23,18 +23,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from bot.engine.approval import (
-    Approval,
-    ApprovalDecision,
-    ApprovalRecords,
-    ApprovalRequest,
-    ApproverKind,
-    NewApproval,
-    Requester,
-    may_approve,
-)
-from bot.engine.context import RunContext
 from bot.engine.errors import ApprovalPending
+from bot.engine.run import ApprovalDecision, ApprovalRequest, RunContext
+from bot.engine.spec import ApproverKind, Requester, may_approve
+from bot.records.approvals import Approval, ApprovalRecords, NewApproval
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
-from bot.engine.attachments import Fetched
+from bot.engine.context import Fetched
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class FileFetcher:
 
 @dataclass(frozen=True, slots=True)
 class RemoteFile:
-    """`AttachmentSource` for a chat file (bot/engine/attachments.py)."""
+    """`AttachmentSource` for a chat file (bot/engine/context/attachments.py)."""
 
     ref: FileRef
     fetcher: FileFetcher

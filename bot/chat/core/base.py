@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from bot.chat.core.access import Origin
-from bot.engine.attachments import AttachmentSource
-from bot.engine.context import Trigger as Trigger  # one Trigger, the engine's
-from bot.engine.hooks import TurnHooks
-from bot.engine.inbox import LiveKind
+from bot.engine.context import AttachmentSource
+from bot.engine.messages import Trigger as Trigger  # one Trigger, the engine's
+from bot.engine.run import TurnHooks
 from bot.engine.service import TurnRequest
+from bot.records.inbox import LiveKind
 
 
 class ReplySurface(ABC):

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from typing import Protocol
 
 from bot.chat.core.base import EventClaims, Inbound
-from bot.engine.hooks import TurnHooks
+from bot.engine.run import TurnHooks
 from bot.engine.service import TurnRequest
 
 RECENT_MAX = 4096

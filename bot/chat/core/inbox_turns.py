@@ -11,7 +11,7 @@ SQLite file):
   what it had already done, and the turn ends `interrupted`;
 - otherwise the turn ends `interrupted`, its partial messages leave the history, and it runs again;
 - after MAX_ATTEMPTS starts (a message that kills the process each time) it is given up, and the thread told;
-- its turn had parked on an approval (`parked`, bot/engine/parked.py) and a decision made the row claimable, or
+- its turn had parked on an approval (`parked`, bot/engine/run/parked.py) and a decision made the row claimable, or
   the resumed turn was cut: the turn goes on from its stored state (no second request; the approved call runs
   at most once, the approval row sees to it), unless a side-effecting tool ran after it resumed.
 A parked row has no lease, so nothing takes it over: a decision does (`wake`, on the clicking instance).
@@ -41,12 +41,10 @@ from typing import Protocol
 
 from bot.chat.core.base import Inbound
 from bot.chat.core.pipeline import Pipeline
-from bot.engine.context import RunContext
-from bot.engine.hooks import CompositeHooks, TurnHooks
-from bot.engine.inbox import Inbox, InboxItem, InboxState, NewEvent, conversation
 from bot.engine.messages import ToolCall
-from bot.engine.parked import ParkedTurn
+from bot.engine.run import CompositeHooks, ParkedTurn, RunContext, TurnHooks
 from bot.engine.service import TurnRequest
+from bot.records.inbox import Inbox, InboxItem, InboxState, NewEvent, conversation
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
@@ -271,7 +269,7 @@ class Resumable(Protocol):
 
 
 class InboxParking:
-    """`Parking` (bot/engine/parked.py) for a turn on the inbox: its row keeps the state while it waits."""
+    """`Parking` (bot/engine/run/parked.py) for a turn on the inbox: its row keeps the state while it waits."""
 
     def __init__(self, turns: InboxTurns, inbound: Inbound, item: InboxItem) -> None:
         self.turns, self.inbound, self.item = turns, inbound, item

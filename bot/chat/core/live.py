@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from bot.chat.core.base import ReplySurface
 from bot.chat.core.progress import RESTARTED_STATUS, LiveOptions, Progress
-from bot.engine.inbox import LiveKind
+from bot.records.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Protocol
 from bot.chat.core.base import EventClaims, EventCounter, Inbound
 from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Pipeline
-from bot.engine.inbox import InboxItem
+from bot.records.inbox import InboxItem
 
 if TYPE_CHECKING:
     from aiohttp import web
 
     from bot.chat.core.approvals import ApprovalDesk
     from bot.config import Settings
-    from bot.engine.profiles import AgentProfile
     from bot.engine.service import AgentService
+    from bot.engine.spec import AgentProfile
 
 
 @dataclass(frozen=True, slots=True)

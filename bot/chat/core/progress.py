@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from bot.engine.context import RunContext
-from bot.engine.hooks import ModelAttempt, TurnHooks
 from bot.engine.messages import ToolCall, ToolResult
+from bot.engine.model import ModelAttempt
+from bot.engine.run import RunContext, TurnHooks
 from bot.redact import PATTERNS_ONLY
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from bot.chat.core.access import Access, AccessList, FixedAgent, Routing
 from bot.chat.core.base import Directory, EventClaims, EventCounter
 from bot.chat.core.exactly_once import ExactlyOnce, ProcessedEvents
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
-from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
+from bot.engine.spec import AgentProfile
 
 
 def platform_pipeline(platform: str, service: AgentService, profiles: Mapping[str, AgentProfile],

@@ -37,9 +37,9 @@ from bot.chat.discord.output import DiscordReply, post_to, stored_message
 from bot.chat.discord.rest import DiscordLogin
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
-from bot.engine.inbox import InboxItem
-from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
+from bot.engine.spec import AgentProfile
+from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from bot.chat.core import approvals as desk_api
 from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.discord.directory import roles
 from bot.chat.discord.live import answer_privately, answer_with_edit, edit, send
-from bot.engine.approval import Approval
+from bot.records.approvals import Approval
 
 log = logging.getLogger(__name__)
 MAX_CODE_CHARS = 1500  # the whole message must stay under 2,000 characters

@@ -37,9 +37,9 @@ from bot.chat.slack.output import SlackReply
 from bot.chat.slack.rest import SlackOutbox, web_client
 from bot.config import Settings
 from bot.engine.errors import ConfigError
-from bot.engine.inbox import InboxItem
-from bot.engine.profiles import AgentProfile
 from bot.engine.service import AgentService
+from bot.engine.spec import AgentProfile
+from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
 

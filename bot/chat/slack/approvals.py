@@ -16,7 +16,7 @@ from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.formatting import defuse_broadcasts
 from bot.chat.slack.directory import UserGroups
 from bot.chat.slack.live import SlackMessages
-from bot.engine.approval import Approval
+from bot.records.approvals import Approval
 
 log = logging.getLogger(__name__)
 MAX_CODE_CHARS = 2800  # a section's text is limited to 3000 characters

@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from bot.engine.context.tokens import default_window
 from bot.engine.messages import ImagePart, Message
-from bot.engine.profiles import AgentProfile
-from bot.engine.tokens import default_window
-from bot.engine.toolsettings import ToolSettings
+from bot.engine.spec.profiles import AgentProfile
+from bot.engine.spec.toolsettings import ToolSettings
 from bot.redact import printable
 
 Given = Literal["text", "text-cut", "image", "image-not-shown", "not-read"]

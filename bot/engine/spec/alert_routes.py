@@ -19,7 +19,7 @@ from typing import Any, cast
 import re2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bot.engine.cron import parse_every
+from bot.engine.spec.cron import parse_every
 
 TARGET_PLATFORMS = ("slack", "discord")  # what post_to may name (the adapters in bot/chat)
 DEFAULT_COOLDOWN = "1h"

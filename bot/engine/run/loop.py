@@ -25,18 +25,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.engine import replies
-from bot.engine.calls import CallSettings, ModelCalls
-from bot.engine.context import RunContext
+from bot.engine.context.prompt import PromptBuilder
+from bot.engine.context.tokens import Calibration, TokenCounter, default_window
+from bot.engine.context.window import SummaryStore, ThreadWindow
 from bot.engine.errors import ApprovalPending, ModelError
-from bot.engine.executor import ToolExecutor
-from bot.engine.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf, TurnBudget
-from bot.engine.hooks import ModelAttempt, TurnHooks
-from bot.engine.messages import ImagePart, Message, Stop, StopReason, ToolCall, ToolResult, TurnOutcome
-from bot.engine.parked import ParkedTurn, TurnParked
-from bot.engine.prompt import PromptBuilder
-from bot.engine.retrying import RetryingModel
-from bot.engine.tokens import Calibration, TokenCounter, default_window
-from bot.engine.window import SummaryStore, Thread, ThreadWindow
+from bot.engine.messages import ImagePart, Message, Stop, StopReason, Thread, ToolCall, ToolResult, TurnOutcome
+from bot.engine.model.retrying import RetryingModel
+from bot.engine.model.wire import ModelAttempt
+from bot.engine.run.calls import CallSettings, ModelCalls
+from bot.engine.run.context import RunContext
+from bot.engine.run.executor import ToolExecutor
+from bot.engine.run.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf, TurnBudget
+from bot.engine.run.hooks import TurnHooks
+from bot.engine.run.parked import ParkedTurn, TurnParked
 
 
 @dataclass

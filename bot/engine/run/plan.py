@@ -10,14 +10,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from bot.engine import replies
-from bot.engine.calls import ModelCalls
-from bot.engine.context import RunContext
 from bot.engine.errors import ModelError
-from bot.engine.guards import TurnBudget
-from bot.engine.hooks import TurnHooks
-from bot.engine.loop import ReActLoop
-from bot.engine.messages import Message, StopReason, ToolResult, TurnOutcome, Usage
-from bot.engine.window import Thread
+from bot.engine.messages import Message, StopReason, Thread, ToolResult, TurnOutcome, Usage
+from bot.engine.run.calls import ModelCalls
+from bot.engine.run.context import RunContext
+from bot.engine.run.guards import TurnBudget
+from bot.engine.run.hooks import TurnHooks
+from bot.engine.run.loop import ReActLoop
 
 PlanStepStatus = Literal["pending", "done", "failed", "skipped"]
 _ITEM = re.compile(r"^\s*(\d{1,2})[.)]\s+(.+?)\s*$")

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bot.engine.toolsettings import ToolSettings
+from bot.engine.spec.toolsettings import ToolSettings
 
 # No "__" and no "_" at the end: then the first "__" of a model name ends the server's name, so a model name
 # has exactly one (server, tool) reading ("c_" + "_x" and "c" + "__x" would both be "c____x").

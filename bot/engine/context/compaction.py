@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 
-from bot.engine.messages import Message, ModelResponse
-from bot.engine.tokens import TokenCounter
-from bot.engine.window import HistoryTurn, shorten
-from bot.engine.wire import ModelRequest
+from bot.engine.context.tokens import TokenCounter
+from bot.engine.context.window import shorten
+from bot.engine.messages import HistoryTurn, Message, ModelResponse
+from bot.engine.model.wire import ModelRequest
 
 INSTRUCTIONS = """You keep the memory of a long chat thread between users and an assistant (you) that \
 runs tools. Write a summary that lets you carry on the conversation without the transcript: what was \

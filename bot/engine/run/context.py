@@ -5,27 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from bot.engine.approval import ApprovalDecision, ApprovalRequest
-from bot.engine.attachments import TurnFiles
+from bot.engine.context.attachments import TurnFiles
+from bot.engine.messages import Scope, Trigger
 from bot.engine.ports import MemoryItem, MemoryStore, Notifier, NotifyLedger
-from bot.engine.profiles import AgentProfile
-from bot.engine.toolsettings import ToolSettings
-
-# What started a turn: a platform's mention, DM or thread follow-up, the terminal (`chat`), `ask`, a
-# schedule, an alert, an eval scenario, or a caller of the Python API that does not say ("message").
-Trigger = Literal["mention", "dm", "thread", "console", "cli", "schedule", "alert", "eval", "message"]
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Where a turn happens."""
-
-    platform: str
-    channel: str
-    thread: str
-    user: str | None = None
+from bot.engine.run.approval import ApprovalDecision, ApprovalRequest
+from bot.engine.spec.profiles import AgentProfile
+from bot.engine.spec.toolsettings import ToolSettings
 
 
 @dataclass(frozen=True)
@@ -55,7 +42,7 @@ class RunContext:
 
 
 class ApprovalGate(Protocol):
-    """Asks a human before a gated tool runs (bot/engine/approval.py): posts the request where the turn
+    """Asks a human before a gated tool runs (bot/engine/spec/approval.py): posts the request where the turn
     happens and waits until it is decided or expires; a turn that `parks` is not waited for: `decide` raises
     ApprovalPending (bot/engine/errors.py) and, once the turn is resumed, returns the decision made meanwhile
     (one request per call). Implemented in bot/chat/core/approvals.py."""

@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.engine.compaction import Compactor
+from bot.engine.context.compaction import Compactor
+from bot.engine.context.window import FittedPrompt, ThreadWindow
 from bot.engine.errors import ContextOverflow
-from bot.engine.guards import TurnBudget
 from bot.engine.messages import Message, ModelResponse
-from bot.engine.pacing import REPLIES
-from bot.engine.retrying import OnAttempt, RetryingModel
-from bot.engine.window import FittedPrompt, ThreadWindow
-from bot.engine.wire import CallPurpose, ModelRequest, OnDelta, encoded
+from bot.engine.model.pacing import REPLIES
+from bot.engine.model.retrying import OnAttempt, RetryingModel
+from bot.engine.model.wire import CallPurpose, ModelRequest, OnDelta, encoded
+from bot.engine.run.guards import TurnBudget
 
 OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
-from bot.engine.messages import Message, ModelResponse
+from bot.engine.errors import ModelError
+from bot.engine.messages import Message, ModelResponse, Usage
 
 K = TypeVar("K")
 # what a call is for (not sent; `llm_calls.purpose`): the turn's own, the last call without tools, a summary
@@ -131,3 +132,22 @@ def request_payload(request: ModelRequest) -> dict[str, Any]:
 
 def response_dict(response: ModelResponse) -> dict[str, Any]:
     return {"message": to_wire(response.message), "finish_reason": response.finish_reason, "model": response.model}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAttempt:
+    """One model call attempt (each retry is one): what was sent, and the response or the error."""
+
+    request: ModelRequest
+    attempt: int
+    latency_ms: float
+    response: ModelResponse | None = None
+    error: ModelError | None = None
+
+    @property
+    def usage(self) -> Usage:
+        return self.response.usage if self.response is not None else Usage()
+
+    @property
+    def model(self) -> str:
+        return self.response.model if self.response is not None else self.request.model

@@ -13,45 +13,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from bot.engine.history import repair_tool_pairs
-from bot.engine.limits import ContextSpec
-from bot.engine.messages import Message
-from bot.engine.tokens import PRIMING, Calibration, TokenCounter
+from bot.engine.context.history import repair_tool_pairs
+from bot.engine.context.tokens import PRIMING, Calibration, TokenCounter
+from bot.engine.messages import HistoryTurn, Message, Thread
+from bot.engine.spec.limits import ContextSpec
 
 log = logging.getLogger(__name__)
 
 LAST_RESORT_CHARS = 400  # what is left of a current-turn tool result when even the turn does not fit
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryTurn:
-    turn_id: str
-    messages: tuple[Message, ...]
 
 
-@dataclass
-class Thread:
-    """A session's memory as the store hands it over: the latest summary and the turns after it."""
-
-    summary: str | None = None
-    turns: list[HistoryTurn] = field(default_factory=lambda: list[HistoryTurn]())
-
-    @classmethod
-    def from_messages(cls, messages: Sequence[Message]) -> Thread:
-        """Turns without ids (tests, callers with a plain list): compacted in memory, never stored."""
-        turns: list[HistoryTurn] = []
-        current: list[Message] = []
-        for m in messages:
-            if m.role == "user" and current:
-                turns.append(HistoryTurn("", tuple(current)))
-                current = []
-            current.append(m)
-        if current:
-            turns.append(HistoryTurn("", tuple(current)))
-        return cls(None, turns)
 
 
 class SummaryStore(Protocol):

@@ -22,12 +22,13 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from bot.engine.approval import ApprovalDecision, ApprovalRequest, ApprovalSpec, observation
-from bot.engine.context import RunContext, ToolContext
 from bot.engine.errors import ToolDenied, ToolFailed, ToolRetry
 from bot.engine.messages import ToolCall, ToolResult, ToolStatus
-from bot.engine.profiles import AgentProfile
-from bot.engine.tooling import Tool, ToolOutput, describe_validation_error
+from bot.engine.run.approval import ApprovalDecision, ApprovalRequest, observation
+from bot.engine.run.context import RunContext, ToolContext
+from bot.engine.run.tooling import Tool, ToolOutput, describe_validation_error
+from bot.engine.spec.approval import ApprovalSpec
+from bot.engine.spec.profiles import AgentProfile
 from bot.redact import cut, for_model
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from bot.engine.approval import ApprovalSpec
+from bot.engine.spec.approval import ApprovalSpec
 
 
 class ToolSettings(BaseModel):

@@ -15,9 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.engine.errors import ModelError
-from bot.engine.hooks import ModelAttempt
 from bot.engine.messages import ModelResponse
-from bot.engine.wire import ChatModel, ModelRequest, OnDelta, StreamingChatModel
+from bot.engine.model.wire import ChatModel, ModelAttempt, ModelRequest, OnDelta, StreamingChatModel
 
 OnAttempt = Callable[[ModelAttempt], Awaitable[None]]
 

@@ -10,10 +10,11 @@ from typing import Any, Generic, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from bot.engine.approval import ApprovalSpec
-from bot.engine.context import RunContext, Scope, SettingsT, ToolContext
 from bot.engine.errors import ToolFailed
-from bot.engine.toolsettings import ToolSettings
+from bot.engine.messages import Scope
+from bot.engine.run.context import RunContext, SettingsT, ToolContext
+from bot.engine.spec.approval import ApprovalSpec
+from bot.engine.spec.toolsettings import ToolSettings
 
 __all__ = ["RunContext", "Scope", "Tool", "ToolContext", "ToolOutput", "ToolSettings", "describe_validation_error",
            "require", "tool"]

@@ -9,11 +9,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from bot.engine.history import repair_tool_pairs
-from bot.engine.messages import Message
+from bot.engine.context.history import repair_tool_pairs
+from bot.engine.messages import Message, Scope
 from bot.engine.ports import MemoryItem, MemoryStore
-from bot.engine.profiles import AgentProfile
-from bot.engine.tooling import Scope
+from bot.engine.spec.profiles import AgentProfile
 
 
 def truncate_history(history: Sequence[Message], max_turns: int) -> list[Message]:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.engine.limits import BudgetSpec
 from bot.engine.messages import Stop, StopReason, ToolCall, Usage
+from bot.engine.spec.limits import BudgetSpec
 
 # USD per one million (prompt, completion) tokens for a model, or None when it has no price.
 PriceOf = Callable[[str], tuple[float, float] | None]

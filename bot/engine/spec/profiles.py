@@ -14,17 +14,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bot.engine.alert_routes import AlertRoute, AlertRouteSpec, alert_routes
-from bot.engine.cron import parse_cron, parse_every
 from bot.engine.errors import ProfileError, UnknownAgent
-from bot.engine.limits import BudgetSpec, ContextSpec
-from bot.engine.mcp_spec import McpServerSpec, McpSpecError, mcp_tool_settings
-from bot.engine.toolsettings import ToolSettings
+from bot.engine.spec.alert_routes import AlertRoute, AlertRouteSpec, alert_routes
+from bot.engine.spec.cron import parse_cron, parse_every
+from bot.engine.spec.limits import BudgetSpec, ContextSpec
+from bot.engine.spec.mcp import McpServerSpec, McpSpecError, mcp_tool_settings
+from bot.engine.spec.toolsettings import ToolSettings
 
 
 class ToolSpec(Protocol):
     """What the loader needs of a tool: its settings model, and the top-level profile key it owns, if any
-    (notify reads `notify:`). `bot.engine.tooling.Tool` is one."""
+    (notify reads `notify:`). `bot.engine.run.tooling.Tool` is one."""
 
     @property
     def settings_model(self) -> type[ToolSettings]: ...
@@ -197,7 +197,7 @@ class AgentProfile:
     loop_repeats: int = 3
     parallel_tool_calls: bool = True  # several tool calls in one model message run at once
     vision: bool = False  # attached images are sent to the model as image parts
-    mode: Literal["react", "plan"] = "react"  # plan: plan-and-execute (bot/engine/plan.py)
+    mode: Literal["react", "plan"] = "react"  # plan: plan-and-execute (bot/engine/run/plan.py)
     plan: PlanSpec = field(default_factory=PlanSpec)
     timezone: str = "UTC"
     progress: Literal["none", "compact", "full"] | None = None
@@ -208,7 +208,7 @@ class AgentProfile:
     access: AccessSpec = field(default_factory=AccessSpec)
     schedules: tuple[ScheduleSpec, ...] = ()
     mcp: Mapping[str, McpServerSpec] = field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
-    alerts: tuple[AlertRoute, ...] = ()  # alert groups this agent investigates (bot/engine/alert_routes.py)
+    alerts: tuple[AlertRoute, ...] = ()  # alert groups this agent investigates (bot/engine/spec/alert_routes.py)
 
 
 FRONT_FIRST_LINE = 2  # the front matter starts on the line after the opening '---'

@@ -6,35 +6,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
-from bot.engine.attachments import AttachmentRecord
-from bot.engine.context import RunContext
-from bot.engine.errors import ModelError
-from bot.engine.messages import Message, ModelResponse, ToolCall, ToolResult, TurnOutcome, Usage
-from bot.engine.wire import ModelRequest
+from bot.engine.context.attachments import AttachmentRecord
+from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome
+from bot.engine.model.wire import ModelAttempt
+from bot.engine.run.context import RunContext
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ModelAttempt:
-    """One model call attempt (each retry is one): what was sent, and the response or the error."""
-
-    request: ModelRequest
-    attempt: int
-    latency_ms: float
-    response: ModelResponse | None = None
-    error: ModelError | None = None
-
-    @property
-    def usage(self) -> Usage:
-        return self.response.usage if self.response is not None else Usage()
-
-    @property
-    def model(self) -> str:
-        return self.response.model if self.response is not None else self.request.model
 
 
 class TurnHooks:
@@ -83,7 +64,7 @@ class TurnHooks:
         return None
 
     async def turn_parked(self, run: RunContext, approvals: tuple[int, ...]) -> None:
-        """The turn stopped to wait for these approval requests (its state is stored: bot/engine/parked.py);
+        """The turn stopped to wait for these approval requests (its state is stored: bot/engine/run/parked.py);
         nothing more of it happens in this process unless it is resumed here. Not `turn_finished`: the turn
         row stays open."""
         return None

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from bot.engine.context import Trigger
+from bot.engine.messages import Trigger
 
 InboxState = Literal["claimed", "running", "parked", "answered", "failed", "interrupted", "skipped"]
 LiveKind = Literal["status", "answer"]  # the live status message; the answer as it is being written

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
-from bot.engine.overflow import detect
-from bot.engine.pacing import pace_reply
-from bot.engine.wire import ModelRequest, OnDelta
+from bot.engine.model.overflow import detect
+from bot.engine.model.pacing import pace_reply
+from bot.engine.model.wire import ModelRequest, OnDelta
 
 if TYPE_CHECKING:
     import openai
@@ -150,7 +150,7 @@ def classify(exc: BaseException, model: str | None = None) -> ModelError:
     status = getattr(exc, "status_code", None)
     if isinstance(exc, openai.APIStatusError):
         overflow = detect(exc.status_code, exc.message, exc.body)
-        if overflow is not None:  # every server's wording (bot/engine/overflow.py): the loop compacts and retries
+        if overflow is not None:  # every server's wording (bot/engine/model/overflow.py): the loop compacts and retries
             return ContextOverflow("the conversation is too long for the model's context window",
                                    window=overflow.window, prompt_tokens=overflow.prompt_tokens,
                                    status=exc.status_code, detail=f"{type(exc).__name__}: {exc}"[:4000])

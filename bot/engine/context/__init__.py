@@ -1,0 +1,25 @@
+"""What the model reads: the prompt, the thread's window, tokens, compaction, history repair
+and attachments.
+
+This is the room's face: code outside the engine imports these names from here, never a
+module inside the room."""
+
+from bot.engine.context.attachments import (
+    READ_TOOL,
+    AttachmentLimits,
+    AttachmentRecord,
+    AttachmentSource,
+    Fetched,
+)
+from bot.engine.context.prompt import PromptBuilder
+from bot.engine.context.tokens import default_window
+
+__all__ = [
+    "READ_TOOL",
+    "AttachmentLimits",
+    "AttachmentRecord",
+    "AttachmentSource",
+    "Fetched",
+    "PromptBuilder",
+    "default_window",
+]

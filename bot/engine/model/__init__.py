@@ -1,0 +1,19 @@
+"""The model over the wire: the client (the one module that imports openai), the wire shapes,
+retries, context-overflow recognition and pacing.
+
+This is the room's face: code outside the engine imports these names from here, never a
+module inside the room."""
+
+from bot.engine.model.client import OpenAIChatModel, preload
+from bot.engine.model.retrying import RetryingModel, RetryPolicy
+from bot.engine.model.wire import ChatModel, ModelAttempt, response_dict
+
+__all__ = [
+    "ChatModel",
+    "ModelAttempt",
+    "OpenAIChatModel",
+    "RetryPolicy",
+    "RetryingModel",
+    "preload",
+    "response_dict",
+]

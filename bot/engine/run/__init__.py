@@ -1,0 +1,35 @@
+"""Running a turn: the loop, the model calls, the executor and what a tool is, the guards, plan
+mode, parked turns, the hooks and the turn's context.
+
+This is the room's face: code outside the engine imports these names from here, never a
+module inside the room."""
+
+from bot.engine.run.approval import ApprovalDecision, ApprovalRequest
+from bot.engine.run.context import ApprovalGate, RunContext, ToolContext
+from bot.engine.run.executor import ToolExecutor, ToolPolicy
+from bot.engine.run.guards import PriceOf
+from bot.engine.run.hooks import CompositeHooks, TurnHooks
+from bot.engine.run.loop import ReActLoop
+from bot.engine.run.parked import ParkedTurn
+from bot.engine.run.plan import PlanExecutor
+from bot.engine.run.tooling import Tool, ToolOutput, require, tool
+
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalGate",
+    "ApprovalRequest",
+    "CompositeHooks",
+    "ParkedTurn",
+    "PlanExecutor",
+    "PriceOf",
+    "ReActLoop",
+    "RunContext",
+    "Tool",
+    "ToolContext",
+    "ToolExecutor",
+    "ToolOutput",
+    "ToolPolicy",
+    "TurnHooks",
+    "require",
+    "tool",
+]

@@ -1,0 +1,55 @@
+"""The AGENT.md spec: profiles, limits, tool settings, MCP servers, alert routes, schedules and
+the approval policy.
+
+This is the room's face: code outside the engine imports these names from here, never a
+module inside the room."""
+
+from bot.engine.spec.alert_routes import AlertRoute
+from bot.engine.spec.approval import (
+    ApprovalSpec,
+    ApprovalStatus,
+    Approver,
+    ApproverKind,
+    Move,
+    Requester,
+    dump_approvers,
+    load_approvers,
+    may_approve,
+)
+from bot.engine.spec.cron import parse_cron, parse_every
+from bot.engine.spec.mcp import ENV_REF_RE, McpServerSpec, McpToolSettings, namespaced
+from bot.engine.spec.profiles import (
+    AccessSpec,
+    AgentProfile,
+    ProfileLoader,
+    ScheduleSpec,
+    load_yaml,
+    split_front_matter,
+)
+from bot.engine.spec.toolsettings import ToolSettings
+
+__all__ = [
+    "ENV_REF_RE",
+    "AccessSpec",
+    "AgentProfile",
+    "AlertRoute",
+    "ApprovalSpec",
+    "ApprovalStatus",
+    "Approver",
+    "ApproverKind",
+    "McpServerSpec",
+    "McpToolSettings",
+    "Move",
+    "ProfileLoader",
+    "Requester",
+    "ScheduleSpec",
+    "ToolSettings",
+    "dump_approvers",
+    "load_approvers",
+    "load_yaml",
+    "may_approve",
+    "namespaced",
+    "parse_cron",
+    "parse_every",
+    "split_front_matter",
+]

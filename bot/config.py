@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.engine.errors import ConfigError
+from bot.engine.spec import ProgressMode
 
 DEFAULT_MODEL = "gpt-5-mini"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -75,7 +76,7 @@ class Settings(BaseSettings):
     model_timeout_seconds: float = 60.0
     model_stream: bool = False
     progress_live: bool = True  # a status message and the answer as it is written (Slack, Discord)
-    progress_steps: Literal["none", "compact", "full"] = "compact"  # tool steps shown in chat while working
+    progress_steps: ProgressMode = "compact"  # tool steps shown in chat while working
     progress_interval_seconds: float = 1.0  # the least time between two progress edits of one reply
 
     tool_max_attempts: int = 3

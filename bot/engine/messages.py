@@ -1,9 +1,10 @@
-"""Typed conversation parts. Converted to the wire format only in `engine/model/client.py`."""
+"""Typed conversation parts. Converted to the wire format only in `engine/model/wire.py`; stored in one form,
+`Message.to_dict`."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -64,6 +65,22 @@ class Message:
     @classmethod
     def tool(cls, call_id: str, name: str, text: str) -> Message:
         return cls(role="tool", content=text, tool_call_id=call_id, name=name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one stored form of a message: the `messages` row's columns, a parked turn's state. Images are
+        not kept (the `attachments` rows say what they were): a thread read again has the text. The model's
+        wire format is another thing, made at the edge (`model/wire.py`)."""
+        return {"role": self.role, "content": self.content,
+                "tool_calls": [c.to_dict() for c in self.tool_calls] or None,
+                "tool_call_id": self.tool_call_id, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """A message from its stored form (`to_dict`, or a `messages` row's mapping)."""
+        stored: Iterable[dict[str, Any]] = data.get("tool_calls") or ()
+        return cls(role=data["role"], content=str(data.get("content") or ""),
+                   tool_calls=tuple(ToolCall.from_dict(c) for c in stored), tool_call_id=data.get("tool_call_id"),
+                   name=data.get("name"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +253,12 @@ class Thread:
 # What started a turn: a platform's mention, DM or thread follow-up, the terminal (`chat`), `ask`, a
 # schedule, an alert, an eval scenario, or a caller of the Python API that does not say ("message").
 Trigger = Literal["mention", "dm", "thread", "console", "cli", "schedule", "alert", "eval", "message"]
+
+
+def conversation_key(platform: str, channel: str, thread: str) -> str:
+    """One conversation (a thread of a channel of a platform): what the turn locks hold, in this process and
+    across processes (its session is opened under them); the inbox orders turns by its digest."""
+    return f"{platform}\x1f{channel}\x1f{thread}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,8 +104,8 @@ class NotifyLedger(Protocol):
 
 
 class SessionLock(Protocol):
-    """One turn per conversation thread at a time across processes sharing the database (PostgreSQL: an
-    advisory lock per thread, held for the turn; the service's `thread_key`). The service holds its
-    in-process lock first, so only one task of a process waits here."""
+    """One turn per conversation at a time across processes sharing the database (PostgreSQL: an advisory
+    lock per conversation, held for the turn; `messages.conversation_key`). The service holds its in-process
+    lock first, so only one task of a process waits here."""
 
-    def hold(self, thread: str) -> AbstractAsyncContextManager[None]: ...
+    def hold(self, conversation: str) -> AbstractAsyncContextManager[None]: ...

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from bot.engine import replies
 from bot.engine.context.attachments import AttachmentLimits, AttachmentSource, Prepared, for_turn
 from bot.engine.errors import SessionNotFound
-from bot.engine.messages import USER_STOP, Scope, Thread, Trigger, TurnOutcome, TurnResult
+from bot.engine.messages import USER_STOP, Scope, Thread, Trigger, TurnOutcome, TurnResult, conversation_key
 from bot.engine.model.pacing import STARTS
 from bot.engine.ports import (
     MemoryItem,
@@ -37,11 +37,6 @@ log = logging.getLogger(__name__)
 RESET_WORDS = frozenset({"reset", "/reset", "!reset"})
 RESET_ANSWER = ("Done: I have forgotten this thread's conversation (long-term memories stay). "
                 "What should we start with?")
-
-
-def thread_key(platform: str, channel: str, thread: str) -> str:
-    """What the turn locks hold: a conversation thread (its session is opened under them)."""
-    return f"{platform}\x1f{channel}\x1f{thread}"
 
 
 def _settle(task: asyncio.Task[list[MemoryItem]]) -> None:
@@ -184,7 +179,7 @@ class AgentService:
         # read (the common case, a fresh mention, makes no read at all).
         known = await self.open_session(req) if req.session_id else None
         where = known or req
-        key = thread_key(where.platform, where.channel, where.thread)
+        key = conversation_key(where.platform, where.channel, where.thread)
         async with self.locks.hold(key), self._across(key):
             # the memory read needs the thread's locks (it must see what the thread's last turn remembered),
             # not its session: it runs while the session is opened

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from bot.engine.messages import Trigger
+from bot.engine.messages import Trigger, conversation_key
 
 InboxState = Literal["claimed", "running", "parked", "answered", "failed", "interrupted", "skipped"]
 LiveKind = Literal["status", "answer"]  # the live status message; the answer as it is being written
@@ -18,9 +18,9 @@ OPEN_STATES: tuple[InboxState, ...] = ("claimed", "running")  # leased while wor
 HELD_STATES: tuple[InboxState, ...] = (*OPEN_STATES, "parked")
 
 
-def conversation(platform: str, channel: str, thread: str) -> str:
-    """The key turns are ordered by: one thread of one channel (short: it is PostgreSQL NOTIFY's payload)."""
-    return hashlib.blake2b(f"{platform}\x1f{channel}\x1f{thread}".encode(), digest_size=8).hexdigest()
+def conversation_digest(platform: str, channel: str, thread: str) -> str:
+    """The conversation key turns are ordered by, short (it is PostgreSQL NOTIFY's payload)."""
+    return hashlib.blake2b(conversation_key(platform, channel, thread).encode(), digest_size=8).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,8 +163,3 @@ class ApprovalStore:
     async def _set(self, approval_id: int, **values: Any) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(update(A).where(A.c.id == approval_id).values(**values))
-
-    async def for_session(self, session_id: str) -> list[Approval]:
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(select(A).where(A.c.session_id == session_id).order_by(A.c.id))).all()
-        return [_approval(r) for r in rows]

@@ -32,7 +32,7 @@ from bot.records.inbox import (
     InboxState,
     LiveKind,
     NewEvent,
-    conversation,
+    conversation_digest,
 )
 from bot.store.claims import BatchedInsert, Key
 from bot.store.models import ApprovalRow, InboxRow, MessageRow, TurnRow, utcnow
@@ -174,7 +174,7 @@ class SqlInbox:
         await self.store.writes.flush()
         wakeups = self._shared()
         if wakeups is not None:
-            await wakeups.notify(conversation(item.platform, item.channel, item.thread))
+            await wakeups.notify(conversation_digest(item.platform, item.channel, item.thread))
 
     # --- the order of a conversation's turns ------------------------------------------------------------
     def on_closed(self, wake: Callable[[str], None]) -> None:

@@ -192,10 +192,7 @@ def _session(row: Any) -> SessionRecord:
 
 
 def _message(row: Any) -> Message:
-    stored: list[dict[str, Any]] = row.tool_calls or []
-    calls = tuple(ToolCall.from_dict(c) for c in stored)
-    return Message(role=row.role, content=row.content or "", tool_calls=calls, tool_call_id=row.tool_call_id,
-                   name=row.name)
+    return Message.from_dict(row._mapping)
 
 
 def _batch_committed(conn: Connection, batch: Sequence[Write]) -> bool:
@@ -365,12 +362,14 @@ class SqlStore:
             await self.writes.flush()
 
     async def append(self, session_id: str, turn_id: str, message: Message) -> None:
-        self.writes.put(_INSERT_MESSAGE, {
-            "session_id": session_id, "turn_id": turn_id, "role": message.role, "content": _text(message.content),
-            "tool_calls": [c.to_dict() for c in message.tool_calls] or None,
-            "tool_call_id": _short(message.tool_call_id, 128), "name": _short(message.name, 128),
-            "created_at": utcnow(),
-        }, turn_id)
+        row = message.to_dict()  # its stored form, fitted to the columns
+        row["content"] = _text(message.content)
+        row["tool_call_id"] = _short(message.tool_call_id, 128)
+        row["name"] = _short(message.name, 128)
+        row["session_id"] = session_id
+        row["turn_id"] = turn_id
+        row["created_at"] = utcnow()
+        self.writes.put(_INSERT_MESSAGE, row, turn_id)
 
     # --- turns ----------------------------------------------------------------------------------------------
     async def start_turn(self, session_id: str, turn_id: str, trigger: Trigger, user: str | None, text: str) -> None:

@@ -41,9 +41,9 @@ _BATCH = ("SELECT CASE WHEN t.op THEN pg_advisory_unlock(t.k) ELSE pg_try_adviso
           "FROM unnest($1::bigint[], $2::bool[]) WITH ORDINALITY AS t(k, op, n) ORDER BY t.n")
 
 
-def lock_key(thread: str) -> int:
-    """A signed 64-bit key from the thread's key (advisory locks take a bigint)."""
-    return int.from_bytes(hashlib.blake2b(f"yokebot-thread:{thread}".encode(), digest_size=8).digest(),
+def lock_key(conversation: str) -> int:
+    """A signed 64-bit key from the conversation key (advisory locks take a bigint)."""
+    return int.from_bytes(hashlib.blake2b(f"yokebot-thread:{conversation}".encode(), digest_size=8).digest(),
                           "big", signed=True)
 
 
@@ -133,8 +133,8 @@ class PgSessionLock:
             log.warning("could not release the lock of a thread (%s)", type(exc).__name__)
 
     @asynccontextmanager
-    async def hold(self, thread: str) -> AsyncGenerator[None, None]:
-        key, wait = lock_key(thread), self.poll
+    async def hold(self, conversation: str) -> AsyncGenerator[None, None]:
+        key, wait = lock_key(conversation), self.poll
         while not await self._statement(_TRY, key):  # another instance runs a turn in this thread
             await asyncio.sleep(wait)
             wait = min(wait * 2, self.max_poll)

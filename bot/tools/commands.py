@@ -330,15 +330,11 @@ def split_command(command: str, allowed: str) -> list[str]:
     return words
 
 
-def check_command(command: str, rules: Sequence[CommandRule], roots: Sequence[str]) -> list[str]:
-    """Return the argv to run (executable resolved, paths resolved) or raise ToolDenied / ToolFailed."""
-    return check_command_rule(command, rules, roots)[0]
-
-
 def check_command_rule(
     command: str, rules: Sequence[CommandRule], roots: Sequence[str]
 ) -> tuple[list[str], CommandRule]:
-    """check_command, and the rule that allowed it."""
+    """The argv to run (executable resolved, paths resolved) and the rule that allowed it, or raise
+    ToolDenied / ToolFailed."""
     allowed = allowed_list(rules) + (f" (paths under {', '.join(roots)})" if roots and rules else "")
     if not rules:
         raise ToolDenied("this agent may not run any command", allowed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.records.inbox import InboxItem, NewEvent, conversation
+from bot.records.inbox import InboxItem, NewEvent, conversation_digest
 from bot.store.inbox import SqlInbox
 from bot.store.repositories import SqlStore
 from tests.helpers import eventually
@@ -39,7 +39,7 @@ async def test_an_earlier_open_event_of_the_thread_elsewhere_holds_a_later_one_b
         heard: list[str] = []
         b.on_closed(heard.append)
         await a.finish(first, "answered")
-        await eventually(lambda: conversation("slack", "C1", "T1") in heard, what="the NOTIFY of the close")
+        await eventually(lambda: conversation_digest("slack", "C1", "T1") in heard, what="the NOTIFY of the close")
         assert not await b.earlier_elsewhere(second)
         await b.finish(second, "answered")
         assert not await a.earlier_elsewhere(third)

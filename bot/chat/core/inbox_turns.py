@@ -44,7 +44,7 @@ from bot.chat.core.pipeline import Pipeline
 from bot.engine.messages import ToolCall
 from bot.engine.run import CompositeHooks, ParkedTurn, RunContext, TurnHooks
 from bot.engine.service import TurnRequest
-from bot.records.inbox import Inbox, InboxItem, InboxState, NewEvent, conversation
+from bot.records.inbox import Inbox, InboxItem, InboxState, NewEvent, conversation_digest
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
@@ -83,7 +83,7 @@ class _Wakeup:
 
 
 def _conversation(item: InboxItem) -> str:
-    return conversation(item.platform, item.channel, item.thread)
+    return conversation_digest(item.platform, item.channel, item.thread)
 
 
 class InboxTurns:

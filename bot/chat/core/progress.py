@@ -20,11 +20,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from bot.engine.messages import ToolCall, ToolResult
 from bot.engine.model import ModelAttempt
 from bot.engine.run import RunContext, TurnHooks
+from bot.engine.spec import ProgressMode
 from bot.redact import PATTERNS_ONLY
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 # what a cut turn's status message becomes after a restart: one note on every platform (Discord reads `_x_` too)
 RESTARTED_STATUS = "_I was restarted while working on this; see below_"
 
-ProgressMode = Literal["none", "compact", "full"]
-MODES: tuple[ProgressMode, ...] = ("none", "compact", "full")
 THINKING, WORKING, WRITING = "thinking…", "working…", "writing the answer…"
 MARKS = {"ok": "✓", "error": "✗", "denied": "✗ denied"}
 PREVIEW_CHARS = 60

@@ -36,14 +36,14 @@ class ParkedTurn:
         return [c for c in last.tool_calls if c.id not in answered]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"messages": [_message_dict(m) for m in self.messages], "done": dict(self.done),
+        return {"messages": [m.to_dict() for m in self.messages], "done": dict(self.done),
                 "iterations": self.iterations, "tool_calls": self.tool_calls,
                 "usage": [self.usage.prompt_tokens, self.usage.completion_tokens], "approvals": list(self.approvals)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParkedTurn:
         usage = data.get("usage") or [0, 0]
-        return cls(tuple(_message(m) for m in data.get("messages", ())), dict(data.get("done") or {}),
+        return cls(tuple(Message.from_dict(m) for m in data.get("messages", ())), dict(data.get("done") or {}),
                    int(data.get("iterations", 0)), int(data.get("tool_calls", 0)), Usage(int(usage[0]), int(usage[1])),
                    tuple(int(a) for a in data.get("approvals", ())))
 
@@ -67,19 +67,3 @@ class Parking(Protocol):
         """The tool another turn of this thread is parked on (this message must not run ahead of it), or None."""
         ...
 
-
-def _message_dict(m: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.tool_calls:
-        out["tool_calls"] = [c.to_dict() for c in m.tool_calls]
-    if m.tool_call_id is not None:
-        out["tool_call_id"] = m.tool_call_id
-    if m.name is not None:
-        out["name"] = m.name
-    return out  # images are not kept (as in `messages`): a resumed turn has the text
-
-
-def _message(d: dict[str, Any]) -> Message:
-    return Message(role=d["role"], content=str(d.get("content") or ""),
-                   tool_calls=tuple(ToolCall.from_dict(c) for c in d.get("tool_calls") or ()),
-                   tool_call_id=d.get("tool_call_id"), name=d.get("name"))

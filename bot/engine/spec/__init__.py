@@ -26,6 +26,7 @@ from bot.engine.spec.profiles import (
     load_yaml,
     split_front_matter,
 )
+from bot.engine.spec.progress import ProgressMode
 from bot.engine.spec.toolsettings import ToolSettings
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "McpToolSettings",
     "Move",
     "ProfileLoader",
+    "ProgressMode",
     "Requester",
     "ScheduleSpec",
     "ToolSettings",

@@ -19,6 +19,7 @@ from bot.engine.spec.alert_routes import AlertRoute, AlertRouteSpec, alert_route
 from bot.engine.spec.cron import parse_cron, parse_every
 from bot.engine.spec.limits import BudgetSpec, ContextSpec
 from bot.engine.spec.mcp import McpServerSpec, McpSpecError, mcp_tool_settings
+from bot.engine.spec.progress import ProgressMode
 from bot.engine.spec.toolsettings import ToolSettings
 
 
@@ -145,7 +146,7 @@ class ProfileSpec(_Strict):
     mode: Literal["react", "plan"] = "react"
     plan: PlanSpec = PlanSpec()
     timezone: str = "UTC"
-    progress: Literal["none", "compact", "full"] | None = None  # tool steps in chat; None: YOKEBOT_PROGRESS_STEPS
+    progress: ProgressMode | None = None  # tool steps in chat; None: YOKEBOT_PROGRESS_STEPS
     tools: dict[str, dict[str, Any] | None] | list[str] = Field(default_factory=lambda: cast(list[str], []))
     bootstrap: list[str] = Field(default_factory=lambda: cast(list[str], []))
     skills: list[str] = Field(default_factory=lambda: cast(list[str], []))
@@ -200,7 +201,7 @@ class AgentProfile:
     mode: Literal["react", "plan"] = "react"  # plan: plan-and-execute (bot/engine/run/plan.py)
     plan: PlanSpec = field(default_factory=PlanSpec)
     timezone: str = "UTC"
-    progress: Literal["none", "compact", "full"] | None = None
+    progress: ProgressMode | None = None
     tools: Mapping[str, ToolSettings] = field(default_factory=lambda: cast(dict[str, ToolSettings], {}))
     bootstrap: tuple[tuple[str, str], ...] = ()
     skills: tuple[Skill, ...] = ()

@@ -18,6 +18,7 @@ from bot.chat.core.inbox_turns import InboxTurns
 from bot.chat.core.notifier import AdapterNotifier
 from bot.chat.core.platform import Platform, PlatformParts
 from bot.chat.platforms import build_platform, configured, hints
+from bot.chat.platforms import names as platform_names
 from bot.config import Settings
 from bot.engine.context import AttachmentLimits, PromptBuilder
 from bot.engine.errors import ConfigError, UnknownAgent
@@ -129,7 +130,7 @@ def side_effecting(registry: Mapping[str, Tool[Any]], name: str) -> bool:
 
 
 def load_profiles(settings: Settings, registry: dict[str, Tool[Any]]) -> dict[str, AgentProfile]:
-    return ProfileLoader(settings.agents_dir, registry).load_all()
+    return ProfileLoader(settings.agents_dir, registry, platforms=platform_names()).load_all()
 
 
 async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[AsyncEngine, SqlStore]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.engine.errors import ConfigError
 from bot.engine.spec import ProgressMode
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gpt-5-mini"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -94,7 +97,9 @@ class Settings(BaseSettings):
     slack_thread_followups: bool = True
     # assistant threads (slack/manifest.yaml `assistant_view`): prompts offered when one opens, `;`-separated
     slack_suggested_prompts: str = "Check the recent nginx error logs; What can you check for me?"
-    slack_ignore_bots: bool = True
+    slack_answer_bots: bool = False  # answer other bots' messages (its own are never answered), as on Discord
+    # deprecated: YOKEBOT_SLACK_IGNORE_BOTS, the inverse of YOKEBOT_SLACK_ANSWER_BOTS (read when that is not set)
+    slack_ignore_bots: bool | None = Field(default=None, exclude=True)
     slack_max_concurrent_turns: int = Field(default=8, ge=1)
     slack_message_chars: int = Field(default=3900, ge=100, le=39_000)
     slack_file_threshold_chars: int = Field(default=12_000, ge=100)
@@ -107,9 +112,10 @@ class Settings(BaseSettings):
     # Discord behaviour (YOKEBOT_DISCORD_*); allow-lists are comma-separated IDs (roles: IDs or names), empty = all
     discord_reply_inline: bool = False
     discord_answer_bots: bool = False
-    discord_allowed_users: str = ""
-    discord_allowed_roles: str = ""
-    discord_allowed_channels: str = ""
+    # allow-lists hold IDs (snowflakes; `dm` in channels), comma-separated; empty = all
+    discord_allowed_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    discord_allowed_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    discord_allowed_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
     discord_attach_over_chars: int = 6000
     discord_guild_ready_timeout: float = 2.0
     discord_drain_seconds: float = 30.0
@@ -134,12 +140,22 @@ class Settings(BaseSettings):
             raise ValueError("must be text or json")
         return value.lower()
 
-    @field_validator("slack_allowed_users", "slack_allowed_channels", mode="before")
+    @field_validator("slack_allowed_users", "slack_allowed_channels", "discord_allowed_users",
+                     "discord_allowed_roles", "discord_allowed_channels", mode="before")
     @classmethod
     def _id_list(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _deprecated_names(self) -> Settings:
+        """A renamed setting's old variable still works (the new one wins when both are set), with a warning."""
+        if self.slack_ignore_bots is not None:
+            deprecated("YOKEBOT_SLACK_IGNORE_BOTS", "YOKEBOT_SLACK_ANSWER_BOTS (its inverse)")
+            if "slack_answer_bots" not in self.model_fields_set:
+                self.slack_answer_bots = not self.slack_ignore_bots
+        return self
 
     # scheduling (docs/scheduling.md)
     scheduler_enabled: bool = True
@@ -200,6 +216,16 @@ class Settings(BaseSettings):
             values += [unquote(v.partition("=")[2]).strip() for v in pairs]
             values += [w for v in values[-len(pairs):] for w in v.split() if len(w) >= 6]  # `Basic <token>`
         return [v for v in values if len(v) >= 6]
+
+
+_warned: set[str] = set()  # the deprecated variables already warned about in this process
+
+
+def deprecated(old: str, new: str) -> None:
+    """Log once per process that `old` is read for now, and what to set instead."""
+    if old not in _warned:
+        _warned.add(old)
+        log.warning("%s is deprecated and will be removed: set %s instead", old, new)
 
 
 def async_database_url(value: str) -> str:

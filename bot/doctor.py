@@ -1,5 +1,5 @@
 """`yokebot doctor`: is this installation ready to answer? Checks the model endpoint (and that it serves the
-model), the database, the Slack tokens (both, and whether they are swapped) and the Discord token, the
+model), the database, each configured chat platform's tokens (its own check: bot/chat/platforms.py), the
 Prometheus and MCP servers the agents name, the shell sandbox (bubblewrap, user namespaces), and the agents;
 each problem comes with what to fix. Nothing is written: a missing SQLite file is reported, not created."""
 
@@ -7,40 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bot.chat.core.checks import TIMEOUT_SECONDS, Check, fail, ok, warn
+from bot.chat.core.checks import first_line as _first_line
 from bot.config import Settings, unknown_variables
-
-TIMEOUT_SECONDS = 10.0
-DISCORD_API = "https://discord.com/api/v10"
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-    warning: bool = False  # shown, but does not fail the run
-
-
-def ok(name: str, detail: str) -> Check:
-    return Check(name, True, detail)
-
-
-def fail(name: str, detail: str, fix: str) -> Check:
-    return Check(name, False, detail, fix)
-
-
-def warn(name: str, detail: str, fix: str) -> Check:
-    return Check(name, True, detail, fix, warning=True)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 # --- the model ------------------------------------------------------------------------------------------
@@ -127,83 +100,14 @@ async def check_database(settings: Settings) -> Check:
     return ok("database", f"{where} answers, schema {head}")
 
 
-# --- chat platforms -------------------------------------------------------------------------------------
-async def check_slack(settings: Settings) -> list[Check]:
-    if settings.slack_bot_token is None:
-        return []
-    from slack_sdk.errors import SlackApiError
-    from slack_sdk.web.async_client import AsyncWebClient
-
-    bot_token = settings.slack_bot_token.get_secret_value()
-    app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token is not None else None
-    if bot_token.startswith("xapp-") or (app_token or "").startswith("xox"):
-        return [fail("slack", "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are swapped: the bot token starts with xoxb-, "
-                              "the app-level token with xapp-",
-                     "put the Bot User OAuth Token (xoxb-…) in SLACK_BOT_TOKEN and the app-level token (xapp-…) in "
-                     "SLACK_APP_TOKEN")]
-    client = AsyncWebClient(token=bot_token, base_url=settings.slack_api_url, timeout=int(TIMEOUT_SECONDS))
-    try:
-        resp = await client.auth_test()
-    except SlackApiError as exc:
-        return [fail("slack", f"Slack rejected SLACK_BOT_TOKEN ({exc.response.get('error')})",
-                     "copy the Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page")]
-    except Exception as exc:
-        return [fail("slack", f"cannot reach the Slack API at {settings.slack_api_url} ({_first_line(exc)})",
-                     "check the network, a proxy, or SLACK_API_URL")]
-    checks = [ok("slack", f"token works: bot {resp.get('user')} ({resp.get('user_id')}) in {resp.get('team')}")]
-    if app_token is not None:
-        checks.append(await _check_app_token(settings, app_token))
-    elif settings.slack_signing_secret is None:
-        checks.append(fail("slack", "neither SLACK_APP_TOKEN nor SLACK_SIGNING_SECRET is set",
-                           "set SLACK_APP_TOKEN (xapp-…, Socket Mode) or SLACK_SIGNING_SECRET (HTTP Events)"))
-    return checks
-
-
-async def _check_app_token(settings: Settings, app_token: str) -> Check:
-    """Socket Mode's first call (`apps.connections.open`): the URL it returns is left unused and expires."""
-    from slack_sdk.errors import SlackApiError
-    from slack_sdk.web.async_client import AsyncWebClient
-
-    client = AsyncWebClient(token=app_token, base_url=settings.slack_api_url, timeout=int(TIMEOUT_SECONDS))
-    try:
-        await client.apps_connections_open(app_token=app_token)
-    except SlackApiError as exc:
-        return fail("slack", f"Slack rejected SLACK_APP_TOKEN for Socket Mode ({exc.response.get('error')})",
-                    "create an app-level token with the connections:write scope (Basic Information → App-Level "
-                    "Tokens) and turn Socket Mode on; or use HTTP mode with SLACK_SIGNING_SECRET instead")
-    except Exception as exc:
-        return fail("slack", f"cannot reach the Slack API at {settings.slack_api_url} ({_first_line(exc)})",
-                    "check the network, a proxy, or SLACK_API_URL")
-    return ok("slack", "app-level token works: Socket Mode can connect")
-
-
-async def check_discord(settings: Settings) -> list[Check]:
-    if settings.discord_bot_token is None:
-        return []
-    import aiohttp
-
-    base = (settings.discord_api_url or DISCORD_API).rstrip("/")
-    headers = {"Authorization": f"Bot {settings.discord_bot_token.get_secret_value()}"}
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)) as http, \
-                http.get(f"{base}/users/@me", headers=headers) as resp:
-            status, body = resp.status, (await resp.json(content_type=None) if resp.status == 200 else None)
-    except Exception as exc:
-        return [fail("discord", f"cannot reach the Discord API at {base} ({_first_line(exc)})",
-                     "check the network, a proxy, or DISCORD_API_URL")]
-    if status == 401:
-        return [fail("discord", "Discord rejected DISCORD_BOT_TOKEN (401)",
-                     "reset the token in the developer portal (Bot page) and copy it into DISCORD_BOT_TOKEN")]
-    if status != 200 or not isinstance(body, dict):
-        return [fail("discord", f"{base}/users/@me answered HTTP {status}", "check DISCORD_API_URL")]
-    return [ok("discord", f"token works: bot {body.get('username')} ({body.get('id')})")]
-
-
+# --- chat platforms: each checks its own tokens (its manifest's `doctor`, bot/chat/platforms.py) ------------
 def check_platforms_configured(settings: Settings) -> list[Check]:
-    if settings.slack_bot_token is None and settings.discord_bot_token is None:
+    from bot.chat.platforms import PLATFORMS, configured
+
+    if not configured(settings):
+        wanted = " or ".join(f"{e.token_variable} (docs/{e.name}.md)" for e in PLATFORMS)
         return [warn("chat", "no chat platform is configured: `yokebot run` will answer no chats",
-                     "set SLACK_BOT_TOKEN (docs/slack.md) or DISCORD_BOT_TOKEN (docs/discord.md); "
-                     "`yokebot chat` works without them")]
+                     f"set {wanted}; `yokebot chat` works without them")]
     return []
 
 
@@ -270,6 +174,8 @@ def load_agents(settings: Settings) -> tuple[dict[str, Any], list[Check]]:
 
 
 def _agent_checks(settings: Settings, profile: Any) -> list[Check]:
+    from bot.chat.platforms import entry
+
     checks: list[Check] = []
     roots = sorted({r for t in profile.tools.values() for r in getattr(t, "roots", ()) or ()})
     missing = [r for r in roots if not Path(r).exists()]
@@ -277,11 +183,10 @@ def _agent_checks(settings: Settings, profile: Any) -> list[Check]:
         checks.append(warn(f"agent {profile.name}", f"its tools read {', '.join(missing)}, missing on this machine",
                            f"mount the logs there, or edit roots: in {profile.path}"))
     target = getattr(profile.tools.get("notify"), "default", None) or ""  # the notify tool's policy
-    platform = target.partition(":")[0]
-    token = {"slack": settings.slack_bot_token, "discord": settings.discord_bot_token}
-    if platform in token and token[platform] is None:
-        checks.append(warn(f"agent {profile.name}", f"notify goes to {target}, but {platform} is not configured",
-                           f"set the {platform} token, or change notify: in {profile.path} "
+    platform = entry(target.partition(":")[0])
+    if platform is not None and not platform.configured(settings):
+        checks.append(warn(f"agent {profile.name}", f"notify goes to {target}, but {platform.name} is not configured",
+                           f"set {platform.token_variable}, or change notify: in {profile.path} "
                            "(in `yokebot chat` alerts show in the terminal)"))
     return checks
 
@@ -366,13 +271,15 @@ async def _bounded(name: str, check: Callable[[], Awaitable[Any]]) -> list[Check
 
 
 async def run_checks(settings: Settings) -> list[Check]:
+    from bot.chat.platforms import PLATFORMS
+
     checks = [warn("settings", w, "fix the variable's name") for w in unknown_variables()]
     profiles, agent_checks = load_agents(settings)
     models = wanted_models(settings, profiles)
     checks += await _bounded("model", lambda: check_model(settings, models))
     checks += await _bounded("database", lambda: check_database(settings))
-    checks += await _bounded("slack", lambda: check_slack(settings))
-    checks += await _bounded("discord", lambda: check_discord(settings))
+    for platform in PLATFORMS:  # each checks its own tokens, when they are set
+        checks += await _bounded(platform.name, partial(platform.doctor, settings))
     checks += await _bounded("prometheus", lambda: check_prometheus(profiles))
     checks += await _bounded("mcp", lambda: check_mcp(settings, profiles))
     checks += check_platforms_configured(settings)

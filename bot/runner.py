@@ -97,9 +97,9 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         http = web.Application()
         http.router.add_get("/healthz", healthz)
         add_observability_routes(http, bot)  # /readyz, /metrics
-        alerts = build_alerts(bot)  # YOKEBOT_WEBHOOK_TOKEN set: /hooks/alertmanager, /hooks/grafana (docs/alerts.md)
-        add_alert_routes(http, alerts.webhooks if alerts is not None else None)
         platforms = build_platforms(bot)  # every configured one (bot/chat/platforms.py)
+        alerts = build_alerts(bot, platforms)  # YOKEBOT_WEBHOOK_TOKEN set: /hooks/alertmanager, /hooks/grafana
+        add_alert_routes(http, alerts.webhooks if alerts is not None else None)
         for platform in platforms:
             platform.mount(http)  # Slack's HTTP Events mode: /slack/events; the others mount nothing
         runner = web.AppRunner(http)
@@ -113,7 +113,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
             await platform.identify()  # REST only: enough to answer the events recovery takes over
             resumable[platform.platform] = platform
         if alerts is not None:
-            alerts.attach(resumable)  # posts through the adapters; its investigations recover like chat turns
+            alerts.attach(resumable)  # its investigations recover like chat turns
         if resumable:
             # before events come in: alone on a SQLite file, every `running` turn is a dead one
             stack.push_async_callback(await start_recovery(bot, resumable, alone=run_lock is not None))

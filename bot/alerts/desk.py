@@ -31,8 +31,8 @@ from bot.alerts.investigate import Investigations
 from bot.alerts.payloads import BadPayload, Notification, Redact, Source, parse
 from bot.alerts.routing import Routed, route_for
 from bot.alerts.store import AlertStore, Group, Stored
-from bot.alerts.threads import AlertThreads, Root
 from bot.chat.core.base import EventCounter
+from bot.chat.core.threads import AlertThreads, Root
 from bot.engine.service import KeyedLocks
 from bot.engine.spec import AgentProfile
 from bot.redact import printable
@@ -103,11 +103,6 @@ class AlertDesk:
         self._tasks = []
         if self.investigations is not None:
             await self.investigations.drain()
-
-    async def idle(self) -> None:
-        """Wait until every queued body is processed (tests, `yokebot alerts test`)."""
-        for queue in self._queues:
-            await queue.join()
 
     async def _leases(self, period: float) -> None:
         while True:

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.alerts.threads import Root
 from bot.chat.core.access import ChannelName, FixedAgent, Origin
 from bot.chat.core.base import EventCounter, Inbound
 from bot.chat.core.inbox_turns import InboxTurns, Resumable
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
+from bot.chat.core.threads import Root
 from bot.engine.service import AgentService
 from bot.records.inbox import Inbox, InboxItem, NewEvent
 

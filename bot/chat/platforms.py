@@ -1,41 +1,54 @@
-"""The registry of chat platforms: for each, whether Settings configure it, how its full adapter (a
-`Platform`, bot/chat/core/platform.py) and its posting-only adapter are built, and the hint shown when a post
-names it unconfigured. `bot/app.py`, `bot/runner.py` and the notifier loop over it; each builder imports its
-package only when called, so a process loads only the platforms it uses.
+"""The registry of chat platforms: one `PlatformEntry` per platform carries everything shared code needs of it,
+taken from the platform's manifest (bot/chat/<platform>/manifest.py): its name, the variable that configures it
+and the hint naming it, how its full adapter (a `Platform`, bot/chat/core/platform.py) and its posting-only
+adapter (its `…Outbox`) are built, its file hosts, what its IDs look like, how its text is defused, and its
+`yokebot doctor` check. The adapters answer the rest themselves (`Platform.alert_threads()`). `bot/app.py`,
+`bot/runner.py`, the doctor, `yokebot schedule` and the profile loader ask here; nothing outside the platform
+packages and this file names a platform. Each builder imports its package's adapter only when called, so a
+process loads only the platforms it uses.
 
 Posting-only adapters serve a process that posts but does not listen (`yokebot schedule run`): one per
-configured platform, registered with the app's notifier so schedules and `notify` reach Slack and Discord
-from there too. `yokebot run` does not use these: its full adapters post as well."""
+configured platform, registered with the app's notifier so schedules and `notify` reach every platform from
+there too. `yokebot run` does not use these: its full adapters post as well."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.base import ChatAdapter
+from bot.chat.core.checks import Check
+from bot.chat.core.formatting import defuse_at_broadcasts
 from bot.chat.core.notifier import AdapterNotifier
 from bot.chat.core.platform import Platform, PlatformParts
+from bot.chat.discord import manifest as discord_manifest
+from bot.chat.slack import manifest as slack_manifest
 from bot.config import Settings
 
 
 @dataclass(frozen=True, slots=True)
 class PlatformEntry:
     name: str
+    token_variable: str  # the variable that turns it on
+    hint: str  # how to configure it, for a post that names it in a process where it is not
     configured: Callable[[Settings], bool]
     build: Callable[[PlatformParts], Platform]
-    poster: Callable[[Settings], ChatAdapter]
-    hint: str  # how to configure it, for a post that names it in a process where it is not
+    outbox: Callable[[Settings], ChatAdapter]  # the posting-only adapter
+    file_hosts: tuple[str, ...]  # where its attached files are served from (with its API URL)
+    is_id: Callable[[str], bool]  # does an access-list entry look like one of its IDs (not a name)?
+    defuse: Callable[[str], str]  # the last step before its API receives a text: no broadcast ping survives
+    doctor: Callable[[Settings], Awaitable[list[Check]]]  # `yokebot doctor`: do its tokens work?
 
 
 def _slack(parts: PlatformParts) -> Platform:
     from bot.chat.slack.adapter import SlackAdapter
 
-    return SlackAdapter(parts.settings, parts.service, parts.profiles, parts.claims, parts.counter,
+    return SlackAdapter(parts.settings, parts.service, parts.profiles, claims=parts.claims, counter=parts.counter,
                         inbox=parts.inbox)
 
 
-def _slack_poster(settings: Settings) -> ChatAdapter:
+def _slack_outbox(settings: Settings) -> ChatAdapter:
     from bot.chat.slack.rest import SlackOutbox
 
     return SlackOutbox(settings)
@@ -44,22 +57,33 @@ def _slack_poster(settings: Settings) -> ChatAdapter:
 def _discord(parts: PlatformParts) -> Platform:
     from bot.chat.discord.adapter import DiscordAdapter
 
-    return DiscordAdapter(parts.service, parts.settings, parts.profiles, claims=parts.claims,
-                          metrics=parts.counter, inbox=parts.inbox)
+    return DiscordAdapter(parts.settings, parts.service, parts.profiles, claims=parts.claims,
+                          counter=parts.counter, inbox=parts.inbox)
 
 
-def _discord_poster(settings: Settings) -> ChatAdapter:
-    from bot.chat.discord.rest import DiscordPoster
+def _discord_outbox(settings: Settings) -> ChatAdapter:
+    from bot.chat.discord.rest import DiscordOutbox
 
-    return DiscordPoster(settings)
+    return DiscordOutbox(settings)
 
 
 PLATFORMS: tuple[PlatformEntry, ...] = (
-    PlatformEntry("slack", lambda s: s.slack_bot_token is not None, _slack, _slack_poster,
-                  "set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN or SLACK_SIGNING_SECRET) and run `yokebot run`"),
-    PlatformEntry("discord", lambda s: s.discord_bot_token is not None, _discord, _discord_poster,
-                  "set DISCORD_BOT_TOKEN and run `yokebot run`"),
+    PlatformEntry(slack_manifest.PLATFORM, slack_manifest.TOKEN_VARIABLE, slack_manifest.HINT,
+                  slack_manifest.configured, _slack, _slack_outbox, slack_manifest.FILE_HOSTS,
+                  slack_manifest.is_id, slack_manifest.defuse, slack_manifest.doctor),
+    PlatformEntry(discord_manifest.PLATFORM, discord_manifest.TOKEN_VARIABLE, discord_manifest.HINT,
+                  discord_manifest.configured, _discord, _discord_outbox, discord_manifest.FILE_HOSTS,
+                  discord_manifest.is_id, discord_manifest.defuse, discord_manifest.doctor),
 )
+
+
+def names() -> tuple[str, ...]:
+    """What a `post_to`, a `notify:` target or a route may name: pass it to the profile loader."""
+    return tuple(entry.name for entry in PLATFORMS)
+
+
+def entry(name: str) -> PlatformEntry | None:
+    return next((e for e in PLATFORMS if e.name == name), None)
 
 
 def hints() -> dict[str, str]:
@@ -68,6 +92,13 @@ def hints() -> dict[str, str]:
 
 def configured(settings: Settings) -> list[PlatformEntry]:
     return [entry for entry in PLATFORMS if entry.configured(settings)]
+
+
+def defuse_broadcasts(text: str, platform: str) -> str:
+    """`text` as `platform`'s API may receive it (its manifest's `defuse`); a name that is no chat platform (the
+    terminal, an eval's recorder) gets the step every platform shares."""
+    found = entry(platform)
+    return found.defuse(text) if found is not None else defuse_at_broadcasts(text)
 
 
 def build_platform(entry: PlatformEntry, parts: PlatformParts, notifier: AdapterNotifier,
@@ -82,7 +113,7 @@ def build_platform(entry: PlatformEntry, parts: PlatformParts, notifier: Adapter
 
 
 def posting_adapters(settings: Settings) -> list[ChatAdapter]:
-    return [entry.poster(settings) for entry in configured(settings)]
+    return [entry.outbox(settings) for entry in configured(settings)]
 
 
 def register_posting_adapters(notifier: AdapterNotifier, settings: Settings) -> list[ChatAdapter]:

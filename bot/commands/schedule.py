@@ -108,19 +108,14 @@ def schedule_add(
     """Add a schedule at run time (kept in the database; a running `yokebot run` picks it up)."""
     from pydantic import ValidationError
 
-    from bot.engine.spec import ScheduleSpec
+    from bot.chat.platforms import names
+    from bot.engine.spec import ScheduleSpec, platform_context
     from bot.scheduling.model import Schedule, ScheduleError
 
     try:
-        spec = ScheduleSpec(
-            name=name,
-            cron=cron,
-            every=every,
-            timezone=timezone,
-            prompt=prompt,
-            post_to=post_to,
-            session=session,
-        )
+        fields = {"name": name, "cron": cron, "every": every, "timezone": timezone, "prompt": prompt,
+                  "post_to": post_to, "session": session}
+        spec = ScheduleSpec.model_validate(fields, context=platform_context(names()))  # as the profile loader does
     except ValidationError as exc:
         problem = exc.errors()[0]
         support.err.print(f"[red]error:[/red] {problem['msg'].removeprefix('Value error, ')}", highlight=False)
@@ -206,17 +201,15 @@ def schedule_run(name: NameArg) -> None:
         raise typer.Exit(1)
 
 
-TOKEN_HINTS = {"slack": "SLACK_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN"}
-
-
 def _where(post_to: str | None, outcome: Any) -> str:
+    from bot.chat.platforms import entry
     from bot.scheduling.runs import LOG_REF
 
     if post_to is None:
         return "not posted: no post_to"
     if outcome.posted_ref == LOG_REF:
-        platform = post_to.partition(":")[0]
-        hint = f" (set {TOKEN_HINTS[platform]})" if platform in TOKEN_HINTS else ""
+        platform = entry(post_to.partition(":")[0])
+        hint = f" (set {platform.token_variable})" if platform is not None else ""
         return f"not posted to {post_to}: its platform is not configured in this process{hint}"
     if outcome.posted_ref is None:  # the post itself failed; its reason is the run's error when the agent succeeded
         reason = outcome.error if (outcome.error or "").startswith("posting to") else "see the log"

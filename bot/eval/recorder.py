@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.chat.core.formatting import defuse_broadcasts
+from bot.chat.platforms import defuse_broadcasts
 from bot.engine.messages import TurnOutcome
 from bot.engine.run import RunContext, TurnHooks
 

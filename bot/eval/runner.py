@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bot.app import App, build_app
+from bot.chat.platforms import names as platform_names
 from bot.config import Settings
 from bot.engine.errors import YokebotError
 from bot.engine.service import TurnRequest
@@ -28,7 +29,6 @@ from bot.eval.scripted import Conversation, ScriptedModelServer
 from bot.store.db import create_engine, ensure_schema
 
 ScenarioStatus = Literal["pass", "fail", "error"]
-PLATFORMS = ("slack", "discord")
 
 
 @dataclass
@@ -137,7 +137,7 @@ class EvalRunner:
         roots = copy_agents(self.settings.agents_dir, tmp / "agents", root, self.options.model).get(agent, [])
         app = await build_app(self._settings(tmp))
         log = PostLog()
-        for platform in PLATFORMS:
+        for platform in platform_names():  # every platform in the registry (bot/chat/platforms.py)
             app.notifier.register(RecordingAdapter(platform, log))
         app.service.hooks = app.service.hooks.plus(TurnPhase(log))  # scheduled turns get no per-call hooks
         try:

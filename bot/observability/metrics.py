@@ -60,7 +60,8 @@ class Metrics:
 
     # --- for adapters and the scheduler (they hold `app.metrics`) -------------------------------------
     def adapter_event(self, platform: str, kind: str) -> None:
-        """Count one inbound platform event, e.g. `("slack", "mention")`, `("discord", "duplicate")`."""
+        """Count one inbound platform event (`platform`: its registry name, or `alerts`), e.g. a `mention`, a
+        `duplicate`."""
         self.adapter_events.labels(platform=platform, kind=kind).inc()
 
     def schedule_run(self, schedule: str, status: str) -> None:

@@ -18,12 +18,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.ports import AlertHistory, AlertKey, NotifyLedger
 from bot.engine.run import Tool, ToolContext, tool
-from bot.engine.spec import ToolSettings
+from bot.engine.spec import ToolSettings, known_platform
 
 MAX_MESSAGE_CHARS = 3000
 
@@ -37,6 +37,16 @@ class NotifySpec(ToolSettings):
     default: str | None = None
     allowed: tuple[str, ...] = ()
     dedup_window_seconds: float = 600.0
+
+    @field_validator("default")
+    @classmethod
+    def _default(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return known_platform(value, info) if value is not None else None  # a platform the loader knows
+
+    @field_validator("allowed")
+    @classmethod
+    def _allowed(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        return tuple(known_platform(v, info) for v in value)
 
 
 class NotifySettings(NotifySpec):

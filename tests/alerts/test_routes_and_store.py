@@ -13,6 +13,7 @@ from bot.alerts.payloads import BadPayload, parse
 from bot.alerts.routing import route_for
 from bot.alerts.store import AlertStore
 from bot.app import App
+from bot.chat.platforms import names
 from bot.engine.errors import ProfileError
 from bot.engine.spec.profiles import ProfileLoader
 from bot.tools import builtin_tools
@@ -22,7 +23,7 @@ from tests.helpers import write_agent
 
 def load(agents: Path, name: str, front: str):
     write_agent(agents, name, front)
-    return ProfileLoader(agents, builtin_tools()).load(name)
+    return ProfileLoader(agents, builtin_tools(), platforms=names()).load(name)  # as bot/app.py loads them
 
 
 def test_routes_are_parsed_into_frozen_routes_and_match_by_label(tmp_path: Path):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.core.formatting import defuse_broadcasts
-from bot.chat.discord.rest import DiscordPoster
+from bot.chat.discord.rest import DiscordOutbox as DiscordPoster
+from bot.chat.platforms import defuse_broadcasts
 from bot.chat.slack.output import OutputLimits, SlackPoster
 from bot.chat.slack.rest import SlackOutbox
 from tests.chat.slack_harness import answered, mention, start_bot

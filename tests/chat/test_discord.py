@@ -48,7 +48,7 @@ async def start_bot(
     )
     app = await build_app(settings, registry=registry())
     # as build_discord does: messages are claimed in the durable inbox
-    adapter = DiscordAdapter(app.service, settings, app.profiles, claims=app.store, metrics=app.metrics,
+    adapter = DiscordAdapter(settings, app.service, app.profiles, claims=app.store, counter=app.metrics,
                              inbox=app.inbox_turns)
     await adapter.start(within=10)
     app.notifier.register(adapter)

@@ -1,7 +1,7 @@
 """Who may ask which agent where, and which agent answers in which channel: one model for every platform.
 
-Platform code only normalises IDs into an `Origin` (Slack: `U…` users, `C…` channels, `S…` user groups;
-Discord: snowflakes for users, channels and roles). Entries in a profile's `channels:` and `access:` lists may
+Platform code only normalises IDs into an `Origin`, and says what its IDs look like (`IdRule`, its manifest's
+`is_id`): nothing here guesses a platform from an ID's shape. Entries in a profile's `channels:` and `access:` lists may
 be written bare (`C0123`, `1234`, `#ops`, `dm`) or with the platform (`slack:C0123`, `discord:1234`); entries
 for another platform are ignored. See docs/access.md."""
 
@@ -15,6 +15,12 @@ from bot.engine.spec import AccessSpec, AgentProfile
 DM = "dm"  # the entry that names direct messages in `channels:` lists
 
 ChannelName = Callable[[str], Awaitable[str | None]]  # channel ID -> its current name, when the platform knows
+IdRule = Callable[[str], bool]  # does a list entry look like one of the platform's IDs (not a name)?
+
+
+def upper_case_id(value: str) -> bool:
+    """The rule when a platform names none: an ID has no lower-case letter (`C0123`, `1234`); `oncall` is a name."""
+    return value == value.upper()
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +49,13 @@ def entries(values: Iterable[str], platform: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def names(values: Iterable[str], platform: str) -> list[str]:
+def names(values: Iterable[str], is_id: IdRule) -> list[str]:
     """Entries that look like names (`#ops`, a role name): access lists match IDs only, so these match nothing.
-    IDs are digits on Discord and upper case on Slack (`C0123`, `S0456`)."""
+    What an ID looks like is the platform's rule (`is_id`)."""
     def is_name(v: str) -> bool:
         if v == DM:
             return False
-        return v.startswith("#") or (not v.isdigit() if platform == "discord" else v != v.upper())
+        return v.startswith("#") or not is_id(v)
 
     return sorted(v for v in values if is_name(v))
 
@@ -94,6 +100,7 @@ class Access:
 
     platform_lists: AccessList
     profiles: Mapping[str, AgentProfile]
+    is_id: IdRule = upper_case_id  # the platform's rule, for the start-up warning about names
 
     def lists_for(self, agent: str, platform: str) -> tuple[AccessList, ...]:
         profile = self.profiles.get(agent)
@@ -113,10 +120,10 @@ class Access:
 
     def name_entries(self, platform: str) -> list[str]:
         """Name-like entries in every access list, for a warning at start-up."""
-        found = names(self.platform_lists.channels | self.platform_lists.groups, platform)
+        found = names(self.platform_lists.channels | self.platform_lists.groups, self.is_id)
         for agent in sorted(self.profiles):
             lists = AccessList.of_profile(self.profiles[agent].access, agent, platform)
-            found += [f"{e} (agent {agent})" for e in names(lists.channels | lists.groups, platform)]
+            found += [f"{e} (agent {agent})" for e in names(lists.channels | lists.groups, self.is_id)]
         return found
 
 

@@ -3,8 +3,9 @@
 A reference (`FileRef`: name, type, size, URL, platform) is parsed from the event by the platform's parser
 and stored in the inbox row (so a turn run again after a restart fetches it again). `RemoteFile` is the
 engine's `AttachmentSource` for it: fetched once per turn, only from the scheme, host and port of
-SLACK_API_URL / DISCORD_API_URL and the platform's documented file hosts; redirects are followed only within
-that set; Slack gets the bot token (`Authorization: Bearer`), nobody else does; the size cap is applied while
+its API URL and its documented file hosts (each platform's manifest names them); redirects are followed only
+within that set; a platform that needs its token for files (Slack) passes it (`Authorization: Bearer`), nobody
+else does; the size cap is applied while
 streaming and the whole fetch has a time cap. A sign-in page (text/html) is "expired or not shared"."""
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from bot.engine.context import Fetched
 
 log = logging.getLogger(__name__)
 
-FILE_HOSTS = {"slack": ("https://files.slack.com",),
-              "discord": ("https://cdn.discordapp.com", "https://media.discordapp.net")}
 MAX_REDIRECTS = 5
 NOT_SHARED = "the link has expired or the file is not shared with the bot"
 
@@ -69,11 +68,12 @@ def refs_from(target: Mapping[str, Any]) -> tuple[FileRef, ...]:
 
 
 class FileFetcher:
-    """Fetches one platform's files. `hosts`: the origins allowed (its API URL's and its file hosts)."""
+    """Fetches one platform's files from `urls` (its file hosts and its API URL; None: not set): only from
+    their origins."""
 
-    def __init__(self, platform: str, api_url: str | None, token: str | None = None) -> None:
+    def __init__(self, platform: str, urls: Iterable[str | None], token: str | None = None) -> None:
         self.platform, self.token = platform, token
-        found = (origin_of(u) for u in (*FILE_HOSTS.get(platform, ()), *([api_url] if api_url else [])))
+        found = (origin_of(u) for u in urls if u)
         self.hosts: frozenset[Origin] = frozenset(o for o in found if o is not None)
 
     def allowed(self, url: str) -> bool:

@@ -1,5 +1,5 @@
 """Platform-neutral output helpers: split long text on line and code-fence boundaries, and take the teeth out
-of broadcast pings in the final text a platform receives."""
+of the broadcast pings every platform shares (each platform's manifest adds its own syntax)."""
 
 from __future__ import annotations
 
@@ -7,29 +7,16 @@ import re
 
 FENCE = "```"
 
-# Slack's special commands: <!channel>, <!here>, <!everyone>, <!subteam^ID|label>, and a Markdown link whose
-# target is one of them once converted (`[wake up](!channel)` -> `<!channel|wake up>`). Any `<!` counts, so
-# a form Slack adds later, or one cut in half by a split, is defused too.
-_SLACK_SPECIAL = re.compile(r"<!([^<>]*)(>?)")
 # Written plainly, @channel / @here / @everyone ping on Discord (and on Slack with link_names).
 _AT_BROADCAST = re.compile(r"(?<![\w.+-])@(channel|here|everyone)\b", re.IGNORECASE)
-_WORD_JOINER = "\u2060"  # invisible: the text reads the same, but no longer names the ping
-# Markdown a Slack stream (`markdown_text`) renders itself: a link or image whose target is a broadcast
-# (`[all hands](!channel)`, `![x](<!everyone>)`, a reference `[1]: !here`). A word joiner after the `]` makes it
-# plain text. The target may follow `(` after spaces, `<` or the `&lt;` the step above leaves.
-_MD_BROADCAST_LINK = re.compile(r"\](?=\(\s*(?:<|&lt;)?\s*!)")
-_MD_BROADCAST_DEF = re.compile(r"^([ \t]*\[[^\]\n]*\]):(?=[ \t]*(?:<|&lt;)?[ \t]*!)", re.MULTILINE)
+WORD_JOINER = "\u2060"  # invisible: the text reads the same, but no longer names the ping
 
 
-def defuse_broadcasts(text: str, platform: str) -> str:
-    """The last step before a chat platform's API receives `text` (answers, notify, schedules, errors): no
-    broadcast ping survives, whatever conversion produced it. Slack shows `<!here>` as text; Discord and
-    Slack show `@everyone` with a word joiner after the `@`."""
-    if platform == "slack":
-        text = _SLACK_SPECIAL.sub(lambda m: f"&lt;!{m.group(1)}{'&gt;' if m.group(2) else ''}", text)
-        text = _MD_BROADCAST_DEF.sub(lambda m: f"{m.group(1)}{_WORD_JOINER}:", text)
-        text = _MD_BROADCAST_LINK.sub(f"]{_WORD_JOINER}", text)
-    return _AT_BROADCAST.sub(lambda m: f"@{_WORD_JOINER}{m.group(1)}", text)
+def defuse_at_broadcasts(text: str) -> str:
+    """The step every platform's defusing ends with (its manifest's `defuse`, the last step before its API
+    receives `text`): `@everyone`, `@here` and `@channel` get a word joiner after the `@`. A platform with
+    broadcast syntax of its own takes that out first."""
+    return _AT_BROADCAST.sub(lambda m: f"@{WORD_JOINER}{m.group(1)}", text)
 
 
 def _hard_wrap(line: str, limit: int) -> list[str]:

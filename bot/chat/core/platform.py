@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from bot.chat.core.approvals import ApprovalDesk
+    from bot.chat.core.threads import AlertThreads
     from bot.config import Settings
     from bot.engine.service import AgentService
     from bot.engine.spec import AgentProfile
@@ -40,7 +41,8 @@ class Platform(Protocol):
     `mount` (its HTTP routes) and `mount_approvals` when built, `identify` (log in over REST: enough to post
     and to answer the events recovery takes over), `start` (connect and take events), `stop` (stop taking
     events, drain the turns in flight, disconnect). `rebuild` makes an inbox row's `Inbound` again; `post`
-    serves notify and schedules; `is_connected` serves /readyz."""
+    serves notify and schedules; `is_connected` serves /readyz; `alert_threads` is how alerts post (roots,
+    notes, edits) through it."""
 
     platform: str
     pipeline: Pipeline
@@ -53,3 +55,4 @@ class Platform(Protocol):
     def rebuild(self, item: InboxItem) -> Inbound: ...
     async def post(self, channel: str, text: str) -> str: ...
     def is_connected(self) -> bool: ...
+    def alert_threads(self) -> AlertThreads: ...

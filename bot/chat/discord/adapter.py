@@ -30,9 +30,11 @@ from bot.chat.core.base import Directory, EventClaims, EventCounter, Inbound, Tr
 from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
 from bot.chat.core.progress import live_options
+from bot.chat.core.threads import AlertThreads
 from bot.chat.core.wiring import platform_pipeline
 from bot.chat.discord.directory import cached_text_channels, channel_for_post, channel_name, groups_of, roles
 from bot.chat.discord.live import NO_PINGS
+from bot.chat.discord.manifest import FILE_HOSTS, PLATFORM, is_id
 from bot.chat.discord.output import DiscordReply, post_to, stored_message
 from bot.chat.discord.rest import DiscordLogin
 from bot.config import Settings
@@ -43,7 +45,7 @@ from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
 
-CLAIMS = "discord"  # the key is the message ID
+CLAIMS = PLATFORM  # the key is the message ID
 
 
 def pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
@@ -52,12 +54,12 @@ def pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, A
     """Discord's settings for the one inbound pipeline (bot/chat/core/pipeline.py); without `inbox`,
     `processed_events` (no recovery)."""
     lists = AccessList("YOKEBOT_DISCORD_ALLOWED_USERS / _ROLES / _CHANNELS",
-                       users=entries(settings.discord_allowed_users.split(","), "discord"),
-                       groups=entries(settings.discord_allowed_roles.split(","), "discord"),
-                       channels=entries(settings.discord_allowed_channels.split(","), "discord"))
+                       users=entries(settings.discord_allowed_users, PLATFORM),
+                       groups=entries(settings.discord_allowed_roles, PLATFORM),
+                       channels=entries(settings.discord_allowed_channels, PLATFORM))
     limits = PipelineLimits(settings.discord_max_concurrent_turns, settings.discord_drain_seconds)
-    return platform_pipeline("discord", service, profiles, settings.default_agent, lists, limits, claims=claims,
-                             namespace=CLAIMS, directory=directory, counter=counter, inbox=inbox)
+    return platform_pipeline(PLATFORM, service, profiles, settings.default_agent, lists, limits, claims=claims,
+                             namespace=CLAIMS, directory=directory, counter=counter, inbox=inbox, is_id=is_id)
 
 
 ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -118,25 +120,18 @@ class _Client(discord.Client):
 
 
 class DiscordAdapter:
-    platform = "discord"
+    platform = PLATFORM
 
-    def __init__(
-        self,
-        service: AgentService,
-        settings: Settings,
-        profiles: Mapping[str, AgentProfile],
-        *,
-        claims: EventClaims | None = None,
-        metrics: EventCounter | None = None,
-        inbox: ExactlyOnce | None = None,
-    ) -> None:
+    def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile], *,
+                 claims: EventClaims | None = None, counter: EventCounter | None = None,
+                 inbox: ExactlyOnce | None = None) -> None:
         if settings.discord_bot_token is None:
             raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.settings = settings
-        self.files = FileFetcher(self.platform, settings.discord_api_url)  # attachments, from Discord's CDN
+        self.files = FileFetcher(PLATFORM, (*FILE_HOSTS, settings.discord_api_url))  # attachments, from its CDN
         # inbox: the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py); without it, `claims`
         # (processed_events), so instances sharing the database answer a message once, but a crash loses it
-        self.pipeline = pipeline(settings, service, profiles, claims, self, metrics, inbox)
+        self.pipeline = pipeline(settings, service, profiles, claims, self, counter, inbox)
         self.connected = False  # between READY/RESUMED and a disconnect
         self.client = _Client(
             self,
@@ -224,6 +219,12 @@ class DiscordAdapter:
         from bot.chat.discord.approvals import mount_approvals
 
         mount_approvals(self.client, desk)
+
+    def alert_threads(self) -> AlertThreads:
+        """Alert roots, notes and edits (bot/chat/discord/alerts.py): posted like notify's posts."""
+        from bot.chat.discord.alerts import DiscordAlertThreads
+
+        return DiscordAlertThreads(self, self.client, self.settings.discord_attach_over_chars)
 
     # --- inbound: parse, hand to the pipeline ---------------------------------------------------------------
     async def received(self, message: discord.Message) -> None:

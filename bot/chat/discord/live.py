@@ -20,8 +20,9 @@ from typing import Any
 import discord
 from discord.abc import Messageable
 
-from bot.chat.core.formatting import defuse_broadcasts, split_message
+from bot.chat.core.formatting import split_message
 from bot.chat.core.live import MessageOps
+from bot.chat.discord.manifest import PLATFORM, defuse
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ Where = Callable[[], tuple[Messageable, AnyMessage | None]]
 
 def safe(text: str) -> str:
     """allowed_mentions already pings nobody; the text must not even read as a ping (quoted, copied, forwarded)."""
-    return defuse_broadcasts(text, "discord")
+    return defuse(text)
 
 
 async def send(dest: Messageable, content: str, reference: AnyMessage | None = None, **extra: Any) -> discord.Message:
@@ -85,7 +86,7 @@ def ref(message: discord.Message) -> str:
 
 
 class DiscordLiveOps(MessageOps):
-    platform = "discord"
+    platform = PLATFORM
     refused = (discord.HTTPException,)
 
     def __init__(self, where: Where, attach_over: int, rest: discord.Client | None = None) -> None:

@@ -1,5 +1,5 @@
 """Discord over REST: the one login (`DiscordLogin`, two REST calls, no gateway: used by the adapter before
-it connects, and by `DiscordPoster`), and posting without the gateway, for processes that post but do not
+it connects, and by `DiscordOutbox`), and posting without the gateway, for processes that post but do not
 listen (`yokebot schedule run`). The poster logs in on the first post, so a run that posts nowhere on Discord
 costs nothing; channel names are looked up over REST too (bot/chat/discord/directory.py)."""
 
@@ -17,6 +17,7 @@ from discord.abc import Messageable
 
 from bot.chat.discord.directory import channel_for_post, fetched_text_channels
 from bot.chat.discord.live import NO_PINGS
+from bot.chat.discord.manifest import PLATFORM
 from bot.chat.discord.output import post_to
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
@@ -67,8 +68,10 @@ class DiscordLogin:
             self._undo_redirect = None
 
 
-class DiscordPoster:
-    platform = "discord"
+class DiscordOutbox:
+    """Posting to Discord by channel name or ID, without the gateway: the posting-only adapter."""
+
+    platform = PLATFORM
 
     def __init__(self, settings: Settings) -> None:
         if settings.discord_bot_token is None:

@@ -27,12 +27,14 @@ from bot.chat.core.base import Directory, EventClaims, EventCounter, Inbound
 from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Pipeline, PipelineLimits, Receipt
 from bot.chat.core.progress import live_options
+from bot.chat.core.threads import AlertThreads
 from bot.chat.core.wiring import platform_pipeline
 from bot.chat.slack.assistant import build_assistant, prompts_from
 from bot.chat.slack.direct import DirectEvents
 from bot.chat.slack.directory import ThreadMemory, UserGroups
-from bot.chat.slack.events import PLATFORM, BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
+from bot.chat.slack.events import BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
 from bot.chat.slack.http_guard import slack_body_guard
+from bot.chat.slack.manifest import FILE_HOSTS, PLATFORM, is_id
 from bot.chat.slack.output import SlackReply
 from bot.chat.slack.rest import SlackOutbox, web_client
 from bot.config import Settings
@@ -47,22 +49,24 @@ EVENTS_PATH = "/slack/events"
 CLAIMS = "slack-message"  # the key is `channel:ts`: one claim catches a retry and a second event alike
 
 
-def pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile], claims: EventClaims,
-             directory: Directory, counter: EventCounter | None, inbox: ExactlyOnce | None) -> Pipeline:
-    """Slack's settings for the one inbound pipeline (bot/chat/core/pipeline.py)."""
+def pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
+             claims: EventClaims | None, directory: Directory, counter: EventCounter | None,
+             inbox: ExactlyOnce | None) -> Pipeline:
+    """Slack's settings for the one inbound pipeline (bot/chat/core/pipeline.py); without `inbox`,
+    `processed_events` (no recovery)."""
     lists = AccessList("YOKEBOT_SLACK_ALLOWED_USERS / _CHANNELS / _ALLOW_DMS",
-                       users=entries(settings.slack_allowed_users, "slack"),
-                       channels=entries(settings.slack_allowed_channels, "slack"), dms=settings.slack_allow_dms)
+                       users=entries(settings.slack_allowed_users, PLATFORM),
+                       channels=entries(settings.slack_allowed_channels, PLATFORM), dms=settings.slack_allow_dms)
     limits = PipelineLimits(settings.slack_max_concurrent_turns, settings.slack_drain_seconds)
     return platform_pipeline(PLATFORM, service, profiles, settings.default_agent, lists, limits, claims=claims,
-                             namespace=CLAIMS, directory=directory, counter=counter, inbox=inbox)
+                             namespace=CLAIMS, directory=directory, counter=counter, inbox=inbox, is_id=is_id)
 
 
 class SlackAdapter:
     platform = PLATFORM
 
-    def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-                 claims: EventClaims, metrics: EventCounter | None = None,
+    def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile], *,
+                 claims: EventClaims | None = None, counter: EventCounter | None = None,
                  inbox: ExactlyOnce | None = None) -> None:
         if settings.slack_bot_token is None:
             raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
@@ -72,11 +76,11 @@ class SlackAdapter:
         self.settings = settings
         self.mode = "socket" if settings.slack_app_token is not None else "http"
         self._token = settings.slack_bot_token.get_secret_value()
-        self.files = FileFetcher(PLATFORM, settings.slack_api_url, self._token)  # attached files
+        self.files = FileFetcher(PLATFORM, (*FILE_HOSTS, settings.slack_api_url), self._token)  # attached files
         self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
         self.web, self.poster, self.directory = self.outbox.web, self.outbox.poster, self.outbox.directory
         self.groups, self.threads = UserGroups(self.web), ThreadMemory(self.web)
-        self.pipeline = pipeline(settings, service, profiles, claims, self, metrics, inbox)
+        self.pipeline = pipeline(settings, service, profiles, claims, self, counter, inbox)
         # Bolt gets a client without a token: `authorize` supplies it, so no auth.test per request.
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
 
@@ -92,7 +96,7 @@ class SlackAdapter:
                              logger=logging.getLogger("slack_bolt.yokebot"))
         self.bolt.assistant(build_assistant(prompts_from(settings.slack_suggested_prompts)))
         self.bolt.event(re.compile(".*"))(on_event)
-        self.rules = EventRules(settings.slack_ignore_bots, settings.slack_thread_followups)
+        self.rules = EventRules(not settings.slack_answer_bots, settings.slack_thread_followups)
         self.direct = DirectEvents(self._on_event, secret)  # channel messages and mentions skip Bolt's stack
         self.identity: BotIdentity | None = None
         self.socket: AsyncSocketModeHandler | None = None
@@ -215,6 +219,12 @@ class SlackAdapter:
         from bot.chat.slack.approvals import mount_approvals
 
         mount_approvals(self.bolt, desk, self.web, self.groups)
+
+    def alert_threads(self) -> AlertThreads:
+        """Alert roots, notes and edits (bot/chat/slack/alerts.py): through the outbox, as notify posts."""
+        from bot.chat.slack.alerts import SlackAlertThreads
+
+        return SlackAlertThreads(self.outbox)
 
     # --- what the pipeline may look up ----------------------------------------------------------------------
     async def channel_name(self, channel: str) -> str | None:

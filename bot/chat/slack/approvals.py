@@ -13,9 +13,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.core import approvals as desk_api
 from bot.chat.core.approvals import ApprovalDesk
-from bot.chat.core.formatting import defuse_broadcasts
 from bot.chat.slack.directory import UserGroups
 from bot.chat.slack.live import SlackMessages
+from bot.chat.slack.manifest import defuse
 from bot.records.approvals import Approval
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ def mention(who: str) -> str:
 
 def person(who: str) -> str:
     """Who asked or decided: always a person (never a `<!subteam^…>`, whatever the ID looks like)."""
-    return f"<@{who}>" if kind(who) == "user" else defuse_broadcasts(who.replace("<", "&lt;"), "slack")
+    return f"<@{who}>" if kind(who) == "user" else defuse(who.replace("<", "&lt;"))
 
 
 def kind(approver: str) -> desk_api.ApproverKind:
@@ -43,7 +43,7 @@ def kind(approver: str) -> desk_api.ApproverKind:
 def _code(text: str) -> str:
     """Model-chosen arguments shown as code: a broadcast in them must not ping (Slack still parses `<!channel>`
     inside a code block)."""
-    text = defuse_broadcasts(text, "slack").replace("```", "'''")
+    text = defuse(text).replace("```", "'''")
     if len(text) > MAX_CODE_CHARS:
         text = text[:MAX_CODE_CHARS] + " …(cut)"
     return f"```{text}```"
@@ -54,7 +54,7 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
     approvers = desk_api.approver_names(a, mention)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f":raised_hand: *Approval needed:* {who} asked "
-                                                               f"me to run `{defuse_broadcasts(a.tool, 'slack')}`:"}},
+                                                               f"me to run `{defuse(a.tool)}`:"}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _code(a.arguments)}},
     ]
     if decided:
@@ -75,8 +75,8 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
 
 def fallback(a: Approval) -> str:
     if a.status == "pending":
-        return defuse_broadcasts(f"Approval needed to run {a.tool} {a.arguments}", "slack")
-    return defuse_broadcasts(f"{a.tool}: {desk_api.status_line(a).replace('{by}', a.decided_by or '?')}", "slack")
+        return defuse(f"Approval needed to run {a.tool} {a.arguments}")
+    return defuse(f"{a.tool}: {desk_api.status_line(a).replace('{by}', a.decided_by or '?')}")
 
 
 class SlackApprovalButtons:

@@ -9,10 +9,10 @@ from typing import Any
 
 from bot.chat.core.attachments import FileRef
 from bot.chat.core.base import EventClaims, Trigger
+from bot.chat.slack.manifest import PLATFORM
 
 __all__ = ["EventClaims"]  # kept importable from here (bench/slack_ack.py)
 
-PLATFORM = "slack"
 # Subtypes that are a person saying something; the rest (edits, deletes, joins, topic changes…) are ignored.
 SPOKEN_SUBTYPES = {None, "file_share", "thread_broadcast"}
 

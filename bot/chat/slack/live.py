@@ -20,8 +20,9 @@ from typing import Any, Protocol
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.core.formatting import defuse_broadcasts, split_message
+from bot.chat.core.formatting import split_message
 from bot.chat.core.live import MessageOps
+from bot.chat.slack.manifest import PLATFORM, defuse
 from bot.chat.slack.mrkdwn import to_mrkdwn
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ NO_STREAMS = frozenset({"unknown_method", "method_deprecated", "not_allowed_toke
 
 
 def safe(text: str) -> str:
-    return defuse_broadcasts(text, "slack")
+    return defuse(text)
 
 
 def escape(text: str) -> str:
@@ -111,7 +112,7 @@ class Poster(Protocol):
 
 
 class SlackLiveOps(MessageOps):
-    platform = "slack"
+    platform = PLATFORM
     refused = (SlackApiError,)
 
     def __init__(self, poster: Poster, channel: str, thread_ts: str | None) -> None:

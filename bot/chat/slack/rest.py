@@ -12,7 +12,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.slack.directory import ChannelDirectory
-from bot.chat.slack.events import PLATFORM
+from bot.chat.slack.manifest import PLATFORM
 from bot.chat.slack.output import OutputLimits, SlackPoster
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
@@ -32,6 +32,8 @@ def web_client(settings: Settings, token: str | None) -> AsyncWebClient:
 
 
 class SlackOutbox:
+    """Posting to Slack by channel name or ID, without receiving: the posting-only adapter."""
+
     platform = PLATFORM
 
     def __init__(self, settings: Settings) -> None:
@@ -76,4 +78,4 @@ class SlackOutbox:
             error = str(exc.response.get("error"))
             hint = POST_HINTS.get(error, "")
             raise ToolFailed(f"Slack refused the post to {channel}: {error}{hint}") from None
-        return f"slack:{channel_id}:{stamps[0]}"
+        return f"{PLATFORM}:{channel_id}:{stamps[0]}"

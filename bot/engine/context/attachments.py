@@ -70,7 +70,7 @@ class AttachmentSource(Protocol):
     @property
     def size(self) -> int | None: ...
     @property
-    def origin(self) -> str: ...  # where it came from: "slack", "discord", "file" (and its host or path)
+    def origin(self) -> str: ...  # where it came from: the chat platform's name or "file" (and its host or path)
     @property
     def key(self) -> str: ...  # what makes two references one file (its URL, its path)
 

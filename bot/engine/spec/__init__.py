@@ -27,6 +27,7 @@ from bot.engine.spec.profiles import (
     split_front_matter,
 )
 from bot.engine.spec.progress import ProgressMode
+from bot.engine.spec.targets import known_platform, platform_context
 from bot.engine.spec.toolsettings import ToolSettings
 
 __all__ = [
@@ -47,11 +48,13 @@ __all__ = [
     "ScheduleSpec",
     "ToolSettings",
     "dump_approvers",
+    "known_platform",
     "load_approvers",
     "load_yaml",
     "may_approve",
     "namespaced",
     "parse_cron",
     "parse_every",
+    "platform_context",
     "split_front_matter",
 ]

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import re2
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from bot.engine.spec.cron import parse_every
+from bot.engine.spec.targets import known_platform
 
-TARGET_PLATFORMS = ("slack", "discord")  # what post_to may name (the adapters in bot/chat)
 DEFAULT_COOLDOWN = "1h"
 LABEL_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -95,14 +95,11 @@ class AlertRouteSpec(BaseModel):
 
     @field_validator("post_to")
     @classmethod
-    def _post_to(cls, value: str) -> str:
-        platform, sep, channel = value.partition(":")
+    def _post_to(cls, value: str, info: ValidationInfo) -> str:
+        _, sep, channel = value.partition(":")
         if not sep or not channel.strip() or " " in value:
             raise ValueError(f"{value!r} is not a channel target; write it as platform:channel, like slack:#ops")
-        if platform not in TARGET_PLATFORMS:
-            raise ValueError(f"{value!r} names an unknown platform; yokebot posts to "
-                             f"{' and '.join(TARGET_PLATFORMS)}, like slack:#ops or discord:123456789")
-        return value
+        return known_platform(value, info)
 
     @field_validator("cooldown")
     @classmethod

@@ -5,14 +5,22 @@ A bad profile fails at load with the file, the line when known, and what is wron
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from bot.engine.errors import ProfileError, UnknownAgent
 from bot.engine.spec.alert_routes import AlertRoute, AlertRouteSpec, alert_routes
@@ -20,6 +28,7 @@ from bot.engine.spec.cron import parse_cron, parse_every
 from bot.engine.spec.limits import BudgetSpec, ContextSpec
 from bot.engine.spec.mcp import McpServerSpec, McpSpecError, mcp_tool_settings
 from bot.engine.spec.progress import ProgressMode
+from bot.engine.spec.targets import known_platform, platform_context
 from bot.engine.spec.toolsettings import ToolSettings
 
 
@@ -52,9 +61,6 @@ class AccessSpec(_Strict):
     users: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
-
-
-CHAT_PLATFORMS = ("slack", "discord")  # what post_to may name (the adapters in bot/chat)
 
 
 def _refuse_relative_roots(conf: Any, tname: str, where: str, node: yaml.Node | None, first: int) -> None:
@@ -114,14 +120,11 @@ class ScheduleSpec(_Strict):
 
     @field_validator("post_to")
     @classmethod
-    def _post_to(cls, value: str | None) -> str | None:
+    def _post_to(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and not re.match(r"^[a-z]+:\S+$", value):
             raise ValueError(f"{value!r} is not a channel target; write it as platform:channel, "
                              "like slack:#ops")
-        if value is not None and value.split(":", 1)[0] not in CHAT_PLATFORMS:
-            raise ValueError(f"{value!r} names an unknown platform; yokebot posts to "
-                             f"{' and '.join(CHAT_PLATFORMS)}, like slack:#ops or discord:123456789")
-        return value
+        return known_platform(value, info) if value is not None else None
 
     @model_validator(mode="after")
     def _when(self) -> ScheduleSpec:
@@ -302,11 +305,14 @@ def _load_skill(base: Path, name: str, owner: str, line: int | None) -> Skill:
 
 
 class ProfileLoader:
-    """Loads and validates profiles against the tools this process has."""
+    """Loads and validates profiles against the tools this process has. `platforms`: the chat platforms a
+    target (`post_to`, `notify:`) may name (bot/chat/platforms.py `names()`); None: not checked."""
 
-    def __init__(self, agents_dir: Path, registry: Mapping[str, ToolSpec]) -> None:
+    def __init__(self, agents_dir: Path, registry: Mapping[str, ToolSpec], *,
+                 platforms: Collection[str] | None = None) -> None:
         self.agents_dir = agents_dir
         self.registry = registry
+        self.context = platform_context(platforms)  # pydantic's validation context: the known platforms
 
     def names(self) -> list[str]:
         if not self.agents_dir.is_dir():
@@ -333,7 +339,7 @@ class ProfileLoader:
         data, node = _parse_yaml(front, where, first)
         sections = self._sections(data, where, node, first)
         try:
-            spec = ProfileSpec.model_validate(data)
+            spec = ProfileSpec.model_validate(data, context=self.context)
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = tuple(err["loc"])
@@ -433,7 +439,7 @@ class ProfileLoader:
     ) -> ToolSettings:
         """One tool's settings: its `tools:` entry over the top-level section it owns."""
         try:
-            return self.registry[tname].settings_model.model_validate({**owned, **conf})
+            return self.registry[tname].settings_model.model_validate({**owned, **conf}, context=self.context)
         except ValidationError as exc:
             err = exc.errors()[0]
             sub = tuple(err["loc"])

@@ -1,6 +1,6 @@
-"""The port alerts post through: a root message in a channel, one-line notes in its thread, edits of the root.
-One implementation per platform (bot/alerts/slack.py, bot/alerts/discord.py), plus the terminal's for
-`yokebot alerts test`. Text is Markdown whose untrusted values are already inline code (bot/alerts/render.py);
+"""The port alerts (bot/alerts) post through: a root message in a channel, one-line notes in its thread, edits
+of the root. Each platform offers its own (`Platform.alert_threads()`: bot/chat/slack/alerts.py,
+bot/chat/discord/alerts.py). Text is Markdown whose untrusted values are already inline code (bot/alerts/render.py);
 every platform still passes it through its broadcast defusing."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Alert threads on Discord: the root posted like notify's posts, a thread opened on it over REST (its ID is the
-session's thread, as for a mention), notes sent into the thread, the root edited in place; no pings, ever."""
+"""Alert threads on Discord (the port: bot/chat/core/threads.py): the root posted like notify's posts, a thread
+opened on it over REST (its ID is the session's thread, as for a mention), notes sent into the thread, the root
+edited in place; no pings, ever."""
 
 from __future__ import annotations
 
@@ -7,21 +8,22 @@ from typing import Any
 
 import discord
 
-from bot.alerts.threads import Root
 from bot.chat.core.base import ChatAdapter
-from bot.chat.core.formatting import defuse_broadcasts
-from bot.chat.discord.output import NO_PINGS, deliver, thread_name, thread_over_rest
+from bot.chat.core.threads import Root
+from bot.chat.discord.live import NO_PINGS, deliver, safe
+from bot.chat.discord.manifest import PLATFORM
+from bot.chat.discord.output import thread_name, thread_over_rest
 
 
-class DiscordThreads:
-    platform = "discord"
+class DiscordAlertThreads:
+    platform = PLATFORM
 
     def __init__(self, poster: ChatAdapter, client: discord.Client, attach_over: int) -> None:
         self.poster, self.client, self.attach_over = poster, client, attach_over
 
     async def open(self, channel: str, text: str, title: str) -> Root:
         ref = await self.poster.post(channel, text)  # discord:<channel>/<message>
-        channel_id, _, message_id = ref.removeprefix("discord:").partition("/")
+        channel_id, _, message_id = ref.removeprefix(f"{PLATFORM}:").partition("/")
         message = self.client.get_partial_messageable(int(channel_id)).get_partial_message(int(message_id))
         thread = await thread_over_rest(self.client, message, thread_name(f"Alert: {title}"))
         return Root(self.platform, channel_id, message_id, str(thread.id))
@@ -31,7 +33,7 @@ class DiscordThreads:
 
     async def edit(self, root: Root, text: str) -> None:
         message = self.client.get_partial_messageable(int(root.channel)).get_partial_message(int(root.ref))
-        await message.edit(content=defuse_broadcasts(text, "discord"), allowed_mentions=NO_PINGS)
+        await message.edit(content=safe(text), allowed_mentions=NO_PINGS)
 
     def target(self, root: Root) -> tuple[str, dict[str, Any]]:
         # answered in the thread (a follow-up's surface); the message is the root, which the thread starts from

@@ -1,17 +1,19 @@
-"""Alert threads on Slack: the root through the outbox's post (channel names resolved, broadcasts defused), notes
-as replies in its thread, edits with chat.update (the same mrkdwn conversion and defusing as every post)."""
+"""Alert threads on Slack (the port: bot/chat/core/threads.py): the root through the outbox's post (channel
+names resolved, broadcasts defused), notes as replies in its thread, edits with chat.update (the same mrkdwn
+conversion and defusing as every post)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.alerts.threads import Root
+from bot.chat.core.threads import Root
+from bot.chat.slack.manifest import PLATFORM
 from bot.chat.slack.mrkdwn import to_mrkdwn
 from bot.chat.slack.rest import SlackOutbox
 
 
-class SlackThreads:
-    platform = "slack"
+class SlackAlertThreads:
+    platform = PLATFORM
 
     def __init__(self, outbox: SlackOutbox) -> None:
         self.outbox = outbox

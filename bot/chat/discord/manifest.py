@@ -1,0 +1,52 @@
+"""Discord as the registry (bot/chat/platforms.py) sees it, the one place each fact is written: its name, the
+variables that configure it and the hint naming them, its file hosts, what its IDs look like, how its text is
+defused, and its `yokebot doctor` check. Light on purpose: discord.py and aiohttp load only inside `doctor`."""
+
+from __future__ import annotations
+
+from bot.chat.core.checks import TIMEOUT_SECONDS, Check, fail, first_line, ok
+from bot.chat.core.formatting import defuse_at_broadcasts
+from bot.config import Settings
+
+PLATFORM = "discord"
+TOKEN_VARIABLE = "DISCORD_BOT_TOKEN"  # noqa: S105 - the name of the variable that turns it on, not a secret
+HINT = "set DISCORD_BOT_TOKEN and run `yokebot run`"
+FILE_HOSTS = ("https://cdn.discordapp.com", "https://media.discordapp.net")
+API_URL = "https://discord.com/api/v10"  # DISCORD_API_URL's default
+
+
+def configured(settings: Settings) -> bool:
+    return settings.discord_bot_token is not None
+
+
+def is_id(value: str) -> bool:
+    """Discord IDs are snowflakes (digits) for users, channels and roles; a name is not."""
+    return value.isdigit()
+
+
+def defuse(text: str) -> str:
+    """allowed_mentions already pings nobody; the text must not even read as a ping (quoted, copied, forwarded)."""
+    return defuse_at_broadcasts(text)
+
+
+async def doctor(settings: Settings) -> list[Check]:
+    """The bot token, with one REST call (GET /users/@me)."""
+    if settings.discord_bot_token is None:
+        return []
+    import aiohttp
+
+    base = (settings.discord_api_url or API_URL).rstrip("/")
+    headers = {"Authorization": f"Bot {settings.discord_bot_token.get_secret_value()}"}
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)) as http, \
+                http.get(f"{base}/users/@me", headers=headers) as resp:
+            status, body = resp.status, (await resp.json(content_type=None) if resp.status == 200 else None)
+    except Exception as exc:
+        return [fail(PLATFORM, f"cannot reach the Discord API at {base} ({first_line(exc)})",
+                     "check the network, a proxy, or DISCORD_API_URL")]
+    if status == 401:
+        return [fail(PLATFORM, "Discord rejected DISCORD_BOT_TOKEN (401)",
+                     "reset the token in the developer portal (Bot page) and copy it into DISCORD_BOT_TOKEN")]
+    if status != 200 or not isinstance(body, dict):
+        return [fail(PLATFORM, f"{base}/users/@me answered HTTP {status}", "check DISCORD_API_URL")]
+    return [ok(PLATFORM, f"token works: bot {body.get('username')} ({body.get('id')})")]

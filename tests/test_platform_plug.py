@@ -1,0 +1,48 @@
+"""A platform is one plug (issue 38): shared code never switches on a platform's name. The names "slack" and
+"discord" (alone, or as a `platform:` target) appear as string literals only in their packages and in the
+registry (bot/chat/platforms.py); everything else asks the registry."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from bot.chat.platforms import PLATFORMS, names
+
+BOT = Path(__file__).parents[1] / "bot"
+ALLOWED = ("chat/slack/", "chat/discord/", "chat/platforms.py")
+# the composition root's typed helpers for tests and benchmarks (`build_slack`, `build_discord`) and an eval
+# scenario's default target: not this package's files; remove an entry once its literals are gone
+LEFT = {"app.py": 2, "eval/scenario.py": 1}
+
+
+def _literals(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    lines: list[int] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            value = node.value
+            if any(value == n or value.startswith(f"{n}:") for n in ("slack", "discord")):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_platform_name_outside_the_platform_packages_and_the_registry():
+    found: dict[str, int] = {}
+    for path in sorted(BOT.rglob("*.py")):
+        rel = path.relative_to(BOT).as_posix()
+        if rel.startswith(ALLOWED):
+            continue
+        lines = _literals(path)
+        if lines:
+            found[rel] = len(lines)
+    assert found == LEFT, f"a platform named outside bot/chat/<platform>/ and the registry: {found}"
+
+
+def test_every_platform_package_has_the_same_plug():
+    """The same module names and the same roles in each package (STYLE 23): a reader who knows one knows both."""
+    modules = {name: {p.name for p in (BOT / "chat" / name).glob("*.py")} for name in names()}
+    for name in names():
+        assert {"manifest.py", "adapter.py", "rest.py", "alerts.py", "live.py", "output.py", "approvals.py",
+                "directory.py"} <= modules[name], name
+    assert [e.name for e in PLATFORMS] == list(names())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.inbox_turns import InboxTurns
-from bot.chat.core.notifier import AdapterNotifier
+from bot.chat.core.notifier import AdapterNotifier, Fallback
 from bot.chat.core.platform import Platform, PlatformParts
 from bot.chat.platforms import build_platform, configured, hints
 from bot.chat.platforms import names as platform_names
@@ -23,7 +23,7 @@ from bot.config import Settings
 from bot.engine.context import AttachmentLimits, PromptBuilder
 from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.model import ChatModel, OpenAIChatModel, RetryingModel, RetryPolicy
-from bot.engine.run import CompositeHooks, PlanExecutor, PriceOf, ReActLoop, Tool, ToolExecutor, ToolPolicy
+from bot.engine.run import CompositeHooks, PlanExecutor, PriceOf, ReActLoop, Tool, ToolExecutor, ToolPolicy, TurnHooks
 from bot.engine.service import AgentService
 from bot.engine.spec import AgentProfile, ProfileLoader
 from bot.observability.hooks import MetricsHooks
@@ -48,8 +48,10 @@ if TYPE_CHECKING:
     from bot.observability.otel import Tracing
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class App:
+    """Everything `build_app` made, frozen: nothing is assigned into it, or into its parts, afterwards."""
+
     settings: Settings
     engine: AsyncEngine
     store: SqlStore
@@ -57,14 +59,14 @@ class App:
     profiles: dict[str, AgentProfile]
     notifier: AdapterNotifier
     service: AgentService
+    model: ChatModel
+    inbox: SqlInbox
+    inbox_turns: InboxTurns  # the exactly-once step on the inbox (bot/chat/core/inbox_turns.py)
+    approvals: ApprovalDesk  # asks a human before a gated tool runs (docs/approvals.md)
     # this app's Prometheus registry (/metrics); None for the terminal commands, which export nothing
     metrics: Metrics | None = None
-    model: ChatModel | None = None
-    inbox: SqlInbox | None = None
-    inbox_turns: InboxTurns | None = None  # the exactly-once step on the inbox (bot/chat/core/inbox_turns.py)
-    session_lock: PgSessionLock | None = None
+    session_lock: PgSessionLock | None = None  # PostgreSQL: one turn per thread across instances
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
-    approvals: ApprovalDesk | None = None  # asks a human before a gated tool runs (docs/approvals.md)
     lease: InstanceLease | None = None  # PostgreSQL: this process is alive (its turns are not swept)
     tracing: Tracing | None = None  # OTLP traces, when an endpoint is set (docs/observability.md)
 
@@ -75,18 +77,14 @@ class App:
         """Stop the MCP servers, commit what is queued, close the model's HTTP client, release the database."""
         if self.mcp is not None:
             await self.mcp.stop()
-        if self.approvals is not None:
-            self.approvals.close()
-        if self.inbox is not None:  # its leases' heartbeat, its LISTEN connection
-            await self.inbox.close()
+        self.approvals.close()
+        await self.inbox.close()  # its leases' heartbeat, its LISTEN connection
         await self.store.close()
         if self.lease is not None:  # after the turns' rows are written: nothing of this process runs now
             await self.lease.stop()
         if self.session_lock is not None:
             await self.session_lock.close()
-        close_model = getattr(self.model, "close", None)
-        if close_model is not None:
-            await close_model()
+        await self.model.close()
         await self.engine.dispose()
         if self.tracing is not None:  # last: the turns' spans have all ended; the flush is bounded
             await self.tracing.close()
@@ -161,9 +159,18 @@ async def build_app(
     clock: Callable[[], datetime] | None = None,
     metrics: bool = True,
     mcp_for: Collection[str] | None = None,
+    fallback: Fallback | None = None,
+    hooks: Sequence[TurnHooks] = (),
+    sweep_dead: bool = False,
 ) -> App:
-    """`metrics=False` (`chat`, `ask`): no Prometheus registry, and prometheus-client is not imported.
-    `mcp_for`: start only these agents' MCP servers (a terminal command talks to one agent; None: all)."""
+    """The composition root: every part of the app is made here, each given what it needs.
+
+    `metrics=False` (`chat`, `ask`): no Prometheus registry, and prometheus-client is not imported.
+    `mcp_for`: start only these agents' MCP servers (a terminal command talks to one agent; None: all).
+    `fallback`: where `notify` shows alerts no adapter of this process posts (`chat`: the terminal).
+    `hooks`: more turn hooks, after the recorder, the metrics and the traces (`yokebot eval`).
+    `sweep_dead` (`yokebot run`, PostgreSQL): every renewal of this instance's lease also ends the turns left
+    `running` by instances that are gone."""
     registry = registry if registry is not None else builtin_tools()
     profiles = load_profiles(settings, registry)
     if model is None:
@@ -187,30 +194,29 @@ async def build_app(
         ToolPolicy(settings.tool_max_attempts, settings.tool_backoff_seconds, settings.tool_max_output_chars),
         redact=redact,
     )
-    notifier = AdapterNotifier(hints())
+    notifier = AdapterNotifier(hints(), fallback)
     prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
     loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
-    hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus),  # every turn is recorded and counted
-                           *([tracing.hooks] if tracing else []))
+    turn_hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus),  # every turn is recorded and counted
+                                *([tracing.hooks] if tracing else []), *hooks)
     # PostgreSQL may be shared by several instances: one turn per thread across them
     session_lock = (PgSessionLock.for_url(settings.database_url)
                     if engine.dialect.name == "postgresql" else None)
-    approvals = ApprovalDesk(ApprovalStore(engine))
-    service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=hooks,
+    inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
+    inbox_turns = InboxTurns(inbox, partial(side_effecting, registry))
+    # a decision resumes its parked turn on the instance that got it
+    approvals = ApprovalDesk(ApprovalStore(engine), resume=inbox_turns.resume_parked)
+    service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=turn_hooks,
                            notifier=notifier, memory=store, session_lock=session_lock,
                            planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals,
                            notify_ledger=SqlNotifyLedger(engine),  # notify's limits hold across instances
                            attachment_limits=attachment_limits(settings))
-    inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
     lease = None
     if engine.dialect.name == "postgresql":  # shared: other instances tell this one's turns from dead ones
-        lease = InstanceLease(store, lease_seconds=settings.inbox_lease_seconds)
+        lease = InstanceLease(store, lease_seconds=settings.inbox_lease_seconds, sweeping=sweep_dead)
         lease.start()  # queued ahead of any turn row; no round trip here
-    inbox_turns = InboxTurns(inbox, partial(side_effecting, registry))
-    approvals.resume = inbox_turns.resume_parked  # a decision resumes its parked turn on the instance that got it
-    app = App(settings, engine, store, registry, profiles, notifier, service, prometheus, model,
-              inbox=inbox, inbox_turns=inbox_turns,
-              session_lock=session_lock, mcp=mcp, approvals=approvals, lease=lease, tracing=tracing)
+    app = App(settings, engine, store, registry, profiles, notifier, service, model, inbox, inbox_turns, approvals,
+              metrics=prometheus, session_lock=session_lock, mcp=mcp, lease=lease, tracing=tracing)
     if mcp is not None:
         try:
             await mcp.start()
@@ -266,8 +272,7 @@ def build_platforms(app: App) -> list[Platform]:
 
 def _resumable(app: App, platform: Platform) -> Platform:
     """A turn parked on an approval is resumed by the instance that gets the decision: through this adapter."""
-    if app.inbox_turns is not None:
-        app.inbox_turns.adapters[platform.platform] = platform
+    app.inbox_turns.register(platform.platform, platform)
     return platform
 
 

@@ -46,24 +46,21 @@ async def start_scheduling(bot: App) -> Callable[[], Awaitable[None]]:
 async def start_recovery(bot: App, adapters: Mapping[str, Resumable], *, alone: bool) -> Callable[[], Awaitable[None]]:
     """Keep this instance's inbox leases alive, and take over the events of dead instances: at once (all open
     ones when this process is alone on a SQLite file), then every half lease. Returns its stop function."""
-    if bot.inbox is None or bot.inbox_turns is None:
-        return _nothing
     bot.inbox.start_heartbeat()
     for name, adapter in adapters.items():  # alerts too: a decision resumes a parked turn through its adapter
-        bot.inbox_turns.adapters.setdefault(name, adapter)
+        bot.inbox_turns.register(name, adapter)
     recovery = Recovery(bot.inbox, bot.inbox_turns, adapters, bot.settings.inbox_lease_seconds / 2, alone=alone,
                         gone=bot.lease,  # PostgreSQL: a predecessor on this host known dead is not waited for
-                        watch=bot.approvals.watch if bot.approvals is not None else None)
+                        watch=bot.approvals.watch)
     await recovery.start()
     return recovery.stop
 
 
 async def sweep_dead_turns(bot: App) -> None:
     """PostgreSQL: end the turns left `running` by processes that are gone (a killed `yokebot ask`, a scheduled
-    turn cut by a crash), now and at every renewal of this instance's own lease (bot/store/instances.py)."""
+    turn cut by a crash), now and at every renewal of this instance's own lease (`build_app(sweep_dead=True)`)."""
     if bot.lease is None:
         return
-    bot.lease.sweeping = True
     try:
         await bot.lease.sweep()
     except Exception as exc:  # the next renewal tries again
@@ -90,7 +87,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         run_lock = lock_sqlite_for_run(settings.database_url)  # SQLite: one `yokebot run` per file
         if run_lock is not None:
             stack.callback(run_lock.release)
-        bot = await build_app(settings)
+        bot = await build_app(settings, sweep_dead=True)
         await sweep_dead_turns(bot)
         preload()  # the model SDK loads in a thread while the adapters connect, not in the first turn
         stack.push_async_callback(bot.close)
@@ -134,7 +131,7 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
 
 def log_isolation(profiles: Mapping[str, AgentProfile]) -> None:
     """Say, per agent with `shell`, whether its commands run in the OS sandbox (docs/sandbox.md)."""
-    from bot.tools.isolation import shell_isolation
+    from bot.tools.shell import shell_isolation
 
     for name, profile in profiles.items():
         if (line := shell_isolation(profile.tools)) is not None:

@@ -109,7 +109,7 @@ def test_swapped_slack_tokens_and_an_app_token_slack_refuses(tmp_path: Path, fak
 def test_the_sandbox_check_says_what_the_ops_agent_can_run_without_bubblewrap(monkeypatch):
     """bubblewrap is installed on this machine: its absence is simulated where the probe answers."""
     from bot import doctor as doctor_module
-    from bot.cli import shell_notes
+    from bot.commands.terminal import shell_notes
     from bot.engine.spec.profiles import ProfileLoader
     from bot.tools import builtin_tools, isolation
     from tests.test_cli import ROOT

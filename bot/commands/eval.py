@@ -1,5 +1,5 @@
-"""`yokebot eval`: run scored scenarios (docs/eval.md), or compare two reports. Registered on the main app
-by `register(app)` (bot/cli.py); the work is in bot/eval/."""
+"""`yokebot eval`: run scored scenarios (docs/eval.md), or compare two reports (`eval_app`, listed in
+bot/cli.py's COMMANDS); the work is in bot/eval/."""
 
 from __future__ import annotations
 
@@ -97,5 +97,5 @@ def eval_command(
         raise typer.Exit(1)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("eval")(eval_command)
+eval_app = typer.Typer()  # top-level: `yokebot eval`
+eval_app.command("eval")(eval_command)

@@ -1,6 +1,7 @@
-"""`yokebot sessions`, `yokebot trace` and `yokebot usage`, registered on the main app by `register(app)`
-(bot/cli.py). Like `chat` and `ask`, they bring a database that is behind up to
-the current schema first, so a fresh install answers "no sessions" rather than "no such table"."""
+"""`yokebot sessions`, `yokebot trace` and `yokebot usage` (`sessions_app`,
+`observe_app`: listed in bot/cli.py's COMMANDS).
+Like `chat` and `ask`, they bring a database that is behind up to the current schema first, so a fresh
+install answers "no sessions" rather than "no such table"."""
 
 from __future__ import annotations
 
@@ -118,10 +119,9 @@ def usage(
         out.print(table)
 
 
-def register(app: typer.Typer) -> None:
-    sessions_app = typer.Typer(no_args_is_help=False)
-    sessions_app.callback(invoke_without_command=True)(sessions)
-    sessions_app.command("reset")(sessions_reset)
-    app.add_typer(sessions_app, name="sessions")
-    app.command("trace")(trace)
-    app.command("usage")(usage)
+sessions_app = typer.Typer(no_args_is_help=False)
+sessions_app.callback(invoke_without_command=True)(sessions)
+sessions_app.command("reset")(sessions_reset)
+observe_app = typer.Typer()  # top-level: `yokebot trace`, `yokebot usage`
+observe_app.command("trace")(trace)
+observe_app.command("usage")(usage)

@@ -162,6 +162,11 @@ class AgentService:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    async def settled(self) -> None:
+        """Return once the stopped turns' ends (recorded in the background) are written."""
+        if self._background:
+            await asyncio.wait(list(self._background))
+
     async def open_session(self, req: TurnRequest) -> SessionRecord:
         if req.session_id:
             session = await self.store.get_session(req.session_id)

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.engine.context.prompt import truncate_history
 from bot.engine.messages import Message, ModelResponse, Thread, ToolCall, ToolResult, TurnOutcome, Usage
-from bot.engine.model.wire import ModelAttempt, ModelRequest
+from bot.engine.model.wire import ChatModel, ModelAttempt, ModelRequest
 from bot.engine.ports import SessionRecord
 from bot.engine.run.context import RunContext
 from bot.engine.run.hooks import TurnHooks
@@ -26,7 +26,7 @@ def call(name: str, args: dict[str, Any] | None = None, call_id: str | None = No
     return ToolCall(call_id or f"call_{name}", name, json.dumps(args or {}))
 
 
-class ScriptedModel:
+class ScriptedModel(ChatModel):
     """A ChatModel that answers from a script, one entry per model call, and keeps every request.
     An entry is a Reply or a function of the request that returns one."""
 

@@ -43,10 +43,10 @@ _ALIVE = _UPSERT.on_conflict_do_update(index_elements=[INST.c.id], set_={"alive_
 
 
 class InstanceLease:
-    def __init__(self, store: SqlStore, *, lease_seconds: float = 30.0) -> None:
+    def __init__(self, store: SqlStore, *, lease_seconds: float = 30.0, sweeping: bool = False) -> None:
         self.store, self.owner = store, store.owner
         self.lease = timedelta(seconds=lease_seconds)
-        self.sweeping = False  # `yokebot run`: also end the turns of dead instances at every renewal
+        self.sweeping = sweeping  # `yokebot run`: also end the turns of dead instances at every renewal
         self.process = this_process()
         self._task: asyncio.Task[None] | None = None
 

@@ -153,15 +153,6 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap", path=SAFE_PATH) if probe().available else None
 
 
-def shell_isolation(tool_settings: Mapping[str, object]) -> str | None:
-    """One line for `agents show` / `yokebot run`: how this agent's `shell` runs here (None: no shell)."""
-    shell = tool_settings.get("shell")
-    if shell is None:
-        return None
-    mode: Isolation = getattr(shell, "isolation", "required")
-    return probe().describe(mode)
-
-
 PR_SET_DUMPABLE = 4
 
 

@@ -4,7 +4,7 @@ import asyncio
 import os
 import shlex
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -38,6 +38,18 @@ class ShellSettings(ToolSettings):
     binds: tuple[str, ...] = ()  # more read-only paths the programs see (not paths the model may name)
     command_timeout: float = Field(default=20.0, gt=0, le=600)
     max_output_bytes: int = Field(default=32_768, ge=256, le=10_000_000)
+
+
+def shell_settings(tools: Mapping[str, ToolSettings]) -> ShellSettings | None:
+    """A profile's `shell` settings, typed (the loader made them with `shell.settings_model`); None: no shell."""
+    found = tools.get("shell")
+    return found if isinstance(found, ShellSettings) else None
+
+
+def shell_isolation(tools: Mapping[str, ToolSettings]) -> str | None:
+    """One line for `agents show` / `yokebot run`: how this agent's `shell` runs here (None: no shell)."""
+    found = shell_settings(tools)
+    return None if found is None else probe().describe(found.isolation)
 
 
 @dataclass

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from collections import deque
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.status import Status
@@ -35,6 +36,9 @@ from bot.engine.model import ModelAttempt
 from bot.engine.run import RunContext, TurnHooks
 from bot.engine.service import AgentService
 from bot.redact import printable
+
+if TYPE_CHECKING:  # prompt_toolkit loads at the first prompt on a terminal
+    from prompt_toolkit import PromptSession
 
 PROMPT = "you> "
 TERMINAL_ONLY = "terminal only"  # the ref of an alert shown in this terminal: nobody was notified
@@ -133,7 +137,7 @@ class LineReader:
         self.eof = False  # Ctrl-D while a turn ran (terminal) or the end of piped input
         self._closed = False
         self._queue: asyncio.Queue[str | None] | None = None
-        self._session: object | None = None
+        self._session: PromptSession[str] | None = None
         self._ahead: deque[str] = deque()  # lines typed while a turn ran
         self._partial = ""  # typed while a turn ran, without Enter yet: the next prompt starts with it
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -165,7 +169,7 @@ class LineReader:
 
         if self._session is None:
             self._session = PromptSession[str]()
-        session: PromptSession[str] = self._session  # type: ignore[assignment]
+        session = self._session
         default, self._partial = (self._partial, "") if typed_ahead else ("", self._partial)
         try:
             # handle_sigint=False: the adapter's SIGINT handler stays installed for the turn after this prompt
@@ -178,9 +182,8 @@ class LineReader:
         self._closed = True
         if self._queue is not None:
             self._queue.put_nowait(None)
-        app = getattr(self._session, "app", None)
-        if app is not None and app.is_running:
-            app.exit(exception=EOFError())
+        if self._session is not None and self._session.app.is_running:
+            self._session.app.exit(exception=EOFError())
 
     def watch(self) -> None:
         """While a turn runs: read what the user types (a terminal only)."""
@@ -281,9 +284,9 @@ class ConsoleAdapter:
 
     async def _settle(self) -> None:
         """Let the service record a stopped turn (it does so in a background task) before going on."""
-        pending = list(getattr(self.service, "_background", ()))
-        if pending:
-            await asyncio.wait(pending, timeout=5)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await self.service.settled()
 
     async def _one(self, text: str) -> None:
         self._turn = asyncio.ensure_future(self.turn(text))

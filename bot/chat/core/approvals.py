@@ -115,13 +115,15 @@ def timeout_words(seconds: float) -> str:
 class ApprovalDesk:
     """The `ApprovalGate` of the app. Platforms register their buttons; adapters hand clicks to `click`."""
 
-    def __init__(self, store: ApprovalRecords, timing: Timing = Timing()) -> None:
+    def __init__(self, store: ApprovalRecords, timing: Timing = Timing(),
+                 resume: Callable[[str], Awaitable[bool]] | None = None) -> None:
+        """`resume`: resume the parked turn with this id here (the app: `InboxTurns.resume_parked`); None:
+        recovery takes it over."""
         self.store, self.timing = store, timing
         self.buttons: dict[str, ApprovalButtons] = {}
         self.inline: dict[str, InlineApprover] = {}
         self._waiting: dict[int, asyncio.Event] = {}
-        # resume the parked turn with this id here (the app: InboxTurns.resume_parked); None: recovery takes it over
-        self.resume: Callable[[str], Awaitable[bool]] | None = None
+        self.resume = resume
         self._timers: dict[int, asyncio.TimerHandle] = {}  # expiry of the parked requests seen here
         self._tasks: set[asyncio.Task[None]] = set()
 

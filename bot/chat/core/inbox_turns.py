@@ -96,10 +96,15 @@ class InboxTurns:
         self.side_effecting = side_effecting
         self._items: dict[tuple[str, str], InboxItem] = {}
         self._running: set[int] = set()  # inbox ids whose turn started here
-        self.adapters: dict[str, Resumable] = {}  # platforms whose parked turns this process can resume
+        self._adapters: dict[str, Resumable] = {}  # platforms whose parked turns this process can resume
         self._held: dict[str, set[int]] = {}  # conversation -> ids of its open events in this process's hands
         self._wakeups: dict[str, _Wakeup] = {}  # conversation -> what its waiting turns wait on
         inbox.on_closed(self.wake)
+
+    def register(self, platform: str, adapter: Resumable) -> None:
+        """Parked turns of `platform` are resumed here through `adapter` (the platform's adapter, the alerts'
+        investigations)."""
+        self._adapters[platform] = adapter
 
     # --- the order of a conversation's turns ------------------------------------------------------------
     def hold(self, item: InboxItem) -> None:
@@ -207,7 +212,7 @@ class InboxTurns:
         item = await self.inbox.take_parked(turn_id)
         if item is None:
             return False
-        adapter = self.adapters.get(item.platform)
+        adapter = self._adapters.get(item.platform)
         if adapter is None:
             log.warning("parked turn %s is on %s, which this process does not run", turn_id, item.platform)
             return False

@@ -21,11 +21,12 @@ class Fallback(Protocol):
 
 
 class AdapterNotifier:
-    def __init__(self, hints: Mapping[str, str] | None = None) -> None:
-        """`hints`: per platform, how to configure it (the registry's, bot/chat/platforms.py)."""
+    def __init__(self, hints: Mapping[str, str] | None = None, fallback: Fallback | None = None) -> None:
+        """`hints`: per platform, how to configure it (the registry's, bot/chat/platforms.py). `fallback`:
+        where alerts go that no adapter here posts (`yokebot chat`: the terminal); None: `notify` fails."""
         self.adapters: dict[str, ChatAdapter] = {}
         self.hints = dict(hints or {})
-        self.fallback: Fallback | None = None
+        self.fallback = fallback
 
     def register(self, adapter: ChatAdapter) -> None:
         self.adapters[adapter.platform] = adapter

@@ -38,7 +38,7 @@ from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
 from bot.engine.model.overflow import detect
 from bot.engine.model.pacing import pace_reply
-from bot.engine.model.wire import ModelRequest, OnDelta
+from bot.engine.model.wire import ChatModel, ModelRequest, OnDelta
 
 if TYPE_CHECKING:
     import openai
@@ -332,7 +332,7 @@ async def _collect(stream: AsyncStream[object], fallback_model: str,
     return ModelResponse(Message.assistant("".join(content), tool_calls), usage, finish, model)
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(ChatModel):
     """ChatModel over the openai SDK (`stream`: assemble the reply from a stream, usage included)."""
 
     def __init__(self, *, api_key: str | None, base_url: str | None, timeout: float = 60.0,

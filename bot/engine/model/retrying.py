@@ -83,6 +83,4 @@ class RetryingModel:
         return response
 
     async def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            await close()
+        await self.inner.close()

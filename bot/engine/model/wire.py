@@ -49,6 +49,11 @@ class ChatModel(Protocol):
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 
+    async def close(self) -> None:
+        """Release what the model holds (an HTTP client); by default nothing (as openai-agents' `Model.close`).
+        A model that holds nothing inherits this by naming `ChatModel` as its base."""
+        return None
+
 
 OnDelta = Callable[[str], Awaitable[None]]
 

@@ -135,11 +135,10 @@ class EvalRunner:
     async def _in_world(self, scenario: Scenario, agent: str, tmp: Path, root: Path) -> ScenarioResult:
         lay_out(scenario, root)
         roots = copy_agents(self.settings.agents_dir, tmp / "agents", root, self.options.model).get(agent, [])
-        app = await build_app(self._settings(tmp))
         log = PostLog()
+        app = await build_app(self._settings(tmp), hooks=(TurnPhase(log),))  # scheduled turns get no per-call hooks
         for platform in platform_names():  # every platform in the registry (bot/chat/platforms.py)
             app.notifier.register(RecordingAdapter(platform, log))
-        app.service.hooks = app.service.hooks.plus(TurnPhase(log))  # scheduled turns get no per-call hooks
         try:
             app.profile(agent)
             text = rewrite_text(self._opening(scenario, app, agent), roots, root)

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.dml import Insert
 
-from bot.engine.messages import HistoryTurn, Message, Thread, ToolCall, ToolResult, Trigger, TurnOutcome, Usage
+from bot.engine.messages import HistoryTurn, Message, Thread, ToolResult, Trigger, TurnOutcome, Usage
 from bot.engine.ports import MemoryItem, SessionRecord
 from bot.store.claims import BatchedInsert
 from bot.store.models import (

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from bot.engine.messages import ToolCall, ToolResult
 from bot.engine.model import ModelAttempt
@@ -54,10 +54,10 @@ def argument_preview(call: ToolCall, redact: Callable[[str], str] = _patterns) -
     """The first string argument on one line, short, for "tail_log /var/log/nginx/error.log". Empty when
     there is none, or when the redactor would hide anything in it."""
     try:
-        args = json.loads(call.arguments) if call.arguments else {}
+        args: object = json.loads(call.arguments) if call.arguments else {}
     except ValueError:
         return ""
-    values = list(args.values()) if isinstance(args, dict) else []
+    values: list[object] = list(cast(dict[str, object], args).values()) if isinstance(args, dict) else []
     first = next((v for v in values if isinstance(v, str) and v.strip()), "")
     text = " ".join(str(first).split()).replace("`", "")
     if not text or redact(call.arguments) != call.arguments or redact(text) != text:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.engine.spec.approval import ApprovalSpec, Verdict
+from bot.engine.spec.approval import ApprovalSpec, ApprovalVerdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,7 @@ class ApprovalDecision:
     """What came of a request. `by` is who decided (None: expired or refused); `note` is one sentence for the
     model when the call did not run (refused: why nobody could be asked)."""
 
-    verdict: Verdict
+    verdict: ApprovalVerdict
     by: str | None = None
     at: datetime | None = None
     note: str = ""

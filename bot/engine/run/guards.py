@@ -3,20 +3,18 @@
 Loop guard: the same tool with the same arguments `repeats` times in a turn, or an A-B-A-B ping-pong,
 earns the model a note in the tool result; if it goes on, the turn ends (stopped_by = "loop").
 Budgets (`budget:` in AGENT.md): tool calls, tokens, wall-clock seconds and cost in USD per turn; the first
-one reached ends the turn (stopped_by = "budget:<which>"). Either way the model gets one last call
-without tools to say what it found (`loop.py`)."""
+one reached ends the turn (stopped_by = "budget:<which>"; what a turn used is counted on its `TurnState`,
+state.py). Either way the model gets one last call without tools to say what it found (`loop.py`)."""
 
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.engine.messages import Stop, StopReason, ToolCall, Usage
-from bot.engine.spec.limits import BudgetSpec
+from bot.engine.messages import Stop, StopReason, ToolCall
 
 # USD per one million (prompt, completion) tokens for a model, or None when it has no price.
 PriceOf = Callable[[str], tuple[float, float] | None]
@@ -65,50 +63,3 @@ class LoopGuard:
             what = "been alternating between the same two tool calls"
         return (f"\n\n[yokebot: you have {what}; the result will not change. Use what you have, try "
                 "something different, or answer. If it goes on, this turn ends here.]")
-
-
-@dataclass
-class TurnBudget:
-    """One turn's budgets and what the turn has used of them: every model call is charged here (the call
-    path, `calls.py`), every tool call counted (the loop)."""
-
-    spec: BudgetSpec
-    price: PriceOf | None = None
-    started: float = field(default_factory=time.monotonic)
-    cost: float = 0.0
-    usage: Usage = field(default_factory=Usage)
-    tool_calls: int = 0
-
-    def charge(self, model: str, usage: Usage) -> None:
-        self.usage += usage
-        per_million = self.price(model) if self.price is not None else None
-        if per_million is not None:
-            self.cost += (usage.prompt_tokens * per_million[0] + usage.completion_tokens * per_million[1]) / 1e6
-
-    def exceeded(self, pending: int = 0) -> Stop | None:
-        """The stop for the first budget used up (tokens, cost, seconds, tool calls), or None. `pending`:
-        tool calls let through that have not finished yet (they run at the same time)."""
-        which = self._first(self.tool_calls + pending)
-        return None if which is None else Stop(BUDGET_STOPS[which], "reached " + self.describe(which, pending))
-
-    def _first(self, tool_calls: int) -> BudgetKind | None:
-        s = self.spec
-        if s.tokens is not None and self.usage.total_tokens >= s.tokens:
-            return "tokens"
-        if s.cost is not None and self.cost >= s.cost:
-            return "cost"
-        if s.seconds is not None and time.monotonic() - self.started >= s.seconds:
-            return "seconds"
-        if s.tool_calls is not None and tool_calls >= s.tool_calls:
-            return "tool_calls"
-        return None
-
-    def describe(self, which: BudgetKind, pending: int = 0) -> str:
-        s = self.spec
-        if which == "tokens":
-            return f"the token budget of this turn ({self.usage.total_tokens:,} of {s.tokens:,} tokens used)"
-        if which == "cost":
-            return f"the cost budget of this turn (${self.cost:.4f} of ${s.cost:.4f} spent)"
-        if which == "seconds":
-            return f"the time budget of this turn ({time.monotonic() - self.started:.0f} of {s.seconds:g} s)"
-        return f"the tool-call budget of this turn ({self.tool_calls + pending} of {s.tool_calls} calls)"

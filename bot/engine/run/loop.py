@@ -13,15 +13,16 @@ before those after it. The results go back to the model in the order it asked; e
 starts and when it finishes, with its own start and finish times.
 
 A gated call whose turn can park (`RunContext.parks`) ends the run with `TurnParked` once its group has
-finished: the state goes to the store, and `resume` goes on from it when the call is decided (parked.py)."""
+finished: the state goes to the store, and `resume` goes on from it when the call is decided (parked.py).
+
+Everything a run changes is its `TurnState` (state.py); the loop itself keeps nothing per turn."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from bot.engine import replies
@@ -29,33 +30,16 @@ from bot.engine.context.prompt import PromptBuilder
 from bot.engine.context.tokens import Calibration, TokenCounter, default_window
 from bot.engine.context.window import SummaryStore, ThreadWindow
 from bot.engine.errors import ApprovalPending, ModelError
-from bot.engine.messages import ImagePart, Message, Stop, StopReason, Thread, ToolCall, ToolResult, TurnOutcome
+from bot.engine.messages import ImagePart, Message, Stop, Thread, ToolCall, ToolResult, TurnOutcome
 from bot.engine.model.retrying import RetryingModel
 from bot.engine.model.wire import ModelAttempt
 from bot.engine.run.calls import CallSettings, ModelCalls
 from bot.engine.run.context import RunContext
 from bot.engine.run.executor import ToolExecutor
-from bot.engine.run.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf, TurnBudget
+from bot.engine.run.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf
 from bot.engine.run.hooks import TurnHooks
 from bot.engine.run.parked import ParkedTurn, TurnParked
-
-
-@dataclass
-class _Turn:
-    """The state of one run of the loop."""
-
-    run: RunContext
-    hooks: TurnHooks
-    calls: ModelCalls
-    schemas: tuple[dict[str, Any], ...]
-    guard: LoopGuard
-    budget: TurnBudget
-    messages: list[Message] = field(default_factory=lambda: list[Message]())
-    results: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
-    iterations: int = 0
-
-    def outcome(self, answer: str, stopped_by: StopReason, error: str | None = None) -> TurnOutcome:
-        return TurnOutcome(answer, self.iterations, self.budget.usage, error, stopped_by, tuple(self.results))
+from bot.engine.run.state import TurnState
 
 
 class ReActLoop:
@@ -88,10 +72,12 @@ class ReActLoop:
                               store=self.summaries, session_id=run.session_id, turn_id=run.turn_id)
         settings = CallSettings(model, profile.temperature, report, delta, profile.context.summary_words)
         system = await self.prompts.system_message(profile, run.scope, run.memories)
-        return ModelCalls(self.model, settings, system, window, self.budget(run))
+        return ModelCalls(self.model, settings, system, window)
 
-    def budget(self, run: RunContext) -> TurnBudget:
-        return TurnBudget(run.profile.budget, self.price)
+    def state(self, run: RunContext, calls: ModelCalls, hooks: TurnHooks,
+              schemas: tuple[dict[str, Any], ...] = ()) -> TurnState:
+        """A new turn's state (plan mode asks for one for its planning calls)."""
+        return TurnState(run, hooks, calls, schemas, self.price, LoopGuard(run.profile.loop_repeats))
 
     async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str | Message,
                   hooks: TurnHooks) -> TurnOutcome:
@@ -105,10 +91,9 @@ class ReActLoop:
         images, read again (the stored state keeps text only), put back on the turn's first message."""
         calls = await self.calls(run, self._thread(run, history), hooks)
         t = self._new_turn(run, calls, hooks)
-        t.messages, t.iterations = list(parked.messages), parked.iterations
+        t.restore(parked)
         if images and t.messages and t.messages[0].role == "user":
-            t.messages[0] = dataclasses.replace(t.messages[0], images=images)
-        t.budget.usage, t.budget.tool_calls = parked.usage, parked.tool_calls
+            t.messages[0] = replace(t.messages[0], images=images)
         stop = await self._tools(t, parked.pending_calls(), parked.done)
         return await self._finish(t, stop) if stop is not None else await self._steps(t)
 
@@ -119,10 +104,9 @@ class ReActLoop:
             thread.turns = thread.turns[len(thread.turns) - run.profile.max_history_turns:]
         return thread
 
-    def _new_turn(self, run: RunContext, calls: ModelCalls, hooks: TurnHooks) -> _Turn:
+    def _new_turn(self, run: RunContext, calls: ModelCalls, hooks: TurnHooks) -> TurnState:
         profile, tools = run.profile, self.executor.tools_for(run.profile)
-        schemas = tuple(tools[name].schema() for name in profile.tools if name in tools)
-        return _Turn(run, hooks, calls, schemas, LoopGuard(profile.loop_repeats), self.budget(run))
+        return self.state(run, calls, hooks, tuple(tools[name].schema() for name in profile.tools if name in tools))
 
     async def run_with(self, run: RunContext, calls: ModelCalls, text: str | Message, hooks: TurnHooks) -> TurnOutcome:
         """A run on a call path the caller made (a plan step): the thread is the one `calls` holds; the run
@@ -131,10 +115,10 @@ class ReActLoop:
         await self._add(t, text if isinstance(text, Message) else Message.user(text))  # a Message: with files
         return await self._steps(t)
 
-    async def _steps(self, t: _Turn) -> TurnOutcome:
+    async def _steps(self, t: TurnState) -> TurnOutcome:
         profile = t.run.profile
         while True:
-            stop = t.budget.exceeded()
+            stop = t.exceeded()
             if stop is not None:
                 return await self._finish(t, stop)
             if t.iterations >= profile.max_iterations:
@@ -142,7 +126,7 @@ class ReActLoop:
                                                                      f"({profile.max_iterations} model calls)"))
             t.iterations += 1
             try:
-                response = await t.calls.complete(t.messages, t.schemas, budget=t.budget)
+                response = await t.calls.complete(t.messages, t.schemas, charge=t)
             except ModelError as err:
                 answer = replies.model_failed(err)
                 await self._add(t, Message.assistant(answer))
@@ -154,7 +138,7 @@ class ReActLoop:
             if stop is not None:
                 return await self._finish(t, stop)
 
-    async def _tools(self, t: _Turn, calls: Sequence[ToolCall], done: dict[str, str] | None = None) -> Stop | None:
+    async def _tools(self, t: TurnState, calls: Sequence[ToolCall], done: dict[str, str] | None = None) -> Stop | None:
         """Run the calls the model asked for (a group at a time, see `batches`), unless a budget or the loop
         guard says stop; every call gets a result message, in the model's order, either way (a call without
         one makes the next request invalid). `done`: calls that ran before the turn parked (their results).
@@ -179,21 +163,20 @@ class ReActLoop:
                 assert isinstance(result, ToolResult)
                 t.results.append(result)
                 if call.id not in done:
-                    t.budget.tool_calls += 1
+                    t.tool_calls += 1
                 note = t.guard.note(call) if planned[i] == "warn" else ""
                 await self._add(t, Message.tool(call.id, call.name, result.content + note))
         return stop
 
     @staticmethod
-    def _park_if_pending(t: _Turn, batch: list[ToolCall], results: list[ToolResult | ApprovalPending],
+    def _park_if_pending(t: TurnState, batch: list[ToolCall], results: list[ToolResult | ApprovalPending],
                          done: dict[str, str]) -> None:
         pending = tuple(r.approval_id for r in results if isinstance(r, ApprovalPending))
         if not pending:
             return
         finished = {c.id: r.content for c, r in zip(batch, results, strict=False) if isinstance(r, ToolResult)}
         ran = sum(1 for c in finished if c not in done)
-        raise TurnParked(ParkedTurn(tuple(t.messages), {**done, **finished}, t.iterations,
-                                    t.budget.tool_calls + ran, t.budget.usage, pending))
+        raise TurnParked(t.parked({**done, **finished}, t.tool_calls + ran, pending))
 
     def batches(self, calls: Sequence[ToolCall], parallel: bool) -> list[list[ToolCall]]:
         """The calls in the model's order, cut into groups that may run at once: a call of a tool that
@@ -209,7 +192,7 @@ class ReActLoop:
             last_alone = alone
         return groups
 
-    async def _run_batch(self, batch: list[ToolCall], t: _Turn,
+    async def _run_batch(self, batch: list[ToolCall], t: TurnState,
                          done: dict[str, str]) -> list[ToolResult | ApprovalPending]:
         """Run the calls of one group at the same time (side-effecting ones one after another); their results
         in the group's order (a call waiting for an approval: its ApprovalPending). If one fails (a hook
@@ -240,27 +223,27 @@ class ReActLoop:
             raise
 
     @staticmethod
-    def _check(t: _Turn, call: ToolCall, pending: int = 0) -> tuple[Stop | None, GuardVerdict]:
+    def _check(t: TurnState, call: ToolCall, pending: int = 0) -> tuple[Stop | None, GuardVerdict]:
         """`pending`: calls of the same group already let through (they run at once with this one)."""
-        stop = t.budget.exceeded(pending)
+        stop = t.exceeded(pending)
         if stop is not None:
             return stop, "ok"
         verdict = t.guard.check(call)
         return (LOOP_STOP if verdict == "stop" else None), verdict
 
     @staticmethod
-    async def _add(t: _Turn, message: Message) -> None:
+    async def _add(t: TurnState, message: Message) -> None:
         t.messages.append(message)
         await t.hooks.message_appended(t.run, message)
 
-    async def _finish(self, t: _Turn, stop: Stop) -> TurnOutcome:
+    async def _finish(self, t: TurnState, stop: Stop) -> TurnOutcome:
         """One last call without tools: the model says what it found. A fixed sentence if that fails."""
         ask = Message.user(f"[yokebot] This turn has to end now: {stop.detail}. Do not call tools. In a few "
                            "sentences, say what you found so far, what is still unknown, and what I could "
                            "ask next to continue.")
         answer = ""
         try:
-            response = await t.calls.complete([*t.messages, ask], (), "final", budget=t.budget)
+            response = await t.calls.complete([*t.messages, ask], (), "final", charge=t)
             answer = response.message.content.strip()
         except ModelError:
             pass

@@ -6,7 +6,8 @@
     decision (a click on any instance, or the expiry) ─> the row is claimable again ─> one instance takes it
     ─> the service runs `ReActLoop.resume` on the state: the decided call runs (or not), the loop goes on
 
-The state is what the loop needs to go on: this turn's messages so far (the last one is the model's message
+The state is the stored form of the turn's `TurnState` (state.py: `parked()`, `restore()`), what the loop
+needs to go on: this turn's messages so far (the last one is the model's message
 with the tool calls), what the calls of the pending group that did finish returned, the counts the budgets and
 the step limit read, and the pending approvals. JSON, so the store keeps it as it is."""
 

@@ -11,12 +11,12 @@ from typing import Any, Literal
 
 from bot.engine import replies
 from bot.engine.errors import ModelError
-from bot.engine.messages import Message, StopReason, Thread, ToolResult, TurnOutcome, Usage
+from bot.engine.messages import Message, Thread, TurnOutcome
 from bot.engine.run.calls import ModelCalls
 from bot.engine.run.context import RunContext
-from bot.engine.run.guards import TurnBudget
 from bot.engine.run.hooks import TurnHooks
 from bot.engine.run.loop import ReActLoop
+from bot.engine.run.state import TurnState
 
 PlanStepStatus = Literal["pending", "done", "failed", "skipped"]
 _ITEM = re.compile(r"^\s*(\d{1,2})[.)]\s+(.+?)\s*$")
@@ -46,23 +46,6 @@ class Replan:
     after_step: int
     reason: str
     steps: tuple[str, ...]
-
-
-@dataclass
-class _Tally:
-    """What the turn has used so far, over the plan calls and every step. `budget` is what the planning
-    calls are charged to (each step has its own, like a turn of the ReAct loop)."""
-
-    budget: TurnBudget
-    iterations: int = 0
-    step_usage: Usage = field(default_factory=Usage)
-    tool_calls: list[ToolResult] = field(default_factory=lambda: list[ToolResult]())
-    error: str | None = None
-    stopped_by: StopReason = "answer"
-
-    def outcome(self, answer: str) -> TurnOutcome:
-        usage = self.budget.usage + self.step_usage
-        return TurnOutcome(answer, self.iterations, usage, self.error, self.stopped_by, tuple(self.tool_calls))
 
 
 @dataclass
@@ -118,12 +101,13 @@ class PlanExecutor:
     def __init__(self, loop: ReActLoop) -> None:
         self.loop = loop
 
-    async def _ask_plan(self, calls: ModelCalls, messages: list[Message], tally: _Tally, max_steps: int) -> list[str]:
+    async def _ask_plan(self, calls: ModelCalls, messages: list[Message], state: TurnState, max_steps: int
+                        ) -> list[str]:
         """The planning call sees what a turn sees (the system prompt with the thread's summary, then the
         turns after it, then `messages`), fitted to the window like any call of the turn. Its text is not
         streamed: a plan is not the answer."""
-        tally.iterations += 1
-        response = await calls.complete(messages, (), budget=tally.budget, stream=False)
+        state.iterations += 1
+        response = await calls.complete(messages, (), charge=state, stream=False)
         return parse_plan(response.message.content, max_steps)
 
     async def run(self, run: RunContext, history: Sequence[Message] | Thread, text: str | Message,
@@ -139,63 +123,64 @@ class PlanExecutor:
         text = question.content
         await hooks.message_appended(run, question)
         calls = await self.loop.calls(run, thread, hooks)
-        tally = _Tally(self.loop.budget(run))
+        # the whole plan's state: its planning calls are charged to it, each step's outcome added to it (a step
+        # runs with a state of its own, like a turn of the ReAct loop)
+        state = self.loop.state(run, calls, hooks)
         try:
             ask = [question, Message.user(PLAN_PROMPT.format(n=spec.max_steps))]
-            steps = await self._ask_plan(calls, ask, tally, spec.max_steps)
+            steps = await self._ask_plan(calls, ask, state, spec.max_steps)
         except ModelError as err:
-            tally.error, tally.stopped_by = str(err), "error"
             answer = replies.model_failed(err)
             await hooks.message_appended(run, Message.assistant(answer))
-            return tally.outcome(answer)
+            return state.outcome(answer, "error", str(err))
         plan.steps = [PlanStep(i, s) for i, s in enumerate(steps or [text], 1)]
         await hooks.message_appended(run, Message.assistant("Plan:\n" + plan.listing()))
-        stopped = await self._execute(run, calls, question, plan, tally, hooks)
+        stopped = await self._execute(run, calls, question, plan, state, hooks)
         answer = compose_answer(plan, stopped)
         await hooks.message_appended(run, Message.assistant(answer))
         await hooks.plan_made(run, plan.to_dict())
-        return tally.outcome(answer)
+        return state.outcome(answer)
 
-    async def _execute(self, run: RunContext, calls: ModelCalls, question: Message, plan: Plan, tally: _Tally,
+    async def _execute(self, run: RunContext, calls: ModelCalls, question: Message, plan: Plan, state: TurnState,
                        hooks: TurnHooks) -> str | None:
         """Run the steps in order; returns why it stopped early, if it did."""
         profile, i = run.profile, 0
         while i < len(plan.steps):
             step = plan.steps[i]
-            budget = min(profile.plan.step_max_iterations, profile.max_iterations - tally.iterations)
+            budget = min(profile.plan.step_max_iterations, profile.max_iterations - state.iterations)
             if budget <= 0:
-                tally.stopped_by = "iteration_limit"
+                state.stopped_by = "iteration_limit"
                 self._skip_rest(plan, i)
                 return f"I stopped at the limit of {profile.max_iterations} model calls for this agent."
             step_run = replace(run, profile=replace(profile, max_iterations=budget))
             await hooks.plan_step_started(run, step.number, step.text)
             prompt = Message(role="user", content=step_prompt(question.content, plan, step), images=question.images)
             res = await self.loop.run_with(step_run, calls, prompt, hooks)
-            tally.iterations += res.iterations
-            tally.step_usage += res.usage
-            tally.tool_calls.extend(res.tool_calls)
+            state.iterations += res.iterations
+            state.usage += res.usage
+            state.results.extend(res.tool_calls)
             step.iterations, step.finding = res.iterations, res.answer
             step.status = "done" if res.stopped_by == "answer" and not res.error else "failed"
             await hooks.plan_step_finished(run, step.number, step.status)
             if res.error:
-                tally.error, tally.stopped_by = res.error, "error"
+                state.error, state.stopped_by = res.error, "error"
                 self._skip_rest(plan, i + 1)
                 return f"Step {step.number} failed: {res.error}"
             if step.status == "failed" and len(plan.replans) < profile.plan.max_replans:
-                await self._replan(run, calls, question, plan, step, tally, hooks)
+                await self._replan(run, calls, question, plan, step, state, hooks)
             i += 1
         return None
 
     async def _replan(self, run: RunContext, calls: ModelCalls, question: Message, plan: Plan, step: PlanStep,
-                      tally: _Tally, hooks: TurnHooks) -> None:
+                      state: TurnState, hooks: TurnHooks) -> None:
         why = f"it used its {step.iterations} model calls without an answer"
-        if run.profile.max_iterations - tally.iterations <= 0:
+        if run.profile.max_iterations - state.iterations <= 0:
             return
         spec = run.profile.plan
         ask = REPLAN_PROMPT.format(number=step.number, step=step.text, why=why, found=findings(plan),
                                    n=spec.max_steps)
         try:
-            new = await self._ask_plan(calls, [question, Message.user(ask)], tally, spec.max_steps)
+            new = await self._ask_plan(calls, [question, Message.user(ask)], state, spec.max_steps)
         except ModelError:
             return
         kept = [s for s in plan.steps if s.status != "pending"]

@@ -131,7 +131,7 @@ def may_approve(approvers: Iterable[Approver], self_approve: bool, requester: st
     return False
 
 
-Verdict = Literal["approved", "denied", "expired", "refused"]
+ApprovalVerdict = Literal["approved", "denied", "expired", "refused"]  # what came of one request
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 # What a decision (or an expiry) did: "" it did not count (decided already); "woke": the turn was parked and its
 # inbox row is claimable again (resume it); "live": an inbox row holds the turn (it reads the decision itself);

@@ -59,7 +59,7 @@ def line_filter(contains: str | None, pattern: UserPattern | None = None) -> Lin
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class ScanLimits:
     max_line_bytes: int = 4096
     max_scan_bytes: int = 256 * 1024 * 1024
     stop: threading.Event | None = None  # set when the caller gave up: the scan ends at its next block
@@ -74,7 +74,7 @@ class Limits:
         return self.stop is not None and self.stop.is_set()
 
 
-async def scan_in_thread(fn: Callable[[Limits], T], limits: Limits) -> T:
+async def scan_in_thread(fn: Callable[[ScanLimits], T], limits: ScanLimits) -> T:
     """Run a blocking scan in a worker thread. When the awaiting task is cancelled (the tool timed out, the
     turn was stopped) the scan stops at its next block: no thread keeps reading after the call is over."""
     stop = threading.Event()
@@ -93,7 +93,7 @@ class FileLines:
 
 def clean_line(raw: bytes, limit: int, cut: bool = False, redact: Callable[[str], str] = str) -> str:
     """A line as text, control characters shown as U+FFFD. A line over `limit` bytes is cut there, but
-    redacted first, with the LOOKAHEAD the iterators keep beyond the limit (see `Limits.keep_bytes`)."""
+    redacted first, with the LOOKAHEAD the iterators keep beyond the limit (see `ScanLimits.keep_bytes`)."""
     raw = raw.rstrip(b"\r")
     text = printable(raw.decode("utf-8", errors="replace"), one_line=True)
     if cut or len(raw) > limit:
@@ -106,7 +106,7 @@ BlockTest = Callable[[bytes], bool]
 
 
 def reverse_lines(
-    fh: BinaryIO, size: int, limits: Limits, may_match: BlockTest | None = None
+    fh: BinaryIO, size: int, limits: ScanLimits, may_match: BlockTest | None = None
 ) -> Iterator[tuple[bytes, bool]]:
     """Yield (line, was_cut) from the end of the file backwards. Reads at most `max_scan_bytes`. Memory:
     one block plus one line prefix of `max_line_bytes` (only the start of an over-long line is kept).
@@ -139,7 +139,7 @@ def reverse_lines(
 
 def forward_lines(
     fh: BinaryIO,
-    limits: Limits,
+    limits: ScanLimits,
     start: int = 0,
     may_match: BlockTest | None = None,
     skipped: Callable[[bytes], None] | None = None,
@@ -222,7 +222,7 @@ def open_log(real: Path, roots: Sequence[str]) -> tuple[BinaryIO, int, bool]:
     return fh, size, False
 
 
-def tail_file(real: Path, roots: Sequence[str], want: int, match: LineFilter, limits: Limits) -> FileLines:
+def tail_file(real: Path, roots: Sequence[str], want: int, match: LineFilter, limits: ScanLimits) -> FileLines:
     """The last `want` lines of one file that satisfy `match`, oldest first."""
     fh, size, gz = open_log(real, roots)
     out = FileLines(real)
@@ -242,7 +242,7 @@ def tail_file(real: Path, roots: Sequence[str], want: int, match: LineFilter, li
     return out
 
 
-def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: LineFilter, limits: Limits) -> FileLines:
+def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: LineFilter, limits: ScanLimits) -> FileLines:
     kept: deque[str] = deque(maxlen=want)
     try:
         for raw, cut in forward_lines(fh, limits, 0, match.block_test()):
@@ -256,7 +256,7 @@ def _tail_gz(fh: BinaryIO, out: FileLines, want: int, match: LineFilter, limits:
 
 
 def tail_logs(
-    real: Path, roots: Sequence[str], want: int, match: LineFilter, limits: Limits, rotated: int
+    real: Path, roots: Sequence[str], want: int, match: LineFilter, limits: ScanLimits, rotated: int
 ) -> list[FileLines]:
     """Tail a log and, while lines are still missing, its rotated predecessors. Oldest file first."""
     parts = [tail_file(real, roots, want, match, limits)]
@@ -349,8 +349,8 @@ class LogToolSettings(ToolSettings):
     max_scan_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     max_output_chars: int = Field(default=12_000, ge=200, le=1_000_000)
 
-    def limits(self, redact: Callable[[str], str] = str) -> Limits:
-        return Limits(self.max_line_bytes, self.max_scan_bytes, redact=redact)
+    def limits(self, redact: Callable[[str], str] = str) -> ScanLimits:
+        return ScanLimits(self.max_line_bytes, self.max_scan_bytes, redact=redact)
 
 
 def render(parts: Sequence[FileLines], budget: int, empty: str) -> str:

@@ -11,8 +11,8 @@ from pydantic import Field
 from bot.engine.run import ToolContext, require, tool
 from bot.tools.logfiles import (
     FileLines,
-    Limits,
     LogToolSettings,
+    ScanLimits,
     clean_line,
     forward_lines,
     line_filter,
@@ -35,7 +35,7 @@ class GrepQuery:
     now: datetime
 
 
-def grep_file(real: Path, roots: tuple[str, ...], q: GrepQuery, limits: Limits) -> tuple[FileLines, int]:
+def grep_file(real: Path, roots: tuple[str, ...], q: GrepQuery, limits: ScanLimits) -> tuple[FileLines, int]:
     """Scan forward (only the last `max_scan_bytes` of a big file); keep the LAST `max_matches` matches."""
     fh, size, gz = open_log(real, roots)
     kept: deque[str] = deque(maxlen=q.max_matches)

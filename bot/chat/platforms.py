@@ -44,8 +44,7 @@ class PlatformEntry:
 def _slack(parts: PlatformParts) -> Platform:
     from bot.chat.slack.adapter import SlackAdapter
 
-    return SlackAdapter(parts.settings, parts.service, parts.profiles, claims=parts.claims, counter=parts.counter,
-                        inbox=parts.inbox)
+    return SlackAdapter(parts)
 
 
 def _slack_outbox(settings: Settings) -> ChatAdapter:
@@ -57,8 +56,7 @@ def _slack_outbox(settings: Settings) -> ChatAdapter:
 def _discord(parts: PlatformParts) -> Platform:
     from bot.chat.discord.adapter import DiscordAdapter
 
-    return DiscordAdapter(parts.settings, parts.service, parts.profiles, claims=parts.claims,
-                          counter=parts.counter, inbox=parts.inbox)
+    return DiscordAdapter(parts)
 
 
 def _discord_outbox(settings: Settings) -> ChatAdapter:

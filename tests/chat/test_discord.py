@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
+from bot.chat.core.platform import PlatformParts
 from bot.chat.discord.adapter import DiscordAdapter
 from bot.engine.errors import ConfigError, ToolFailed
 from tests.conftest import make_settings, rows
@@ -48,8 +49,8 @@ async def start_bot(
     )
     app = await build_app(settings, registry=registry())
     # as build_discord does: messages are claimed in the durable inbox
-    adapter = DiscordAdapter(settings, app.service, app.profiles, claims=app.store, counter=app.metrics,
-                             inbox=app.inbox_turns)
+    adapter = DiscordAdapter(PlatformParts(settings, app.service, app.profiles, app.store, app.metrics,
+                                           app.inbox_turns))
     await adapter.start(within=10)
     app.notifier.register(adapter)
     return app, adapter

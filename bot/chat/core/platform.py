@@ -12,16 +12,25 @@ from typing import TYPE_CHECKING, Protocol
 from bot.chat.core.base import EventClaims, EventCounter, Inbound
 from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Pipeline
+from bot.engine.errors import ConfigError
 from bot.records.inbox import InboxItem
 
 if TYPE_CHECKING:
     from aiohttp import web
+    from pydantic import SecretStr
 
     from bot.chat.core.approvals import ApprovalDesk
     from bot.chat.core.threads import AlertThreads
     from bot.config import Settings
     from bot.engine.service import AgentService
     from bot.engine.spec import AgentProfile
+
+
+def required(secret: SecretStr | None, missing: str) -> str:
+    """A platform's token, or the ConfigError `missing` when it is not set."""
+    if secret is None:
+        raise ConfigError(missing)
+    return secret.get_secret_value()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,27 +3,23 @@ its own package and builds its pipeline here; the terminal's is fixed."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from bot.chat.core.access import Access, AccessList, FixedAgent, IdRule, Routing, upper_case_id
-from bot.chat.core.base import Directory, EventClaims, EventCounter
-from bot.chat.core.exactly_once import ExactlyOnce, ProcessedEvents
+from bot.chat.core.access import Access, AccessList, FixedAgent, IdRule, Routing
+from bot.chat.core.base import Directory
+from bot.chat.core.exactly_once import ProcessedEvents
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
+from bot.chat.core.platform import PlatformParts
 from bot.engine.service import AgentService
-from bot.engine.spec import AgentProfile
 
 
-def platform_pipeline(platform: str, service: AgentService, profiles: Mapping[str, AgentProfile],
-                      default_agent: str, lists: AccessList, limits: PipelineLimits, *,
-                      claims: EventClaims | None, namespace: str, directory: Directory,
-                      counter: EventCounter | None, inbox: ExactlyOnce | None = None,
-                      is_id: IdRule = upper_case_id) -> Pipeline:
-    """`inbox`: the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py); without it,
+def platform_pipeline(platform: str, parts: PlatformParts, lists: AccessList, limits: PipelineLimits, *,
+                      namespace: str, directory: Directory, is_id: IdRule) -> Pipeline:
+    """`parts.inbox`: the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py); without it,
     `processed_events` rows keyed `namespace` (no store: this process only). `is_id`: what the platform's IDs
     look like (its manifest's), for the warning about names in access lists."""
-    return Pipeline(service, Routing(profiles, default_agent), access=Access(lists, profiles, is_id),
-                    once=inbox or ProcessedEvents(claims, namespace), directory=directory, counter=counter,
-                    limits=limits, platform=platform)
+    profiles = parts.profiles
+    return Pipeline(parts.service, Routing(profiles, parts.settings.default_agent),
+                    access=Access(lists, profiles, is_id), once=parts.inbox or ProcessedEvents(parts.claims, namespace),
+                    directory=directory, counter=parts.counter, limits=limits, platform=platform)
 
 
 def console_pipeline(service: AgentService, agent: str) -> Pipeline:

@@ -15,7 +15,6 @@ import asyncio
 import copy
 import logging
 import re
-from collections.abc import Mapping
 from functools import partial
 from typing import Any, cast
 
@@ -26,9 +25,9 @@ from discord.abc import Messageable
 from bot.chat.core.access import AccessList, Origin, entries
 from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.attachments import FileFetcher, FileRef, refs_from, refs_json
-from bot.chat.core.base import Directory, EventClaims, EventCounter, Inbound, Trigger
-from bot.chat.core.exactly_once import ExactlyOnce
+from bot.chat.core.base import Directory, Inbound, Trigger
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
+from bot.chat.core.platform import PlatformParts, required
 from bot.chat.core.progress import live_options
 from bot.chat.core.threads import AlertThreads
 from bot.chat.core.wiring import platform_pipeline
@@ -37,10 +36,7 @@ from bot.chat.discord.live import NO_PINGS
 from bot.chat.discord.manifest import FILE_HOSTS, PLATFORM, is_id
 from bot.chat.discord.output import DiscordReply, post_to, stored_message
 from bot.chat.discord.rest import DiscordLogin
-from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
-from bot.engine.service import AgentService
-from bot.engine.spec import AgentProfile
 from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
@@ -48,18 +44,15 @@ log = logging.getLogger(__name__)
 CLAIMS = PLATFORM  # the key is the message ID
 
 
-def pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-             claims: EventClaims | None, directory: Directory, counter: EventCounter | None,
-             inbox: ExactlyOnce | None) -> Pipeline:
-    """Discord's settings for the one inbound pipeline (bot/chat/core/pipeline.py); without `inbox`,
-    `processed_events` (no recovery)."""
+def pipeline(parts: PlatformParts, directory: Directory) -> Pipeline:
+    """Discord's settings for the one inbound pipeline (bot/chat/core/pipeline.py)."""
+    settings = parts.settings
     lists = AccessList("YOKEBOT_DISCORD_ALLOWED_USERS / _ROLES / _CHANNELS",
                        users=entries(settings.discord_allowed_users, PLATFORM),
                        groups=entries(settings.discord_allowed_roles, PLATFORM),
                        channels=entries(settings.discord_allowed_channels, PLATFORM))
     limits = PipelineLimits(settings.discord_max_concurrent_turns, settings.discord_drain_seconds)
-    return platform_pipeline(PLATFORM, service, profiles, settings.default_agent, lists, limits, claims=claims,
-                             namespace=CLAIMS, directory=directory, counter=counter, inbox=inbox, is_id=is_id)
+    return platform_pipeline(PLATFORM, parts, lists, limits, namespace=CLAIMS, directory=directory, is_id=is_id)
 
 
 ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
@@ -122,16 +115,14 @@ class _Client(discord.Client):
 class DiscordAdapter:
     platform = PLATFORM
 
-    def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile], *,
-                 claims: EventClaims | None = None, counter: EventCounter | None = None,
-                 inbox: ExactlyOnce | None = None) -> None:
-        if settings.discord_bot_token is None:
-            raise ConfigError("DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
+    def __init__(self, parts: PlatformParts) -> None:
+        settings = parts.settings
+        required(settings.discord_bot_token, "DISCORD_BOT_TOKEN is not set, so Discord cannot start.")
         self.settings = settings
         self.files = FileFetcher(PLATFORM, (*FILE_HOSTS, settings.discord_api_url))  # attachments, from its CDN
         # inbox: the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py); without it, `claims`
         # (processed_events), so instances sharing the database answer a message once, but a crash loses it
-        self.pipeline = pipeline(settings, service, profiles, claims, self, counter, inbox)
+        self.pipeline = pipeline(parts, self)
         self.connected = False  # between READY/RESUMED and a disconnect
         self.client = _Client(
             self,

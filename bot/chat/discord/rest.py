@@ -15,12 +15,13 @@ import discord.http
 import yarl
 from discord.abc import Messageable
 
+from bot.chat.core.platform import required
 from bot.chat.discord.directory import channel_for_post, fetched_text_channels
 from bot.chat.discord.live import NO_PINGS
 from bot.chat.discord.manifest import PLATFORM
 from bot.chat.discord.output import post_to
 from bot.config import Settings
-from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.errors import ToolFailed
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,7 @@ class DiscordLogin:
     `undo()` puts discord.py's URLs back. discord.py's errors pass through: each caller says them its way."""
 
     def __init__(self, client: discord.Client, settings: Settings, gateway_url: str | None = None) -> None:
-        if settings.discord_bot_token is None:
-            raise ConfigError("DISCORD_BOT_TOKEN is not set, so nothing can be done on Discord.")
+        required(settings.discord_bot_token, "DISCORD_BOT_TOKEN is not set, so nothing can be done on Discord.")
         self.client, self.settings, self.gateway_url = client, settings, gateway_url
         self.logged_in = False
         self._undo_redirect: Callable[[], None] | None = None
@@ -74,8 +74,7 @@ class DiscordOutbox:
     platform = PLATFORM
 
     def __init__(self, settings: Settings) -> None:
-        if settings.discord_bot_token is None:
-            raise ConfigError("DISCORD_BOT_TOKEN is not set, so nothing can be posted to Discord.")
+        required(settings.discord_bot_token, "DISCORD_BOT_TOKEN is not set, so nothing can be posted to Discord.")
         self.settings = settings
         self.client = discord.Client(intents=discord.Intents.none(), allowed_mentions=NO_PINGS)
         self.login = DiscordLogin(self.client, settings)

@@ -23,9 +23,9 @@ from slack_sdk.errors import SlackApiError
 from bot.chat.core.access import AccessList, Origin, entries
 from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.attachments import FileFetcher, refs_from, refs_json
-from bot.chat.core.base import Directory, EventClaims, EventCounter, Inbound
-from bot.chat.core.exactly_once import ExactlyOnce
+from bot.chat.core.base import Directory, Inbound
 from bot.chat.core.pipeline import Pipeline, PipelineLimits, Receipt
+from bot.chat.core.platform import PlatformParts, required
 from bot.chat.core.progress import live_options
 from bot.chat.core.threads import AlertThreads
 from bot.chat.core.wiring import platform_pipeline
@@ -37,10 +37,7 @@ from bot.chat.slack.http_guard import slack_body_guard
 from bot.chat.slack.manifest import FILE_HOSTS, PLATFORM, is_id
 from bot.chat.slack.output import SlackReply
 from bot.chat.slack.rest import SlackOutbox, web_client
-from bot.config import Settings
 from bot.engine.errors import ConfigError
-from bot.engine.service import AgentService
-from bot.engine.spec import AgentProfile
 from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
@@ -49,38 +46,32 @@ EVENTS_PATH = "/slack/events"
 CLAIMS = "slack-message"  # the key is `channel:ts`: one claim catches a retry and a second event alike
 
 
-def pipeline(settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile],
-             claims: EventClaims | None, directory: Directory, counter: EventCounter | None,
-             inbox: ExactlyOnce | None) -> Pipeline:
-    """Slack's settings for the one inbound pipeline (bot/chat/core/pipeline.py); without `inbox`,
-    `processed_events` (no recovery)."""
+def pipeline(parts: PlatformParts, directory: Directory) -> Pipeline:
+    """Slack's settings for the one inbound pipeline (bot/chat/core/pipeline.py)."""
+    settings = parts.settings
     lists = AccessList("YOKEBOT_SLACK_ALLOWED_USERS / _CHANNELS / _ALLOW_DMS",
                        users=entries(settings.slack_allowed_users, PLATFORM),
                        channels=entries(settings.slack_allowed_channels, PLATFORM), dms=settings.slack_allow_dms)
     limits = PipelineLimits(settings.slack_max_concurrent_turns, settings.slack_drain_seconds)
-    return platform_pipeline(PLATFORM, service, profiles, settings.default_agent, lists, limits, claims=claims,
-                             namespace=CLAIMS, directory=directory, counter=counter, inbox=inbox, is_id=is_id)
+    return platform_pipeline(PLATFORM, parts, lists, limits, namespace=CLAIMS, directory=directory, is_id=is_id)
 
 
 class SlackAdapter:
     platform = PLATFORM
 
-    def __init__(self, settings: Settings, service: AgentService, profiles: Mapping[str, AgentProfile], *,
-                 claims: EventClaims | None = None, counter: EventCounter | None = None,
-                 inbox: ExactlyOnce | None = None) -> None:
-        if settings.slack_bot_token is None:
-            raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
+    def __init__(self, parts: PlatformParts) -> None:
+        settings = parts.settings
+        self._token = required(settings.slack_bot_token, "Slack needs SLACK_BOT_TOKEN.")
         if settings.slack_app_token is None and settings.slack_signing_secret is None:
             raise ConfigError("SLACK_BOT_TOKEN is set, but neither SLACK_APP_TOKEN (Socket Mode) nor "
                               "SLACK_SIGNING_SECRET (HTTP Events mode) is: set one of them.")
         self.settings = settings
         self.mode = "socket" if settings.slack_app_token is not None else "http"
-        self._token = settings.slack_bot_token.get_secret_value()
         self.files = FileFetcher(PLATFORM, (*FILE_HOSTS, settings.slack_api_url), self._token)  # attached files
         self.outbox = SlackOutbox(settings)  # posting: answers, notify, scheduled reports
         self.web, self.poster, self.directory = self.outbox.web, self.outbox.poster, self.outbox.directory
         self.groups, self.threads = UserGroups(self.web), ThreadMemory(self.web)
-        self.pipeline = pipeline(settings, service, profiles, claims, self, counter, inbox)
+        self.pipeline = pipeline(parts, self)
         # Bolt gets a client without a token: `authorize` supplies it, so no auth.test per request.
         secret = settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
 

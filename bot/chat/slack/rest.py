@@ -11,11 +11,12 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.chat.core.platform import required
 from bot.chat.slack.directory import ChannelDirectory
 from bot.chat.slack.manifest import PLATFORM
 from bot.chat.slack.output import OutputLimits, SlackPoster
 from bot.config import Settings
-from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.errors import ToolFailed
 
 POST_HINTS = {
     "not_in_channel": " (invite the bot to the channel first: /invite @yokebot)",
@@ -37,9 +38,7 @@ class SlackOutbox:
     platform = PLATFORM
 
     def __init__(self, settings: Settings) -> None:
-        if settings.slack_bot_token is None:
-            raise ConfigError("Slack needs SLACK_BOT_TOKEN.")
-        self.web = web_client(settings, settings.slack_bot_token.get_secret_value())
+        self.web = web_client(settings, required(settings.slack_bot_token, "Slack needs SLACK_BOT_TOKEN."))
         self.poster = SlackPoster(self.web, OutputLimits(settings.slack_message_chars,
                                                          settings.slack_file_threshold_chars))
         self.directory = ChannelDirectory(self.web)

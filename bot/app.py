@@ -250,7 +250,7 @@ def _tracing(settings: Settings, redact: SecretRedactor, metrics: Metrics | None
 
 
 def mcp_manager(
-    settings: Settings, profiles: dict[str, AgentProfile], registry: dict[str, Tool], metrics: Metrics | None
+    settings: Settings, profiles: dict[str, AgentProfile], registry: dict[str, Tool[Any]], metrics: Metrics | None
 ) -> McpManager | None:
     """The MCP servers of the profiles (not yet started), or None when no agent declares one."""
     if not any(p.mcp for p in profiles.values()):

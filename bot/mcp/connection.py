@@ -14,10 +14,10 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, cast
 
 import httpx2
 from mcp import Client, StdioServerParameters
@@ -60,10 +60,16 @@ class ServerLost(Exception):
 
 def describe(exc: BaseException) -> str:
     """One line for the model and /readyz: the innermost cause of an exception group, type and message."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    inner = _first_cause(exc)
+    text = str(inner).strip().splitlines()[0] if str(inner).strip() else ""
+    return f"{type(inner).__name__}: {text}" if text else type(inner).__name__
+
+
+def _first_cause(exc: BaseException) -> BaseException:
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    group = cast("BaseExceptionGroup[BaseException]", exc)  # isinstance cannot name the member type
+    return _first_cause(group.exceptions[0]) if group.exceptions else group
 
 
 class _StderrToLog:
@@ -229,7 +235,7 @@ class McpConnection:
                 self.on_up(self)
 
     @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[Client]:
+    async def _connect(self) -> AsyncGenerator[Client]:
         info = Implementation(name="yokebot", version="0.1.0")
         p = self.params
         async with AsyncExitStack() as stack:

@@ -64,7 +64,7 @@ class McpMetrics:
 
 
 class McpManager:
-    def __init__(self, plans: dict[str, ServerPlan], registry: MutableMapping[str, Tool], timing: Timing,
+    def __init__(self, plans: dict[str, ServerPlan], registry: MutableMapping[str, Tool[Any]], timing: Timing,
                  metrics: CollectorRegistry | None = None) -> None:
         self.plans, self.registry, self.timing = plans, registry, timing
         self.metrics = McpMetrics(metrics) if metrics is not None and plans else None
@@ -72,7 +72,7 @@ class McpManager:
         self.problems: dict[str, list[str]] = {}  # server -> refused tools, with why
 
     @classmethod
-    def from_profiles(cls, profiles: Mapping[str, AgentProfile], registry: MutableMapping[str, Tool],
+    def from_profiles(cls, profiles: Mapping[str, AgentProfile], registry: MutableMapping[str, Tool[Any]],
                       timing: Timing, metrics: CollectorRegistry | None = None,
                       environ: Mapping[str, str] | None = None) -> McpManager:
         return cls(plan_servers(profiles, os.environ if environ is None else environ), registry, timing, metrics)

@@ -70,7 +70,9 @@ def _nodes(node: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
 def argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
     """The first way `arguments` break the schema, as the model should read it; None when they fit."""
     validator = Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+    # types-jsonschema's deprecated second overload of iter_errors leaves `instance` untyped: a stub's gap
+    found: Iterator[SchemaValidationError] = validator.iter_errors(arguments)  # pyright: ignore[reportUnknownMemberType]
+    errors = sorted(found, key=lambda e: list(e.path))
     if not errors:
         return None
     first: SchemaValidationError = errors[0]

@@ -9,7 +9,7 @@ import json
 from typing import Any, cast
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, EmbeddedResource, ResourceLink, TextContent, TextResourceContents
 from mcp_types import Tool as McpTool
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -50,35 +50,35 @@ def render(result: CallToolResult) -> str:
     """The content blocks as text for the model; images and audio are named, not inlined."""
     parts: list[str] = []
     for block in result.content:
-        kind = block.type
-        if kind == "text":
-            parts.append(block.text)  # type: ignore[union-attr]
-        elif kind == "resource":
-            res: Any = block.resource  # type: ignore[union-attr]
-            parts.append(getattr(res, "text", None) or f"[binary resource {res.uri}, not shown]")
-        elif kind == "resource_link":
-            parts.append(f"[resource {block.uri}]")  # type: ignore[union-attr]
-        else:
-            parts.append(f"[{kind} content ({getattr(block, 'mime_type', '?')}), not shown]")
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, EmbeddedResource):
+            res = block.resource
+            text = res.text if isinstance(res, TextResourceContents) else None
+            parts.append(text or f"[binary resource {res.uri}, not shown]")
+        elif isinstance(block, ResourceLink):
+            parts.append(f"[resource {block.uri}]")
+        else:  # an image, audio
+            parts.append(f"[{block.type} content ({block.mime_type}), not shown]")
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
     text = "\n".join(parts)
     return text[:MAX_RESULT_CHARS]
 
 
-def make_tool(connection: McpConnection, spec: McpTool, server: McpServerSpec) -> Tool:
+def make_tool(connection: McpConnection, spec: McpTool, server: McpServerSpec) -> Tool[McpToolSettings]:
     name = namespaced(connection.name, spec.name)
     remote = spec.name
     key = server.connection_key()
 
-    async def guard(ctx: ToolContext, _: BaseModel) -> None:
+    async def guard(ctx: ToolContext[McpToolSettings], _: BaseModel) -> None:
         """Only an agent that declares this very server (alike) and allows this tool reaches it: the
         registry is shared, the declaration is the caller's own."""
         declared = ctx.run.profile.mcp.get(connection.name)
         if declared is None or declared.connection_key() != key or remote not in declared.allowed():
             raise ToolDenied(f"{name} belongs to an MCP server this agent does not declare with that tool")
 
-    async def call(ctx: ToolContext, /, **arguments: Any) -> str:
+    async def call(ctx: ToolContext[McpToolSettings], /, **arguments: Any) -> str:
         try:
             result = await connection.call(remote, arguments)
         except (ServerUnavailable, ServerLost) as exc:

@@ -101,12 +101,12 @@ class ConsoleReply(ReplySurface):
     run, the answer line for line (as it is written, when the model streams)."""
 
     stopped_text = ""  # Ctrl-C: the adapter itself says the turn was stopped
-    hooks: LiveView
 
     def __init__(self, console: Console, thread: str) -> None:
         self.console, self.thread = console, thread
         self.status = Status("thinking…", console=console)
-        self.hooks = LiveView(console, self.status)  # the pipeline passes it to AgentService.handle
+        self.view = LiveView(console, self.status)
+        self.hooks = self.view  # the pipeline passes it to AgentService.handle
 
     async def working(self) -> str:
         self.status.start()
@@ -114,7 +114,7 @@ class ConsoleReply(ReplySurface):
 
     async def deliver(self, text: str) -> None:
         self.status.stop()
-        streamed, self.hooks.streamed = self.hooks.streamed, ""
+        streamed, self.view.streamed = self.view.streamed, ""
         if streamed:
             self.console.print()  # end the streamed line
             if streamed.strip() == text.strip():

@@ -1,0 +1,4 @@
+from datetime import datetime
+
+class BaseTrigger:
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None: ...

@@ -37,6 +37,10 @@ class AlertHooks(Protocol):
     async def grafana(self, request: web.Request) -> web.Response: ...
 
 
+class _McpStates(Protocol):
+    def states(self) -> dict[str, dict[str, Any]]: ...
+
+
 class Observed(Protocol):
     """What the routes read of the running bot (`bot.app.App` is one)."""
 
@@ -46,6 +50,8 @@ class Observed(Protocol):
     def notifier(self) -> _Adapters: ...
     @property
     def metrics(self) -> Metrics | None: ...
+    @property
+    def mcp(self) -> _McpStates | None: ...  # the MCP servers, when an agent declares any
 
 log = logging.getLogger(__name__)
 DB_TIMEOUT_SECONDS = 3.0
@@ -99,9 +105,8 @@ async def readiness(bot: Observed) -> tuple[bool, dict[str, Any]]:
     body: dict[str, Any] = {"status": "ready" if ok else "not ready", "database": db_detail, "adapters": adapters}
     if not adapters:
         body["warning"] = NO_PLATFORM
-    mcp = getattr(bot, "mcp", None)  # the App's MCP servers, when an agent declares any
-    if mcp is not None:
-        body["mcp"] = mcp.states()
+    if bot.mcp is not None:
+        body["mcp"] = bot.mcp.states()
     return ok, body
 
 

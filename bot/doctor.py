@@ -261,7 +261,7 @@ async def _mcp_answers(settings: Settings, profile: Any, server: str, spec: Any)
 
 
 # --- all of it ------------------------------------------------------------------------------------------
-async def _bounded(name: str, check: Callable[[], Awaitable[Any]]) -> list[Check]:
+async def _bounded(name: str, check: Callable[[], Awaitable[Check | list[Check]]]) -> list[Check]:
     try:
         async with asyncio.timeout(TIMEOUT_SECONDS + 5):
             result = await check()

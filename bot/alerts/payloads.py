@@ -107,9 +107,9 @@ def _strings(value: Any, what: str, redact: Redact) -> dict[str, str]:
 
 
 def _status(value: Any, what: str) -> Status:
-    if value not in ("firing", "resolved"):
-        raise BadPayload(f"`{what}` must be \"firing\" or \"resolved\".")
-    return cast(Status, value)
+    if value == "firing" or value == "resolved":
+        return value
+    raise BadPayload(f"`{what}` must be \"firing\" or \"resolved\".")
 
 
 def _fingerprint(labels: Mapping[str, str]) -> str:

@@ -19,7 +19,11 @@ class Alerts:
     def __init__(self, bot: App, token: str, platforms: Sequence[Platform]) -> None:
         self.bot = bot
         s = bot.settings
-        self.investigations = _investigations(bot, platforms)
+        self.investigations = Investigations(
+            bot.service, bot.inbox, bot.inbox_turns, {p.platform: p for p in platforms},
+            max_concurrent=s.alert_max_concurrent,
+            drain_seconds=max((p.pipeline.limits.drain_seconds for p in platforms), default=0.0),
+            counter=bot.metrics, default_agent=s.default_agent)  # answered through the platform the route names
         self.store = AlertStore(bot.engine, bot.store.owner, s.inbox_lease_seconds)
         self.desk = AlertDesk(self.store, bot.profiles, {p.platform: p.alert_threads() for p in platforms},
                               self.investigations, per_10m=s.alert_max_per_10m,
@@ -29,23 +33,11 @@ class Alerts:
 
     def attach(self, resumable: MutableMapping[str, Resumable]) -> None:
         """Add the investigations to `resumable` (for the inbox's Recovery)."""
-        if self.investigations is not None:
-            resumable[PLATFORM] = self.investigations
+        resumable[PLATFORM] = self.investigations
 
     async def start(self, *, alone: bool) -> Callable[[], Awaitable[None]]:
         await self.desk.start(alone=alone, period=self.bot.settings.inbox_lease_seconds / 3)
         return self.desk.stop
-
-
-def _investigations(bot: App, platforms: Sequence[Platform]) -> Investigations | None:
-    """Investigations answer in the group's thread through the platform the route names; None without the inbox."""
-    if bot.inbox is None or bot.inbox_turns is None:
-        return None
-    s = bot.settings
-    return Investigations(bot.service, bot.inbox, bot.inbox_turns, {p.platform: p for p in platforms},
-                          max_concurrent=s.alert_max_concurrent,
-                          drain_seconds=max((p.pipeline.limits.drain_seconds for p in platforms), default=0.0),
-                          counter=bot.metrics, default_agent=s.default_agent)
 
 
 def build_alerts(bot: App, platforms: Sequence[Platform]) -> Alerts | None:

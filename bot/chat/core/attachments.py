@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -64,7 +64,8 @@ class FileRef:
 
 def refs_from(target: Mapping[str, Any]) -> tuple[FileRef, ...]:
     """The file refs an inbox row's reply target holds (`files`), for `rebuild`."""
-    return tuple(FileRef.from_dict(d) for d in target.get("files") or () if isinstance(d, Mapping))
+    files: Iterable[object] = target.get("files") or ()
+    return tuple(FileRef.from_dict(cast(Mapping[str, Any], d)) for d in files if isinstance(d, Mapping))
 
 
 class FileFetcher:

@@ -16,7 +16,7 @@ import copy
 import logging
 import re
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import discord
 from aiohttp import web
@@ -289,7 +289,7 @@ class DiscordAdapter:
         """The message of an inbox row taken over after a restart, as `_inbound` made it, with a reply surface
         that works over REST from the stored IDs (recovery; the gateway need not be up)."""
         t = item.reply
-        trigger = cast(Trigger, item.trigger if item.trigger in CHANNEL_TYPES else "mention")
+        trigger: Trigger = item.trigger if item.trigger in CHANNEL_TYPES else "mention"
         guild = int(t["guild"]) if t.get("guild") else None
         message, channel = stored_message(self.client, int(t["channel"]), int(t["message"]), guild,
                                           CHANNEL_TYPES[trigger])

@@ -20,7 +20,7 @@ def roles(author: discord.User | discord.Member) -> frozenset[str]:
     """The role IDs of a guild member (from the event or interaction itself, no lookup); none for a user."""
     if not isinstance(author, discord.Member):
         return frozenset()
-    return frozenset({str(r.id) for r in author.roles} | {str(r) for r in author._roles})  # IDs, never names
+    return frozenset({str(r.id) for r in author.roles} | {str(r) for r in author._roles})  # pyright: ignore[reportPrivateUsage]  # role IDs, never names
 
 
 async def channel_name(client: discord.Client, channel: str) -> str | None:

@@ -4,6 +4,8 @@ defused, and its `yokebot doctor` check. Light on purpose: discord.py and aiohtt
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from bot.chat.core.checks import TIMEOUT_SECONDS, Check, fail, first_line, ok
 from bot.chat.core.formatting import defuse_at_broadcasts
 from bot.config import Settings
@@ -49,4 +51,5 @@ async def doctor(settings: Settings) -> list[Check]:
                      "reset the token in the developer portal (Bot page) and copy it into DISCORD_BOT_TOKEN")]
     if status != 200 or not isinstance(body, dict):
         return [fail(PLATFORM, f"{base}/users/@me answered HTTP {status}", "check DISCORD_API_URL")]
-    return [ok(PLATFORM, f"token works: bot {body.get('username')} ({body.get('id')})")]
+    me = cast(dict[str, Any], body)
+    return [ok(PLATFORM, f"token works: bot {me.get('username')} ({me.get('id')})")]

@@ -7,7 +7,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from bot.chat.platforms import PLATFORMS, names
+from bot.engine.errors import ProfileError
+from bot.engine.spec import ProfileLoader
+from bot.tools import builtin_tools
+from tests.helpers import write_agent
 
 BOT = Path(__file__).parents[1] / "bot"
 ALLOWED = ("chat/slack/", "chat/discord/", "chat/platforms.py")
@@ -46,3 +52,25 @@ def test_every_platform_package_has_the_same_plug():
         assert {"manifest.py", "adapter.py", "rest.py", "alerts.py", "live.py", "output.py", "approvals.py",
                 "directory.py"} <= modules[name], name
     assert [e.name for e in PLATFORMS] == list(names())
+
+
+@pytest.mark.parametrize(("front", "where"), [
+    ("tools: [notify]\nnotify:\n  default: mattermost:#x", "notify.default"),
+    ("tools: [notify]\nnotify:\n  allowed: [teams:ops]", "notify.allowed"),
+    ("schedules:\n  - {name: daily, every: 1d, prompt: report, post_to: teams:ops}", "schedules.0.post_to"),
+    ("alerts:\n  - {match: {a: b}, post_to: 'mattermost:#x'}", "alerts.0.post_to"),
+])
+def test_an_unknown_platform_is_refused_at_load_with_the_same_sentence_everywhere(tmp_path: Path, front: str,
+                                                                                  where: str):
+    write_agent(tmp_path, "ops", "description: ops\n" + front)
+    with pytest.raises(ProfileError) as info:
+        ProfileLoader(tmp_path, builtin_tools(), platforms=names()).load("ops")
+    said = str(info.value)
+    assert where in said and "names an unknown platform; yokebot posts to slack and discord, like slack:#ops" in said
+
+
+def test_a_known_platform_loads(tmp_path: Path):
+    write_agent(tmp_path, "ops", "description: ops\ntools: [notify]\nnotify:\n  default: discord:123\n"
+                                 "schedules:\n  - {name: daily, every: 1d, prompt: report, post_to: slack:#ops}")
+    profile = ProfileLoader(tmp_path, builtin_tools(), platforms=names()).load("ops")
+    assert profile.schedules[0].post_to == "slack:#ops"

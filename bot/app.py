@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.chat.core.approvals import ApprovalDesk
@@ -143,7 +143,7 @@ async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[Async
         except (OSError, SQLAlchemyError) as exc:
             await engine.dispose()
             where = make_url(settings.database_url).render_as_string(hide_password=True)
-            orig = getattr(exc, "orig", None) or exc
+            orig = (exc.orig if isinstance(exc, DBAPIError) else None) or exc  # the driver's own error
             first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
             raise ConfigError(
                 f"Could not open the database at {where} ({first}); check YOKEBOT_DATABASE_URL."

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.commands.support import out, run_async, settings_or_exit, terminal, with_engine
+from bot.commands.support import driver_error, out, run_async, settings_or_exit, terminal, with_engine
 from bot.engine.errors import YokebotError
 from bot.observability.timeparse import BadTime, parse_span
 
@@ -39,7 +39,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
                                "newest schema") from None
         except (OSError, SQLAlchemyError) as exc:
             where = engine.url.render_as_string(hide_password=True)
-            first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+            first = str(driver_error(exc)).strip().splitlines() or [type(exc).__name__]
             raise YokebotError(f"could not open the database at {where} ({first[0]}); check "
                                "YOKEBOT_DATABASE_URL") from None
         finally:

@@ -121,6 +121,13 @@ def readable_url(settings: Settings) -> str:
     return "sqlite+aiosqlite:///:memory:"
 
 
+def driver_error(exc: BaseException) -> BaseException:
+    """The database driver's own error inside SQLAlchemy's wrapper (its text names the cause), else `exc`."""
+    from sqlalchemy.exc import DBAPIError
+
+    return (exc.orig if isinstance(exc, DBAPIError) else None) or exc
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
+    text = str(driver_error(exc)).strip()
     return text.splitlines()[0] if text else type(exc).__name__

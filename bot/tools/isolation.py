@@ -16,6 +16,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -164,7 +165,7 @@ def not_dumpable() -> bool:
     import ctypes.util
 
     name = ctypes.util.find_library("c")
-    if not name or not hasattr(os, "sched_getaffinity"):  # Linux only
+    if not name or sys.platform != "linux":  # Linux only
         return False
     try:
         libc = ctypes.CDLL(name, use_errno=True)

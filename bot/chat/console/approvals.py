@@ -10,8 +10,8 @@ from typing import Literal
 from rich.console import Console
 from rich.markup import escape
 
+from bot.records.approvals import Approval
 from bot.redact import printable
-from bot.store.approvals import Approval
 
 Verdict = tuple[Literal["approved", "denied"], str]
 

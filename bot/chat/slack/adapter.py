@@ -37,6 +37,7 @@ from bot.chat.slack.http_guard import slack_body_guard
 from bot.chat.slack.manifest import FILE_HOSTS, PLATFORM, is_id
 from bot.chat.slack.output import SlackReply
 from bot.chat.slack.rest import SlackOutbox, web_client
+from bot.chat.slack.web import error_of, web_api
 from bot.engine.errors import ConfigError
 from bot.records.inbox import InboxItem
 
@@ -85,8 +86,8 @@ class SlackAdapter:
         self.bolt = AsyncApp(client=web_client(settings, None), authorize=authorize, signing_secret=secret,
                              process_before_response=True, request_verification_enabled=self.mode == "http",
                              logger=logging.getLogger("slack_bolt.yokebot"))
-        self.bolt.assistant(build_assistant(prompts_from(settings.slack_suggested_prompts)))
-        self.bolt.event(re.compile(".*"))(on_event)
+        self.bolt.assistant(build_assistant(prompts_from(settings.slack_suggested_prompts)))  # pyright: ignore[reportUnknownMemberType]  # Bolt's decorators are untyped
+        self.bolt.event(re.compile(".*"))(on_event)  # pyright: ignore[reportUnknownMemberType]  # Bolt's decorators are untyped
         self.rules = EventRules(not settings.slack_answer_bots, settings.slack_thread_followups)
         self.direct = DirectEvents(self._on_event, secret)  # channel messages and mentions skip Bolt's stack
         self.identity: BotIdentity | None = None
@@ -151,9 +152,9 @@ class SlackAdapter:
     async def _whoami(self) -> BotIdentity:
         if self.identity is None:
             try:
-                resp = await self.web.auth_test()
+                resp = await web_api(self.web).auth_test()
             except SlackApiError as exc:
-                raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({exc.response.get('error')}).") from None
+                raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({error_of(exc)}).") from None
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 raise ConfigError(
                     f"Cannot reach the Slack API at {self.settings.slack_api_url} ({type(exc).__name__}: {exc}); "

@@ -16,6 +16,7 @@ from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.slack.directory import UserGroups
 from bot.chat.slack.live import SlackMessages
 from bot.chat.slack.manifest import defuse
+from bot.chat.slack.web import error_of, fields, listed
 from bot.records.approvals import Approval
 
 log = logging.getLogger(__name__)
@@ -113,30 +114,30 @@ def mount_approvals(bolt: AsyncApp, desk: ApprovalDesk, client: AsyncWebClient, 
         await ack()
         await handle_click(desk, buttons, groups, body)
 
-    bolt.action(desk_api.ACTION_APPROVE)(on_click)
-    bolt.action(desk_api.ACTION_DENY)(on_click)
+    bolt.action(desk_api.ACTION_APPROVE)(on_click)  # pyright: ignore[reportUnknownMemberType]  # Bolt's decorators are untyped
+    bolt.action(desk_api.ACTION_DENY)(on_click)  # pyright: ignore[reportUnknownMemberType]  # Bolt's decorators are untyped
 
 
 async def handle_click(desk: ApprovalDesk, buttons: SlackApprovalButtons, groups: UserGroups,
                        body: dict[str, Any]) -> None:
-    action = (body.get("actions") or [{}])[0]
-    user = str((body.get("user") or {}).get("id") or "")
+    action = fields((listed(body.get("actions")) or [{}])[0])
+    user = str(fields(body.get("user")).get("id") or "")
     try:
         approval_id = int(action.get("value") or "")
     except ValueError:
         log.warning("Slack approval click with a bad value %r", action.get("value"))
         return
     approve = action.get("action_id") == desk_api.ACTION_APPROVE
-    container = body.get("container") or {}
-    channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
-    message_ts = str(container.get("message_ts") or (body.get("message") or {}).get("ts") or "")
+    container = fields(body.get("container"))
+    channel = str(container.get("channel_id") or fields(body.get("channel")).get("id") or "")
+    message_ts = str(container.get("message_ts") or fields(body.get("message")).get("ts") or "")
     answer = await desk.click("slack", approval_id, user, await groups.of(user), approve,
                               f"{channel}:{message_ts}")
     try:
         if answer.approval is not None:
             await buttons.show(answer.approval)
         if answer.private is not None:  # alone (not decided), or with the decision (its turn is gone)
-            thread = (body.get("message") or {}).get("thread_ts")
+            thread = fields(body.get("message")).get("thread_ts")
             await buttons.messages.ephemeral(channel, user, answer.private, thread)
     except SlackApiError as exc:
-        log.warning("could not answer the approval click on %s: %s", approval_id, exc.response.get("error"))
+        log.warning("could not answer the approval click on %s: %s", approval_id, error_of(exc))

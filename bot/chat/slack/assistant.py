@@ -16,6 +16,7 @@ from slack_bolt.context.set_suggested_prompts.async_set_suggested_prompts import
 from slack_sdk.errors import SlackApiError
 
 from bot.chat.slack.live import safe
+from bot.chat.slack.web import error_of
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,11 @@ def build_assistant(prompts: list[str]) -> AsyncAssistant:
         try:
             await set_suggested_prompts(prompts=prompts)
         except SlackApiError as exc:
-            log.info("slack: could not set the suggested prompts: %s", exc.response.get("error"))
+            log.info("slack: could not set the suggested prompts: %s", error_of(exc))
 
     async def context_changed(payload: dict[str, Any]) -> None:
         return None  # the channel the user is viewing is not used (Bolt's default would store it)
 
-    assistant.thread_started(thread_started)
-    assistant.thread_context_changed(context_changed)
+    assistant.thread_started(thread_started)  # pyright: ignore[reportUnknownMemberType]  # Bolt's decorators are untyped
+    assistant.thread_context_changed(context_changed)  # pyright: ignore[reportUnknownMemberType]  # Bolt's decorators are untyped
     return assistant

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from slack_bolt.adapter.socket_mode.async_internals import send_async_response
 from slack_bolt.response import BoltResponse
@@ -28,6 +28,7 @@ from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 
 from bot.chat.slack.events import is_dm
+from bot.chat.slack.web import fields
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,10 @@ BoltHandler = Callable[[Any, SocketModeRequest], Awaitable[None]]  # (the socket
 
 def is_direct(body: Any) -> bool:
     """A channel's message or mention: an event the adapter takes without Bolt."""
-    if not isinstance(body, dict) or body.get("type") != "event_callback":
+    if fields(body).get("type") != "event_callback":
         return False
-    event = body.get("event")
-    return isinstance(event, dict) and event.get("type") in DIRECT_EVENTS and not is_dm(event)
+    event = fields(fields(body).get("event"))
+    return bool(event) and event.get("type") in DIRECT_EVENTS and not is_dm(event)
 
 
 class DirectEvents:
@@ -54,12 +55,13 @@ class DirectEvents:
         """Socket Mode: the listener that takes the place of Bolt's (`bolt`, which gets everything else)."""
 
         async def handle(client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-            if req.type != "events_api" or not is_direct(req.payload):
+            payload = fields(req.payload)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]  # untyped
+            if req.type != "events_api" or not is_direct(payload):
                 await bolt(client, req)
                 return
             start = time.time()
             headers = {} if req.retry_attempt is None else {"x-slack-retry-num": [str(req.retry_attempt)]}
-            await send_async_response(client, req, await self._run(req.payload, headers), start)
+            await send_async_response(client, req, await self._run(cast(dict[str, Any], payload), headers), start)
 
         return handle
 

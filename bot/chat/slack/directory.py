@@ -10,6 +10,8 @@ from collections import OrderedDict
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.chat.slack.web import error_of, fields, listed, web_api
+
 log = logging.getLogger(__name__)
 
 THREADS_MAX = 10_000
@@ -19,7 +21,7 @@ class ChannelDirectory:
     """Channel name <-> ID for channels the bot can see. Refreshed on a miss, at most every `min_age` s."""
 
     def __init__(self, client: AsyncWebClient, min_age: float = 60.0) -> None:
-        self.client = client
+        self.client = web_api(client)
         self.min_age = min_age
         self._by_name: dict[str, str] = {}
         self._loaded_at = float("-inf")
@@ -32,9 +34,9 @@ class ChannelDirectory:
         while True:
             resp = await self.client.conversations_list(
                 types="public_channel,private_channel", exclude_archived=True, limit=1000, cursor=cursor)
-            for ch in resp.get("channels") or []:
+            for ch in listed(resp.get("channels")):
                 names[str(ch["name"])] = str(ch["id"])
-            cursor = (resp.get("response_metadata") or {}).get("next_cursor") or None
+            cursor = fields(resp.get("response_metadata")).get("next_cursor") or None
             if not cursor:
                 break
         self._by_name, self._loaded_at = names, time.monotonic()
@@ -61,7 +63,7 @@ class UserGroups:
     when an access list names groups. A failed lookup counts as "in no group": access fails closed."""
 
     def __init__(self, client: AsyncWebClient, min_age: float = 60.0) -> None:
-        self.client, self.min_age = client, min_age
+        self.client, self.min_age = web_api(client), min_age
         self._members: dict[str, frozenset[str]] = {}  # user -> groups
         self._loaded_at = float("-inf")
 
@@ -71,11 +73,11 @@ class UserGroups:
                 resp = await self.client.usergroups_list(include_users=True)
             except SlackApiError as exc:
                 log.warning("cannot read Slack user groups (%s): users are taken to be in none",
-                            exc.response.get("error"))
+                            error_of(exc))
                 return frozenset()
             members: dict[str, set[str]] = {}
-            for group in resp.get("usergroups") or []:
-                for member in group.get("users") or []:
+            for group in listed(resp.get("usergroups")):
+                for member in listed(group.get("users")):
                     members.setdefault(str(member), set()).add(str(group["id"]))
             self._members = {u: frozenset(g) for u, g in members.items()}
             self._loaded_at = time.monotonic()
@@ -86,7 +88,7 @@ class ThreadMemory:
     """Threads the bot answered or was mentioned in; after a restart read back with conversations.replies."""
 
     def __init__(self, client: AsyncWebClient) -> None:
-        self.client = client
+        self.client = web_api(client)
         self._threads: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def remember(self, channel: str, thread: str) -> None:
@@ -101,9 +103,9 @@ class ThreadMemory:
         try:
             resp = await self.client.conversations_replies(channel=channel, ts=thread_ts, limit=200)
         except SlackApiError as exc:
-            log.info("cannot read thread %s in %s: %s", thread_ts, channel, exc.response.get("error"))
+            log.info("cannot read thread %s in %s: %s", thread_ts, channel, error_of(exc))
             return False
-        for m in resp.get("messages") or []:
+        for m in listed(resp.get("messages")):
             if m.get("user") == user_id or (bot_id and m.get("bot_id") == bot_id) \
                     or f"<@{user_id}" in str(m.get("text") or ""):
                 self.remember(channel, thread_ts)

@@ -10,6 +10,7 @@ from typing import Any
 from bot.chat.core.attachments import FileRef
 from bot.chat.core.base import EventClaims, Trigger
 from bot.chat.slack.manifest import PLATFORM
+from bot.chat.slack.web import fields, listed
 
 __all__ = ["EventClaims"]  # kept importable from here (bench/slack_ack.py)
 
@@ -96,8 +97,8 @@ def _inbound(event: Mapping[str, Any], me: BotIdentity, trigger: Trigger, event_
 def files_of(event: Mapping[str, Any]) -> tuple[FileRef, ...]:
     """The files shared with the message (snippets too); a file without a download URL is skipped."""
     out: list[FileRef] = []
-    for f in event.get("files") or ():
-        url = f.get("url_private_download") or f.get("url_private") if isinstance(f, Mapping) else None
+    for f in map(fields, listed(event.get("files"))):
+        url = f.get("url_private_download") or f.get("url_private")
         if url:
             size = f.get("size")
             out.append(FileRef(PLATFORM, str(f.get("name") or f.get("title") or "file"), str(url),

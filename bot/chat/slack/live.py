@@ -24,6 +24,7 @@ from bot.chat.core.formatting import split_message
 from bot.chat.core.live import MessageOps
 from bot.chat.slack.manifest import PLATFORM, defuse
 from bot.chat.slack.mrkdwn import to_mrkdwn
+from bot.chat.slack.web import error_of, web_api
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class SlackMessages:
     """The one gate between yokebot and Slack's message methods: each text is defused here."""
 
     def __init__(self, client: AsyncWebClient) -> None:
-        self.client = client
+        self.client = web_api(client)
 
     async def post(self, channel: str, text: str, thread_ts: str | None = None, **extra: Any) -> Any:
         return await self.client.chat_postMessage(channel=channel, text=safe(text), thread_ts=thread_ts,
@@ -156,7 +157,7 @@ class SlackLiveOps(MessageOps):
         try:
             ts, sent = await self.messages.start_stream(self.channel, self.thread_ts, partial)
         except SlackApiError as exc:
-            error = str(exc.response.get("error"))
+            error = error_of(exc)
             if error in NO_STREAMS:
                 self.poster.can_stream = False  # this workspace: edits from now on
             log.info("slack: no streaming here (%s); the answer is shown by edits", error)
@@ -197,7 +198,7 @@ class SlackLiveOps(MessageOps):
             await self.messages.pane_title(self.channel, self.thread_ts,
                                            title[:60] + ("…" if len(title) > 60 else ""))
         except SlackApiError as exc:
-            log.debug("slack: not an assistant thread (%s)", exc.response.get("error"))
+            log.debug("slack: not an assistant thread (%s)", error_of(exc))
             self.assistant = False
 
     async def pane_status(self, text: str) -> bool:
@@ -208,7 +209,7 @@ class SlackLiveOps(MessageOps):
         try:
             await self.messages.pane_status(self.channel, self.thread_ts, line)
         except SlackApiError as exc:
-            log.debug("slack: no assistant status here (%s); a status message instead", exc.response.get("error"))
+            log.debug("slack: no assistant status here (%s); a status message instead", error_of(exc))
             self.assistant = False
             return False
         self.assistant = True

@@ -51,6 +51,8 @@ async def doctor(settings: Settings) -> list[Check]:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.web.async_client import AsyncWebClient
 
+    from bot.chat.slack.web import error_of, web_api
+
     bot_token = settings.slack_bot_token.get_secret_value()
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token is not None else None
     if bot_token.startswith("xapp-") or (app_token or "").startswith("xox"):
@@ -58,11 +60,11 @@ async def doctor(settings: Settings) -> list[Check]:
                                "the app-level token with xapp-",
                      "put the Bot User OAuth Token (xoxb-…) in SLACK_BOT_TOKEN and the app-level token (xapp-…) in "
                      "SLACK_APP_TOKEN")]
-    client = AsyncWebClient(token=bot_token, base_url=settings.slack_api_url, timeout=int(TIMEOUT_SECONDS))
+    client = web_api(AsyncWebClient(token=bot_token, base_url=settings.slack_api_url, timeout=int(TIMEOUT_SECONDS)))
     try:
         resp = await client.auth_test()
     except SlackApiError as exc:
-        return [fail(PLATFORM, f"Slack rejected SLACK_BOT_TOKEN ({exc.response.get('error')})",
+        return [fail(PLATFORM, f"Slack rejected SLACK_BOT_TOKEN ({error_of(exc)})",
                      "copy the Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page")]
     except Exception as exc:
         return [fail(PLATFORM, f"cannot reach the Slack API at {settings.slack_api_url} ({first_line(exc)})",
@@ -81,11 +83,13 @@ async def _check_app_token(settings: Settings, app_token: str) -> Check:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.web.async_client import AsyncWebClient
 
-    client = AsyncWebClient(token=app_token, base_url=settings.slack_api_url, timeout=int(TIMEOUT_SECONDS))
+    from bot.chat.slack.web import error_of, web_api
+
+    client = web_api(AsyncWebClient(token=app_token, base_url=settings.slack_api_url, timeout=int(TIMEOUT_SECONDS)))
     try:
         await client.apps_connections_open(app_token=app_token)
     except SlackApiError as exc:
-        return fail(PLATFORM, f"Slack rejected SLACK_APP_TOKEN for Socket Mode ({exc.response.get('error')})",
+        return fail(PLATFORM, f"Slack rejected SLACK_APP_TOKEN for Socket Mode ({error_of(exc)})",
                     "create an app-level token with the connections:write scope (Basic Information → App-Level "
                     "Tokens) and turn Socket Mode on; or use HTTP mode with SLACK_SIGNING_SECRET instead")
     except Exception as exc:

@@ -17,6 +17,7 @@ from bot.chat.core.progress import LiveOptions
 from bot.chat.slack.directory import ThreadMemory
 from bot.chat.slack.live import SlackLiveOps, SlackMessages
 from bot.chat.slack.mrkdwn import to_mrkdwn
+from bot.chat.slack.web import error_of, web_api
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class OutputLimits:
 
 class SlackPoster:
     def __init__(self, client: AsyncWebClient, limits: OutputLimits) -> None:
-        self.client, self.limits = client, limits
+        self.client, self.limits = web_api(client), limits
         self.messages = SlackMessages(client)  # every text goes out through it
         self.can_stream: bool | None = None  # the workspace has chat.startStream (None: not tried yet)
 
@@ -68,7 +69,7 @@ class SlackPoster:
             else:
                 await self.client.reactions_add(channel=channel, timestamp=ts, name=name)
         except SlackApiError as exc:
-            log.info("reaction %s on %s/%s: %s", name, channel, ts, exc.response.get("error"))
+            log.info("reaction %s on %s/%s: %s", name, channel, ts, error_of(exc))
 
     async def finish(self, channel: str, ts: str, ok: bool) -> None:
         await self.react(channel, ts, WORKING, remove=True)

@@ -5,6 +5,7 @@ on its own: no Socket Mode connection, no HTTP route, only the bot token and the
 from __future__ import annotations
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -15,6 +16,7 @@ from bot.chat.core.platform import required
 from bot.chat.slack.directory import ChannelDirectory
 from bot.chat.slack.manifest import PLATFORM
 from bot.chat.slack.output import OutputLimits, SlackPoster
+from bot.chat.slack.web import error_of
 from bot.config import Settings
 from bot.engine.errors import ToolFailed
 
@@ -27,8 +29,10 @@ POST_HINTS = {
 
 def web_client(settings: Settings, token: str | None) -> AsyncWebClient:
     """A Web API client on SLACK_API_URL that waits out 429s (Retry-After) and retries dropped connections."""
-    retry = [AsyncRateLimitErrorRetryHandler(max_retry_count=settings.slack_rate_limit_retries),
-             AsyncConnectionErrorRetryHandler()]
+    retry: list[AsyncRetryHandler] = [
+        AsyncRateLimitErrorRetryHandler(max_retry_count=settings.slack_rate_limit_retries),
+        AsyncConnectionErrorRetryHandler(),
+    ]
     return AsyncWebClient(token=token, base_url=settings.slack_api_url, retry_handlers=retry)
 
 
@@ -74,7 +78,7 @@ class SlackOutbox:
                 channel_id = found
             stamps = await self.poster.post(channel_id, text)
         except SlackApiError as exc:
-            error = str(exc.response.get("error"))
+            error = error_of(exc)
             hint = POST_HINTS.get(error, "")
             raise ToolFailed(f"Slack refused the post to {channel}: {error}{hint}") from None
         return f"{PLATFORM}:{channel_id}:{stamps[0]}"

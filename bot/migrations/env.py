@@ -10,7 +10,8 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-import bot.alerts.tables  # noqa: F401  (the alert tables are on Base too: `alembic check` sees them)
+# imported for its effect: the alert tables join Base, so `alembic check` and autogenerate see them
+import bot.alerts.tables  # noqa: F401  # pyright: ignore[reportUnusedImport]
 from bot.store.models import Base
 
 config = context.config

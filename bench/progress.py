@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import bench_settings, header, registry, sqlite_url, verdict, workdir, write_bench_agent
-from bot.app import build_app, build_slack
+from bot.app import build_app
 from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.fakes.slack_server import BOT_USER, FakeSlack, event_callback
+from tests.helpers import build_slack
 
 CHANNEL = "C_BENCH"
 TARGET_FIRST_TEXT_S = 1.0

@@ -44,9 +44,10 @@ from bench._common import (
 from bench._common import (
     run as bench_run,
 )
-from bot.app import App, build_app, build_slack
+from bot.app import App, build_app
 from bot.chat.slack.adapter import EVENTS_PATH, SlackAdapter
 from tests.fakes.slack_server import BOT_USER, event_callback
+from tests.helpers import build_slack
 
 TARGET_P99_MS = 50.0
 SECRET = "bench-signing-secret"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -41,8 +41,6 @@ from bot.store.session_lock import PgSessionLock
 from bot.tools import builtin_tools
 
 if TYPE_CHECKING:
-    from bot.chat.discord.adapter import DiscordAdapter
-    from bot.chat.slack.adapter import SlackAdapter
     from bot.mcp.manager import McpManager
     from bot.observability.metrics import Metrics
     from bot.observability.otel import Tracing
@@ -280,18 +278,10 @@ def platform_parts(app: App) -> PlatformParts:
     return PlatformParts(app.settings, app.service, app.profiles, app.store, app.metrics, app.inbox_turns)
 
 
-def _build_one(app: App, name: str) -> Platform | None:
+def build_one(app: App, name: str) -> Platform | None:
+    """One configured platform's adapter alone, as `build_platforms` builds it (not connected yet: `start()`
+    it); None when Settings do not configure it. Tests and benchmarks drive an adapter this way."""
     entry = next((e for e in configured(app.settings) if e.name == name), None)
     if entry is None:
         return None
     return _resumable(app, build_platform(entry, platform_parts(app), app.notifier, app.approvals))
-
-
-def build_slack(app: App) -> SlackAdapter | None:
-    """The Slack adapter alone, as `build_platforms` builds it (tests and benchmarks drive it directly)."""
-    return cast("SlackAdapter | None", _build_one(app, "slack"))
-
-
-def build_discord(app: App) -> DiscordAdapter | None:
-    """The Discord adapter alone, as `build_platforms` builds it (not connected yet: `start()` it)."""
-    return cast("DiscordAdapter | None", _build_one(app, "discord"))

@@ -8,12 +8,17 @@ import socket
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bot.engine.errors import ToolRetry
 from bot.engine.run.context import ToolContext
 from bot.engine.run.tooling import Tool, tool
 from bot.tools import builtin_tools
+
+if TYPE_CHECKING:
+    from bot.app import App
+    from bot.chat.discord.adapter import DiscordAdapter
+    from bot.chat.slack.adapter import SlackAdapter
 
 FLAKY_CALLS: Counter[str] = Counter()
 
@@ -106,3 +111,17 @@ async def db_rows(url: str, sql: str) -> list[Any]:
             return list((await conn.execute(text(sql))).all())
     finally:
         await engine.dispose()
+
+
+def build_slack(app: App) -> SlackAdapter | None:
+    """The Slack adapter alone, as `yokebot run` builds it (tests and benchmarks drive it directly)."""
+    from bot.app import build_one
+
+    return cast("SlackAdapter | None", build_one(app, "slack"))
+
+
+def build_discord(app: App) -> DiscordAdapter | None:
+    """The Discord adapter alone, as `yokebot run` builds it (not connected yet: `start()` it)."""
+    from bot.app import build_one
+
+    return cast("DiscordAdapter | None", build_one(app, "discord"))

@@ -12,6 +12,7 @@ from typing import Any, Literal, cast
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.chat.platforms import names
 from bot.engine.errors import ConfigError
 from bot.engine.spec import load_yaml
 
@@ -44,7 +45,7 @@ class ScheduleRun(_Strict):
 
     name: str | None = None
     prompt: str | None = None
-    post_to: str = "slack:#eval-reports"
+    post_to: str = Field(default_factory=lambda: f"{names()[0]}:#eval-reports")  # the registry's first platform
 
     @model_validator(mode="after")
     def _one(self) -> ScheduleRun:

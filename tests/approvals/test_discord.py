@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from bot.app import App, build_app, build_discord
+from bot.app import App, build_app
 from bot.chat.core.approvals import ACTION_APPROVE, ACTION_DENY
 from bot.chat.discord.adapter import DiscordAdapter
 from tests.approvals.harness import approval_rows, fast, tool_rows
 from tests.conftest import make_settings
 from tests.fakes.discord_server import ALICE, BOB, CAROL, ONCALL_ROLE, FakeDiscord, Posted
 from tests.fakes.openai_server import FakeOpenAI, call
-from tests.helpers import RESTARTS, eventually, registry, tool_messages, write_agent
+from tests.helpers import RESTARTS, build_discord, eventually, registry, tool_messages, write_agent
 
 TOKEN = "discord-test-token-0123456789"
 AGENT = f"""

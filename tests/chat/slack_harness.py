@@ -13,12 +13,12 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bot.app import App, build_app, build_slack
+from bot.app import App, build_app
 from bot.chat.slack.adapter import EVENTS_PATH, SlackAdapter
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import BOT_USER, FakeSlack, event_callback, sign
-from tests.helpers import eventually, registry
+from tests.helpers import build_slack, eventually, registry
 
 SECRET = "test-signing-secret-123"
 

@@ -11,12 +11,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bot.app import App, build_app, build_discord
+from bot.app import App, build_app
 from tests.chat.test_discord import TOKEN
 from tests.conftest import make_settings, rows
 from tests.fakes.discord_server import ALICE, DM_CHANNEL, GENERAL, OPS_ALERTS, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Step, call
-from tests.helpers import db_rows, eventually, registry, write_agent
+from tests.helpers import build_discord, db_rows, eventually, registry, write_agent
 from tests.recovery.harness import Bot, free_port, wait_until
 from tests.recovery.test_instances import readyz
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.app import build_app, build_discord
+from bot.app import build_app
 from bot.chat.discord.output import DiscordReply
 from bot.records.inbox import InboxItem
 from tests.fakes.discord_server import ALICE, DM_CHANNEL, GENERAL, GUILD_ID, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
-from tests.helpers import db_rows, registry
+from tests.helpers import build_discord, db_rows, registry
 from tests.recovery.harness import HALF, THINKS, WRITES, Bot, MidTurnModel, wait_until
 from tests.recovery.test_discord_inbox import discord_env, discord_settings
 from tests.recovery.test_instances import readyz

@@ -79,7 +79,7 @@ async def check_database(settings: Settings) -> Check:
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from bot.store.db import _current, alembic_config
+    from bot.store.db import alembic_config, current_revision
 
     url = make_url(settings.database_url)
     where = url.render_as_string(hide_password=True)
@@ -89,7 +89,7 @@ async def check_database(settings: Settings) -> Check:
     engine = create_async_engine(settings.database_url)
     try:
         async with engine.connect() as conn:
-            current = await conn.run_sync(_current)
+            current = await conn.run_sync(current_revision)
     except Exception as exc:
         return fail("database", f"cannot open {where} ({_first_line(exc)})", "check YOKEBOT_DATABASE_URL")
     finally:
@@ -129,7 +129,9 @@ def check_sandbox(profiles: dict[str, Any]) -> list[Check]:
     from bot.tools.isolation import probe
 
     found = probe()
-    with_shell = {name: p.tools["shell"] for name, p in sorted(profiles.items()) if "shell" in p.tools}
+    from bot.tools.shell import shell_settings
+
+    with_shell = {name: s for name, p in sorted(profiles.items()) if (s := shell_settings(p.tools)) is not None}
     if found.available:
         return [ok("sandbox", f"{found.detail} makes sandboxes here (user namespaces work): shell commands run "
                               "isolated, read-only, without network")]
@@ -139,7 +141,7 @@ def check_sandbox(profiles: dict[str, Any]) -> list[Check]:
            else "allow user namespaces for bwrap (in a container: the security_opt of docker-compose.yml)")
     checks = [warn("sandbox", f"no OS sandbox: {found.detail}", fix)]
     for name, shell in with_shell.items():
-        if getattr(shell, "isolation", "required") == "required":
+        if shell.isolation == "required":
             checks.append(warn(f"agent {name}", "shell is refused without the sandbox (isolation: required); its "
                                                 "other tools (logs, files, notify) work",
                                f"{fix}; or set isolation: preferred for shell in its AGENT.md (path checks only)"))
@@ -175,14 +177,16 @@ def load_agents(settings: Settings) -> tuple[dict[str, Any], list[Check]]:
 
 def _agent_checks(settings: Settings, profile: Any) -> list[Check]:
     from bot.chat.platforms import entry
+    from bot.tools.notify import NotifySpec
 
     checks: list[Check] = []
-    roots = sorted({r for t in profile.tools.values() for r in getattr(t, "roots", ()) or ()})
+    roots = sorted({r for t in profile.tools.values() for r in t.folders()})
     missing = [r for r in roots if not Path(r).exists()]
     if missing:
         checks.append(warn(f"agent {profile.name}", f"its tools read {', '.join(missing)}, missing on this machine",
                            f"mount the logs there, or edit roots: in {profile.path}"))
-    target = getattr(profile.tools.get("notify"), "default", None) or ""  # the notify tool's policy
+    policy = profile.tools.get("notify")  # the notify tool's policy (bot/tools/notify.py)
+    target = (policy.default if isinstance(policy, NotifySpec) else None) or ""
     platform = entry(target.partition(":")[0])
     if platform is not None and not platform.configured(settings):
         checks.append(warn(f"agent {profile.name}", f"notify goes to {target}, but {platform.name} is not configured",

@@ -76,7 +76,7 @@ def _upgrade(conn: Connection, cfg: Config, revision: str) -> None:
     command.upgrade(cfg, revision)
 
 
-def _current(conn: Connection) -> str | None:
+def current_revision(conn: Connection) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
     return MigrationContext.configure(conn).get_current_revision()
@@ -163,11 +163,11 @@ async def ensure_schema(engine: AsyncEngine) -> None:
 
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     async with engine.connect() as conn:
-        if await conn.run_sync(_current) == head:
+        if await conn.run_sync(current_revision) == head:
             return
         await conn.rollback()
         async with migration_lock(conn):
-            current = await conn.run_sync(_current)
+            current = await conn.run_sync(current_revision)
             if current != head:
                 log.info("migrating database from %s to %s", current or "empty", head)
                 await conn.run_sync(_upgrade, alembic_config(), "head")

@@ -352,6 +352,9 @@ class LogToolSettings(ToolSettings):
     def limits(self, redact: Callable[[str], str] = str) -> ScanLimits:
         return ScanLimits(self.max_line_bytes, self.max_scan_bytes, redact=redact)
 
+    def folders(self) -> tuple[str, ...]:
+        return self.roots
+
 
 def render(parts: Sequence[FileLines], budget: int, empty: str) -> str:
     """Files oldest first, each under a header; when over `budget` characters the OLDEST lines go first,

@@ -17,6 +17,9 @@ class ReadFileSettings(ToolSettings):
     roots: tuple[str, ...] = ()
     max_bytes: int = Field(default=65_536, ge=1, le=10_000_000)
 
+    def folders(self) -> tuple[str, ...]:
+        return self.roots
+
 
 def _read(path: Path, roots: Sequence[str], limit: int) -> tuple[bytes, int]:
     """The first `limit` bytes and a LOOKAHEAD more, so a secret at the cut is redacted whole before it."""

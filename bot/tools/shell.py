@@ -39,6 +39,9 @@ class ShellSettings(ToolSettings):
     command_timeout: float = Field(default=20.0, gt=0, le=600)
     max_output_bytes: int = Field(default=32_768, ge=256, le=10_000_000)
 
+    def folders(self) -> tuple[str, ...]:
+        return self.roots
+
 
 def shell_settings(tools: Mapping[str, ToolSettings]) -> ShellSettings | None:
     """A profile's `shell` settings, typed (the loader made them with `shell.settings_model`); None: no shell."""

@@ -16,3 +16,8 @@ class ToolSettings(BaseModel):
     timeout: float | None = None
     max_attempts: int | None = None
     approval: ApprovalSpec | None = None  # every call waits for a human's approval (docs/approvals.md)
+
+    def folders(self) -> tuple[str, ...]:
+        """The folders this tool reads from (its `roots:`), for `yokebot doctor` to check they exist; a tool
+        that reads no folder keeps this default."""
+        return ()

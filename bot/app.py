@@ -13,7 +13,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.chat.core.approvals import ApprovalDesk
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.store import ApprovalStore
 from bot.chat.core.inbox_turns import InboxTurns
 from bot.chat.core.notifier import AdapterNotifier, Fallback
 from bot.chat.core.platform import Platform, PlatformParts
@@ -30,7 +31,6 @@ from bot.observability.hooks import MetricsHooks
 from bot.observability.logs import redact_also
 from bot.observability.usage import price_for
 from bot.redact import SecretRedactor
-from bot.store.approvals import ApprovalStore
 from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.instances import InstanceLease

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.chat.core.approvals import ApprovalDesk
+from bot.approvals.desk import ApprovalDesk
 from bot.chat.core.base import ChatAdapter
 from bot.chat.core.checks import Check
 from bot.chat.core.formatting import defuse_at_broadcasts

@@ -10,7 +10,7 @@
   PostgreSQL the other instances then hear of it (NOTIFY, bot/store/wakeups.py): one of theirs may wait for
   this row to close before it starts the next turn of the same thread (`earlier_elsewhere`).
 - `park`: a turn waiting for an approval leaves its state on the row (`parked`), which keeps no lease, so
-  nothing takes it over; a decision makes it `claimed` again in its own transaction (bot/store/approvals.py),
+  nothing takes it over; a decision makes it `claimed` again in its own transaction (bot/approvals/store.py),
   and `take_parked` (or a take-over) leases it to exactly one instance, which resumes the turn."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class SqlInbox:
     # --- a turn parked on an approval --------------------------------------------------------------------
     async def park(self, item: InboxItem, state: dict[str, Any], approvals: Sequence[int]) -> bool:
         """One transaction that starts with the write on this row: a decision's transaction starts with a write
-        on it too (bot/store/approvals.py), so either it sees `parked` (and wakes it) or this sees the decision."""
+        on it too (bot/approvals/store.py), so either it sees `parked` (and wakes it) or this sees the decision."""
         await self.store.writes.flush()  # the turn's rows so far are committed before it lets go
         self._effects.pop(item.id, None)  # what ran before is in the state: not done again on resume
         now = utcnow()

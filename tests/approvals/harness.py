@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.app import App
-from bot.chat.core.approvals import Timing
+from bot.approvals.desk import ApprovalTiming
 from tests.conftest import rows
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import eventually, write_agent
@@ -31,7 +31,7 @@ def gated_agent(agents: Path, timeout: str = "30s") -> None:
 def fast(app: App) -> None:
     """Waiting turns poll often, so tests need not wait a second per step."""
     assert app.approvals is not None
-    app.approvals.timing = Timing(poll_seconds=0.05, heartbeat_seconds=0.2, stale_seconds=2.0)
+    app.approvals.timing = ApprovalTiming(poll_seconds=0.05, heartbeat_seconds=0.2, stale_seconds=2.0)
 
 
 def blocks_of(call: Any) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
-from bot.chat.core.approvals import ACTION_APPROVE, ACTION_DENY
+from bot.approvals.desk import ACTION_APPROVE, ACTION_DENY
 from bot.chat.discord.adapter import DiscordAdapter
 from tests.approvals.harness import approval_rows, fast, tool_rows
 from tests.conftest import make_settings

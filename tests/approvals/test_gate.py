@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.app import App
-from bot.chat.core.approvals import ApproverKind
+from bot.approvals.desk import ApproverKind
+from bot.approvals.store import Approval
 from bot.engine.service import TurnRequest
 from bot.engine.spec.approval import PlatformId
-from bot.store.approvals import Approval
 from tests.approvals.harness import approval_rows
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, call
@@ -91,7 +91,7 @@ async def test_a_click_after_a_crash_finds_no_live_heartbeat_and_records_not_run
     """A process killed outright never clears its heartbeat; an old one means the same as none."""
     from datetime import timedelta
 
-    from bot.store.approvals import ApprovalStore, NewApproval
+    from bot.approvals.store import ApprovalStore, NewApproval
     from bot.store.models import utcnow
 
     assert bot.approvals is not None
@@ -121,7 +121,7 @@ async def test_a_request_left_by_a_cut_turn_is_adopted_once_and_one_never_record
     thread, another requester, or a request somebody waits for in-process is never taken."""
     from datetime import timedelta
 
-    from bot.store.approvals import ApprovalStore, NewApproval
+    from bot.approvals.store import ApprovalStore, NewApproval
     from bot.store.models import utcnow
 
     store = ApprovalStore(bot.engine)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.core.approvals import ACTION_APPROVE, ACTION_DENY
+from bot.approvals.desk import ACTION_APPROVE, ACTION_DENY
 from tests.approvals.harness import BOSS, approval_rows, fast, gated_agent, slack_request, tool_rows
 from tests.approvals.test_slack import ASK_TS, click
 from tests.chat.slack_harness import ALICE, answered, mention, start_bot

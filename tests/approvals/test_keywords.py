@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.app import App
-from bot.chat.core.approvals import ACTION_APPROVE, ApproverKind
+from bot.approvals.desk import ACTION_APPROVE, ApproverKind
+from bot.approvals.store import ApprovalStore, NewApproval
 from bot.engine.spec.approval import (
     ApprovalSpec,
     PlatformId,
@@ -21,7 +22,6 @@ from bot.engine.spec.approval import (
     may_approve,
     parse_approver,
 )
-from bot.store.approvals import ApprovalStore, NewApproval
 from bot.store.models import utcnow
 from tests.approvals.harness import approval_rows, blocks_of, fast, slack_request, tool_rows
 from tests.approvals.test_discord import request_message, start, stop, texts

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from bot.chat.core.approvals import ACTION_APPROVE
+from bot.approvals.desk import ACTION_APPROVE
 from bot.scheduling.setup import schedule_runner, synced_store
 from bot.store.models import utcnow
 from tests.approvals.harness import BOSS, approval_rows, fast, gated_agent, slack_request, tool_rows

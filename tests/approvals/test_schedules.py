@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bot.chat.core.approvals import ACTION_APPROVE
+from bot.approvals.desk import ACTION_APPROVE
 from bot.scheduling.setup import schedule_runner, synced_store
 from bot.store.models import utcnow
 from tests.approvals.harness import BOSS, approval_rows, fast, slack_request, tool_rows

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from bot.chat.core.approvals import ACTION_APPROVE, ACTION_DENY
+from bot.approvals.desk import ACTION_APPROVE, ACTION_DENY
 from tests.approvals.harness import BOSS, approval_rows, blocks_of, fast, gated_agent, slack_request, tool_rows
 from tests.chat.slack_harness import ALICE, MALLORY, OPS, SECRET, SlackBot, answered, mention, start_bot
 from tests.conftest import rows

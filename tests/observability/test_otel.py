@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app, load_profiles
+from bot.approvals.store import Approval
 from bot.engine.service import TurnRequest
 from bot.observability.otel import FLUSH_SECONDS
 from bot.redact import MARK
-from bot.store.approvals import Approval
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.fakes.otlp_server import FakeOtlp, Span

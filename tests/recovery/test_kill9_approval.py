@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from bot.chat.core.approvals import ACTION_APPROVE
+from bot.approvals.desk import ACTION_APPROVE
 from tests.chat.slack_harness import OPS, mention
 from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.fakes.slack_server import FakeSlack, block_actions

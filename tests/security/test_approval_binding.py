@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.core.approvals import ACTION_APPROVE, NOT_THIS_MESSAGE, NOT_YOURS
+from bot.approvals.desk import ACTION_APPROVE, NOT_THIS_MESSAGE, NOT_YOURS
 from tests.approvals.harness import BOSS, approval_rows, blocks_of, fast, gated_agent, slack_request
 from tests.approvals.test_discord import gated, request_message, start, stop, texts
 from tests.approvals.test_slack import ASK_TS, click

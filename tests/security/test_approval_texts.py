@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.core.approvals import ACTION_DENY
+from bot.approvals.desk import ACTION_DENY
 from tests.approvals.harness import BOSS, fast, gated_agent, slack_request
 from tests.approvals.test_discord import gated, request_message, start, stop
 from tests.approvals.test_slack import ASK_TS, click

@@ -10,7 +10,7 @@ from typing import Literal
 from rich.console import Console
 from rich.markup import escape
 
-from bot.records.approvals import Approval
+from bot.approvals.records import Approval
 from bot.redact import printable
 
 Verdict = tuple[Literal["approved", "denied"], str]

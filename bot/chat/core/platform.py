@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from aiohttp import web
     from pydantic import SecretStr
 
-    from bot.chat.core.approvals import ApprovalDesk
+    from bot.approvals.desk import ApprovalDesk
     from bot.chat.core.threads import AlertThreads
     from bot.config import Settings
     from bot.engine.service import AgentService

@@ -22,8 +22,8 @@ import discord
 from aiohttp import web
 from discord.abc import Messageable
 
+from bot.approvals.desk import ApprovalDesk
 from bot.chat.core.access import AccessList, Origin, entries
-from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.attachments import FileFetcher, FileRef, refs_from, refs_json
 from bot.chat.core.base import Directory, Inbound, Trigger
 from bot.chat.core.pipeline import Pipeline, PipelineLimits

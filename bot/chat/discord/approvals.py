@@ -1,7 +1,7 @@
 """Approval requests in Discord: a message with the exact call and Approve / Deny buttons (message components),
 and the INTERACTION_CREATE a click sends, answered at once: the updated message (callback type 7,
 UPDATE_MESSAGE) or, for someone who may not decide, an ephemeral sentence (type 4, flags 64). The flow itself
-is `bot/chat/core/approvals.py`; custom ids carry the row id, so any instance (or one restarted) can answer."""
+is `bot/approvals/desk.py`; custom ids carry the row id, so any instance (or one restarted) can answer."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import logging
 
 import discord
 
-from bot.chat.core import approvals as desk_api
-from bot.chat.core.approvals import ApprovalDesk
+from bot.approvals import desk as desk_api
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.records import Approval
 from bot.chat.discord.directory import roles
 from bot.chat.discord.live import answer_privately, answer_with_edit, edit, send
-from bot.records.approvals import Approval
 
 log = logging.getLogger(__name__)
 MAX_CODE_CHARS = 1500  # the whole message must stay under 2,000 characters

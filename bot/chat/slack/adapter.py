@@ -20,8 +20,8 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
+from bot.approvals.desk import ApprovalDesk
 from bot.chat.core.access import AccessList, Origin, entries
-from bot.chat.core.approvals import ApprovalDesk
 from bot.chat.core.attachments import FileFetcher, refs_from, refs_json
 from bot.chat.core.base import Directory, Inbound
 from bot.chat.core.pipeline import Pipeline, PipelineLimits, Receipt

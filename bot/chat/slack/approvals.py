@@ -1,6 +1,6 @@
 """Approval requests in Slack: a Block Kit message with the exact call and Approve / Deny buttons, and the
 `block_actions` a click sends (Socket Mode or signed HTTP at /slack/events, both through Bolt). The flow
-itself (who may decide, one decision, the waiting turn) is `bot/chat/core/approvals.py`."""
+itself (who may decide, one decision, the waiting turn) is `bot/approvals/desk.py`."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat.core import approvals as desk_api
-from bot.chat.core.approvals import ApprovalDesk
+from bot.approvals import desk as desk_api
+from bot.approvals.desk import ApprovalDesk
+from bot.approvals.records import Approval
 from bot.chat.slack.directory import UserGroups
 from bot.chat.slack.live import SlackMessages
 from bot.chat.slack.manifest import defuse
 from bot.chat.slack.web import error_of, fields, listed
-from bot.records.approvals import Approval
 
 log = logging.getLogger(__name__)
 MAX_CODE_CHARS = 2800  # a section's text is limited to 3000 characters

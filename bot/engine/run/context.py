@@ -45,7 +45,7 @@ class ApprovalGate(Protocol):
     """Asks a human before a gated tool runs (bot/engine/spec/approval.py): posts the request where the turn
     happens and waits until it is decided or expires; a turn that `parks` is not waited for: `decide` raises
     ApprovalPending (bot/engine/errors.py) and, once the turn is resumed, returns the decision made meanwhile
-    (one request per call). Implemented in bot/chat/core/approvals.py."""
+    (one request per call). Implemented in bot/approvals/desk.py."""
 
     async def decide(self, run: RunContext, request: ApprovalRequest) -> ApprovalDecision: ...
 

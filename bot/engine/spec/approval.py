@@ -2,7 +2,7 @@
 
 The engine only knows the port (`ApprovalGate`, in bot/engine/run/context.py next to the RunContext it reads):
 `decide` posts the request where the turn happens, waits for a
-decision (or the timeout) and says what came of it. `bot/chat/core/approvals.py` implements it for every
+decision (or the timeout) and says what came of it. `bot/approvals/desk.py` implements it for every
 platform; the executor turns the decision into the tool's observation (docs/approvals.md)."""
 
 from __future__ import annotations

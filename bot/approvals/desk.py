@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from bot.approvals.records import Approval, ApprovalRecords, NewApproval
 from bot.engine.errors import ApprovalPending
 from bot.engine.run import ApprovalDecision, ApprovalRequest, RunContext
 from bot.engine.spec import ApproverKind, Requester, may_approve
-from bot.records.approvals import Approval, ApprovalRecords, NewApproval
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class InlineApprover(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
+class ApprovalTiming:
     poll_seconds: float = 1.0  # how often a waiting turn reads its row (a click on another instance)
     heartbeat_seconds: float = 5.0  # how often it says it is still waiting
     stale_seconds: float = 30.0  # a heartbeat older than this: the turn is gone
@@ -115,7 +115,7 @@ def timeout_words(seconds: float) -> str:
 class ApprovalDesk:
     """The `ApprovalGate` of the app. Platforms register their buttons; adapters hand clicks to `click`."""
 
-    def __init__(self, store: ApprovalRecords, timing: Timing = Timing(),
+    def __init__(self, store: ApprovalRecords, timing: ApprovalTiming = ApprovalTiming(),
                  resume: Callable[[str], Awaitable[bool]] | None = None) -> None:
         """`resume`: resume the parked turn with this id here (the app: `InboxTurns.resume_parked`); None:
         recovery takes it over."""

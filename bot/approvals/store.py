@@ -12,8 +12,8 @@ from typing import Any, Literal, cast
 from sqlalchemy import Table, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bot.approvals.records import Approval, NewApproval
 from bot.engine.spec import ApprovalStatus, Move, dump_approvers, load_approvers
-from bot.records.approvals import Approval, NewApproval
 from bot.records.inbox import HELD_STATES, OPEN_STATES
 from bot.store.models import ApprovalRow, InboxRow, utcnow
 

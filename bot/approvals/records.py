@@ -60,7 +60,7 @@ class Approval:
 
 
 class ApprovalRecords(Protocol):
-    """The `approvals` rows (`ApprovalStore`, bot/store/approvals.py). A decision is a conditional UPDATE, so
+    """The `approvals` rows (`ApprovalStore`, bot/approvals/store.py). A decision is a conditional UPDATE, so
     exactly one of two concurrent clicks counts, on any instance sharing the database; the same transaction
     makes the inbox row of a turn parked on it claimable again."""
 

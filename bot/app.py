@@ -253,11 +253,12 @@ def mcp_manager(
     """The MCP servers of the profiles (not yet started), or None when no agent declares one."""
     if not any(p.mcp for p in profiles.values()):
         return None
-    from bot.mcp.connection import Timing
+    from bot.mcp.connection import McpTiming
     from bot.mcp.manager import McpManager
 
-    timing = Timing(settings.mcp_startup_seconds, settings.mcp_backoff_base_seconds, settings.mcp_backoff_max_seconds,
-                    settings.mcp_health_seconds, settings.mcp_health_timeout_seconds)
+    timing = McpTiming(settings.mcp_startup_seconds, settings.mcp_backoff_base_seconds,
+                       settings.mcp_backoff_max_seconds, settings.mcp_health_seconds,
+                       settings.mcp_health_timeout_seconds)
     return McpManager.from_profiles(profiles, registry, timing, metrics.registry if metrics else None)
 
 

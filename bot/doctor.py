@@ -240,7 +240,7 @@ async def _mcp_answers(settings: Settings, profile: Any, server: str, spec: Any)
     import os
 
     from bot.engine.errors import YokebotError
-    from bot.mcp.connection import McpConnection, Timing  # the SDK loads only when an agent declares a server
+    from bot.mcp.connection import McpConnection, McpTiming  # the SDK loads only when an agent declares a server
     from bot.mcp.params import resolve
 
     name = f"mcp {profile.name}/{server}"
@@ -250,7 +250,7 @@ async def _mcp_answers(settings: Settings, profile: Any, server: str, spec: Any)
     except YokebotError as exc:
         return fail(name, str(exc), fix)
     startup = min(settings.mcp_startup_seconds, TIMEOUT_SECONDS)
-    conn = McpConnection(params, Timing(startup=startup), lambda _: None)
+    conn = McpConnection(params, McpTiming(startup=startup), lambda _: None)
     try:
         await conn.start()
         if conn.state != "up":

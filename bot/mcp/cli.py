@@ -29,7 +29,7 @@ err = Terminal(stderr=True)
 async def offered_tools(settings: Settings, agent: str, server: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Every tool the server offers, and the allowed tools it does not offer."""
     from bot.engine.spec import ProfileLoader, namespaced
-    from bot.mcp.connection import McpConnection, Timing  # the SDK loads only when a server is asked
+    from bot.mcp.connection import McpConnection, McpTiming  # the SDK loads only when a server is asked
     from bot.mcp.params import resolve
     from bot.mcp.schema import schema_problem
     from bot.tools import builtin_tools
@@ -40,7 +40,7 @@ async def offered_tools(settings: Settings, agent: str, server: str) -> tuple[li
         known = ", ".join(profile.mcp) or "none"
         raise ConfigError(f"The agent {agent!r} declares no MCP server {server!r} (it declares: {known}).")
     params = resolve(server, spec, profile.path.parent, os.environ)
-    conn = McpConnection(params, Timing(startup=settings.mcp_startup_seconds), lambda _: None)
+    conn = McpConnection(params, McpTiming(startup=settings.mcp_startup_seconds), lambda _: None)
     try:
         await conn.start()
         if conn.state != "up":

@@ -42,7 +42,7 @@ STDERR_TAIL_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
+class McpTiming:
     startup: float = 20.0  # connect + list tools, per attempt
     backoff_base: float = 1.0
     backoff_max: float = 60.0
@@ -124,7 +124,7 @@ def launch(params: ServerParams) -> tuple[str, list[str], dict[str, str]]:
 
 
 class McpConnection:
-    def __init__(self, params: ServerParams, timing: Timing, on_up: Callable[[McpConnection], None]) -> None:
+    def __init__(self, params: ServerParams, timing: McpTiming, on_up: Callable[[McpConnection], None]) -> None:
         self.params, self.timing, self.on_up = params, timing, on_up
         self.state: State = "starting"
         self.error: str | None = None

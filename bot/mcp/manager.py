@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from bot.engine.errors import ConfigError
 from bot.engine.run import Tool
 from bot.engine.spec import AgentProfile, McpServerSpec, namespaced
-from bot.mcp.connection import McpConnection, Timing, launch
+from bot.mcp.connection import McpConnection, McpTiming, launch
 from bot.mcp.params import ServerParams, resolve
 from bot.mcp.schema import schema_problem
 from bot.mcp.tools import make_tool
@@ -64,7 +64,7 @@ class McpMetrics:
 
 
 class McpManager:
-    def __init__(self, plans: dict[str, ServerPlan], registry: MutableMapping[str, Tool[Any]], timing: Timing,
+    def __init__(self, plans: dict[str, ServerPlan], registry: MutableMapping[str, Tool[Any]], timing: McpTiming,
                  metrics: CollectorRegistry | None = None) -> None:
         self.plans, self.registry, self.timing = plans, registry, timing
         self.metrics = McpMetrics(metrics) if metrics is not None and plans else None
@@ -73,7 +73,7 @@ class McpManager:
 
     @classmethod
     def from_profiles(cls, profiles: Mapping[str, AgentProfile], registry: MutableMapping[str, Tool[Any]],
-                      timing: Timing, metrics: CollectorRegistry | None = None,
+                      timing: McpTiming, metrics: CollectorRegistry | None = None,
                       environ: Mapping[str, str] | None = None) -> McpManager:
         return cls(plan_servers(profiles, os.environ if environ is None else environ), registry, timing, metrics)
 

@@ -94,7 +94,7 @@ class SlackMessages:
         await self.client.assistant_threads_setStatus(channel_id=channel, thread_ts=thread_ts, status=safe(status))
 
 
-class Limits(Protocol):
+class SlackRateLimits(Protocol):
     @property
     def message_chars(self) -> int: ...
     @property
@@ -108,7 +108,7 @@ class Poster(Protocol):
     can_stream: bool | None
 
     @property
-    def limits(self) -> Limits: ...
+    def limits(self) -> SlackRateLimits: ...
     async def post(self, channel: str, markdown: str, thread_ts: str | None = None) -> list[str]: ...
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot.app import App
 from bot.approvals.desk import ApproverKind
-from bot.approvals.store import Approval
+from bot.approvals.records import Approval
 from bot.engine.service import TurnRequest
 from bot.engine.spec.approval import PlatformId
 from tests.approvals.harness import approval_rows

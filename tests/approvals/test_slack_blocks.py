@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from bot.approvals.store import Approval
+from bot.approvals.records import Approval
 from bot.chat.slack.approvals import fallback, request_blocks
 from bot.engine.spec.approval import PlatformId
 

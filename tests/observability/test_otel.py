@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app, load_profiles
-from bot.approvals.store import Approval
+from bot.approvals.records import Approval
 from bot.engine.service import TurnRequest
 from bot.observability.otel import FLUSH_SECONDS
 from bot.redact import MARK

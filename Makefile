@@ -30,7 +30,7 @@ TEST_WORKERS ?= 4
 # one compiled bot/ again (~0.1 s of CPU each). Compiled once here, they read the cached bytecode.
 test: $(STAMP)          ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)
 	@$(BIN)/python -m compileall -q bot >/dev/null
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=10
 
 test-fast: $(STAMP)     ## everything but the slow tests (real yokebot processes) and PostgreSQL (575 of ~730)
 	@$(BIN)/python -m compileall -q bot >/dev/null

@@ -9,6 +9,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from bot.app import build_app
 from bot.engine.service import TurnRequest
 from bot.store.db import create_engine, ensure_schema
@@ -78,28 +80,29 @@ async def test_sessions_shows_an_escape_sequence_in_a_channel_id_visibly(tmp_pat
     assert raw(done.stdout) == [] and json.loads(done.stdout)[0]["channel"] == HOSTILE
 
 
+@pytest.mark.parametrize("command", [("sessions",), ("trace", "{session}"), ("trace", "{session}", "--json"),
+                                     ("usage", "--by", "channel"), ("usage", "--by", "channel", "--json")],
+                         ids=" ".join)
 async def test_trace_and_usage_show_a_forged_channel_user_text_and_answer_visibly(
-        tmp_path: Path, fake_llm: FakeOpenAI):
+        tmp_path: Path, fake_llm: FakeOpenAI, command: tuple[str, ...]):
     """A turn recorded through the real service from a forged event: every field from outside, then each
-    command that prints them."""
+    command that prints them (one command a case, so the cases run side by side)."""
     env = base_env(tmp_path, fake_llm)
     agents = Path(env["YOKEBOT_AGENTS_DIR"])
     write_agent(agents, "ops", "tools: [current_time]")
     fake_llm.reply(f"the answer {HOSTILE}")
     app = await build_app(make_settings(env["YOKEBOT_DATABASE_URL"], fake_llm, agents))
     try:
-        await app.service.handle(TurnRequest(platform="slack", channel=HOSTILE, thread=HOSTILE, agent="ops",
-                                             text=f"hi {HOSTILE}", user=f"U{RLO}1"))
+        result = await app.service.handle(TurnRequest(platform="slack", channel=HOSTILE, thread=HOSTILE,
+                                                      agent="ops", text=f"hi {HOSTILE}", user=f"U{RLO}1"))
     finally:
         await app.close()
-    session = json.loads(yokebot("sessions", "--json", env=env).stdout)[0]["id"]
-    for args in (("sessions",), ("trace", session), ("trace", session, "--json"), ("usage", "--by", "channel"),
-                 ("usage", "--by", "channel", "--json")):
-        for forced in ({}, {"FORCE_COLOR": "1"}):
-            done = yokebot(*args, env={**env, **forced})
-            assert done.returncode == 0, (args, done.stderr)
-            assert raw(done.stdout) == [], (args, done.stdout)
-            assert "pwned" in done.stdout or "usage" in args, (args, done.stdout)
+    args = tuple(a.format(session=result.session_id) for a in command)
+    for forced in ({}, {"FORCE_COLOR": "1"}):
+        done = yokebot(*args, env={**env, **forced})
+        assert done.returncode == 0, (args, done.stderr)
+        assert raw(done.stdout) == [], (args, done.stdout)
+        assert "pwned" in done.stdout or "usage" in args, (args, done.stdout)
 
 
 def test_ask_prints_a_hostile_answer_visibly_piped_and_as_json(tmp_path: Path, fake_llm: FakeOpenAI):

@@ -4,19 +4,50 @@ investigations added to the inbox's Recovery; started once the adapters can post
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from bot.alerts.desk import AlertDesk
 from bot.alerts.investigate import PLATFORM, Investigations
 from bot.alerts.store import AlertStore
 from bot.alerts.webhooks import Webhooks
-from bot.app import App
-from bot.chat.core.inbox_turns import Resumable
+from bot.chat.core.inbox_turns import InboxTurns, Resumable
 from bot.chat.core.platform import Platform
+from bot.config import Settings
+from bot.engine.service import AgentService
+from bot.engine.spec import AgentProfile
+from bot.records.inbox import Inbox
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from bot.observability.metrics import Metrics
+    from bot.store.repositories import SqlStore
+
+
+class AlertParts(Protocol):
+    """What the alerts need of the app (`bot.app.App` has them): alerts do not import the composition root."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def engine(self) -> AsyncEngine: ...
+    @property
+    def store(self) -> SqlStore: ...
+    @property
+    def profiles(self) -> Mapping[str, AgentProfile]: ...
+    @property
+    def service(self) -> AgentService: ...
+    @property
+    def inbox(self) -> Inbox: ...
+    @property
+    def inbox_turns(self) -> InboxTurns: ...
+    @property
+    def metrics(self) -> Metrics | None: ...
 
 
 class Alerts:
-    def __init__(self, bot: App, token: str, platforms: Sequence[Platform]) -> None:
+    def __init__(self, bot: AlertParts, token: str, platforms: Sequence[Platform]) -> None:
         self.bot = bot
         s = bot.settings
         self.investigations = Investigations(
@@ -40,7 +71,7 @@ class Alerts:
         return self.desk.stop
 
 
-def build_alerts(bot: App, platforms: Sequence[Platform]) -> Alerts | None:
+def build_alerts(bot: AlertParts, platforms: Sequence[Platform]) -> Alerts | None:
     """None unless YOKEBOT_WEBHOOK_TOKEN is set: the webhooks are never open by default. `platforms`: the chat
     platforms built (bot/app.py `build_platforms`), not connected yet."""
     token = bot.settings.webhook_token

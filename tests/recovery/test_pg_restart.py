@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +33,6 @@ SPACING = 0.25  # seconds between two mentions
 STOP_AFTER = 12  # mentions before the stop; the rest of the burst meets the stopped server
 OUTAGE_SECONDS = 12.0
 MODEL_SECONDS = 1.5
-
-
-@pytest.fixture
-def cluster() -> Iterator[PgCluster]:
-    pg = PgCluster().start()
-    try:
-        yield pg
-    finally:
-        pg.close()
 
 
 async def test_a_postgresql_restart_during_a_burst_loses_no_turn_and_apologises_for_none(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -28,15 +28,6 @@ from tests.helpers import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 PATHS = ["one statement", "transaction"]
-
-
-@pytest.fixture
-def cluster() -> Iterator[PgCluster]:
-    pg = PgCluster().start()
-    try:
-        yield pg
-    finally:
-        pg.close()
 
 
 @pytest.fixture

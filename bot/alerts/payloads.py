@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Literal, cast
 
-from bot.redact import LOOKAHEAD, MARK, PATTERNS_ONLY, cut, printable
+from bot.redact import LOOKAHEAD, MARK, PATTERNS_ONLY, cut, for_model, printable
 
 Source = Literal["alertmanager", "grafana"]
 Status = Literal["firing", "resolved"]
@@ -76,10 +76,11 @@ class Notification:
 
 
 def _text(value: Any, redact: Redact, limit: int = MAX_VALUE_CHARS) -> str:
-    """A value as redacted text of at most `limit` characters: redacted before it is cut (bot/redact.py `cut`), so
-    a secret at the limit is never shown in part."""
+    """A value as redacted text of at most `limit` characters: without escape sequences and control characters
+    (`for_model`, the gate tool results pass: the text reaches the model, the thread and the audit), then
+    redacted before it is cut (bot/redact.py `cut`), so a secret at the limit is never shown in part."""
     text = value if isinstance(value, str) else "" if value is None else str(value)
-    return cut(text[: limit + LOOKAHEAD], limit, redact)[0]
+    return cut(for_model(text[: limit + LOOKAHEAD]), limit, redact)[0]
 
 
 def _named(name: str, value: str, redact: Redact) -> str:

@@ -241,3 +241,17 @@ async def test_only_a_database_that_is_away_is_a_503_and_the_resend_is_stored(
         proxy.stop()
     assert away == (503, {"error": "The alert could not be stored right now; send it again."})
     assert refused[0] == 400 and resent[0] == 200
+
+
+def test_escape_sequences_and_controls_in_labels_never_reach_the_prompt_the_root_or_the_thread():
+    """A label or annotation is text from outside like a tool result: the same model-input gate (for_model)
+    removes escape sequences and C0/C1 controls before anything is built from it."""
+    body = payload("alertmanager_firing")
+    body["alerts"][0]["labels"]["instance"] = "api-1\x1b]0;pwned\x07\x1b[2J\x00:8080"
+    body["alerts"][0]["annotations"]["summary"] = "5xx\x9b31m ratio\x07 high"
+    n = parse("alertmanager", json.dumps(body).encode())
+    alert = n.alerts[0]
+    assert alert.labels["instance"] == "api-1:8080"
+    assert alert.annotations["summary"] == "5xx ratio high"
+    texts = [render.root_text(n), *(v for a in n.alerts for v in (*a.labels.values(), *a.annotations.values()))]
+    assert not any(ch in t for t in texts for ch in ("\x1b", "\x07", "\x00", "\x9b"))

@@ -166,7 +166,7 @@ def decode(body: bytes) -> dict[str, Any]:
         raise BadPayload(f"The body is nested deeper than {MAX_DEPTH} levels; an alert body is not.")
     try:
         data: Any = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: only if `depth` ever undercounted (it is the guard)
         raise BadPayload("The body is not JSON.") from None
     if not isinstance(data, dict):
         raise BadPayload("The body must be a JSON object.")

@@ -31,6 +31,7 @@ from bot.observability.hooks import MetricsHooks
 from bot.observability.logs import redact_also
 from bot.observability.usage import price_for
 from bot.redact import SecretRedactor
+from bot.store.conversations import SqlConversationRefs
 from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.instances import InstanceLease
@@ -276,7 +277,8 @@ def _resumable(app: App, platform: Platform) -> Platform:
 
 
 def platform_parts(app: App) -> PlatformParts:
-    return PlatformParts(app.settings, app.service, app.profiles, app.store, app.metrics, app.inbox_turns)
+    return PlatformParts(app.settings, app.service, app.profiles, app.store, app.metrics, app.inbox_turns,
+                         SqlConversationRefs(app.engine))
 
 
 def build_one(app: App, name: str) -> Platform | None:

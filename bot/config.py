@@ -7,7 +7,16 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.engine.errors import ConfigError
@@ -34,6 +43,16 @@ def _state_dir() -> Path:
 
 def _env(name: str) -> AliasChoices:
     return AliasChoices(name, name.lower())
+
+
+def _split_ids(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]
+    return value
+
+
+# a list setting written as one variable: comma- (or semicolon-) separated; every platform's allow-lists use it
+IdList = Annotated[list[str], NoDecode, BeforeValidator(_split_ids)]
 
 
 class Settings(BaseSettings):
@@ -91,8 +110,8 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = Field(default=None, validation_alias=_env("SLACK_SIGNING_SECRET"))
     slack_api_url: str = Field(default="https://slack.com/api/", validation_alias=_env("SLACK_API_URL"))
     # Slack behaviour (docs/slack.md). Allow-lists hold immutable IDs (U…, C…/G…), comma-separated; empty = all.
-    slack_allowed_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    slack_allowed_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    slack_allowed_users: IdList = Field(default_factory=list)
+    slack_allowed_channels: IdList = Field(default_factory=list)
     slack_allow_dms: bool = True
     slack_thread_followups: bool = True
     # assistant threads (slack/manifest.yaml `assistant_view`): prompts offered when one opens, `;`-separated
@@ -113,13 +132,32 @@ class Settings(BaseSettings):
     discord_reply_inline: bool = False
     discord_answer_bots: bool = False
     # allow-lists hold IDs (snowflakes; `dm` in channels), comma-separated; empty = all
-    discord_allowed_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    discord_allowed_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    discord_allowed_channels: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    discord_allowed_users: IdList = Field(default_factory=list)
+    discord_allowed_roles: IdList = Field(default_factory=list)
+    discord_allowed_channels: IdList = Field(default_factory=list)
     discord_attach_over_chars: int = 6000
     discord_guild_ready_timeout: float = 2.0
     discord_drain_seconds: float = 30.0
     discord_max_concurrent_turns: int = Field(default=8, ge=1)
+
+    # Microsoft Teams (docs/teams.md): the Azure Bot's app registration, a client secret or a certificate
+    teams_app_id: str | None = Field(default=None, validation_alias=_env("TEAMS_APP_ID"))
+    teams_app_password: SecretStr | None = Field(default=None, validation_alias=_env("TEAMS_APP_PASSWORD"))
+    teams_certificate_path: Path | None = Field(default=None, validation_alias=_env("TEAMS_CERTIFICATE_PATH"))
+    teams_tenant_id: str | None = Field(default=None, validation_alias=_env("TEAMS_TENANT_ID"))
+    teams_openid_metadata_url: str = Field(default="https://login.botframework.com/v1/.well-known/openidconfiguration",
+                                           validation_alias=_env("TEAMS_OPENID_METADATA_URL"))
+    teams_login_url: str = Field(default="https://login.microsoftonline.com", validation_alias=_env("TEAMS_LOGIN_URL"))
+    # the Bot Connector hosts a reply may go to (an activity's serviceUrl must start with one); sovereign clouds
+    # and proxies add theirs here
+    teams_service_urls: IdList = Field(default_factory=lambda: [
+        "https://smba.trafficmanager.net/", "https://smba.infra.gcc.teams.microsoft.com/",
+        "https://smba.infra.gov.teams.microsoft.us/", "https://smba.infra.dod.teams.microsoft.us/"])
+    # allow-lists hold IDs: users by AAD object id, channels and chats by conversation id (`dm`: personal chats)
+    teams_allowed_users: IdList = Field(default_factory=list)
+    teams_allowed_channels: IdList = Field(default_factory=list)
+    teams_drain_seconds: float = Field(default=30.0, ge=0)
+    teams_max_concurrent_turns: int = Field(default=8, ge=1)
 
     @field_validator("database_url")
     @classmethod
@@ -139,14 +177,6 @@ class Settings(BaseSettings):
         if value.lower() not in ("text", "json"):
             raise ValueError("must be text or json")
         return value.lower()
-
-    @field_validator("slack_allowed_users", "slack_allowed_channels", "discord_allowed_users",
-                     "discord_allowed_roles", "discord_allowed_channels", mode="before")
-    @classmethod
-    def _id_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [part.strip() for part in value.replace(";", ",").split(",") if part.strip()]
-        return value
 
     @model_validator(mode="after")
     def _deprecated_names(self) -> Settings:
@@ -206,9 +236,8 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Values that must never reach a log line, a model or an audit row."""
-        secrets = [self.openai_api_key, self.slack_bot_token, self.slack_app_token, self.slack_signing_secret,
-                   self.discord_bot_token, self.webhook_token]
-        values = [s.get_secret_value() for s in secrets if s is not None]
+        secrets = [getattr(self, name) for name in type(self).model_fields if name != "otel_headers"]
+        values = [s.get_secret_value() for s in secrets if isinstance(s, SecretStr)]  # every token, any platform's
         if self.otel_headers is not None:  # `key=value,key2=value2`, values URL-encoded
             from urllib.parse import unquote
 

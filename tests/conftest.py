@@ -21,6 +21,7 @@ from bot.config import Settings
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import FakeSlack
+from tests.fakes.teams import FakeTeams
 from tests.helpers import registry, write_agent
 
 PG_ADMIN_URL = os.environ.get("YOKEBOT_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
@@ -124,6 +125,13 @@ def fake_slack() -> Iterator[FakeSlack]:
 @pytest.fixture
 def fake_discord() -> Iterator[FakeDiscord]:
     server = FakeDiscord().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_teams() -> Iterator[FakeTeams]:
+    server = FakeTeams().start()
     yield server
     server.stop()
 

@@ -1,6 +1,6 @@
-"""A platform is one plug (issue 38): shared code never switches on a platform's name. The names "slack" and
-"discord" (alone, or as a `platform:` target) appear as string literals only in their packages and in the
-registry (bot/chat/platforms.py); everything else asks the registry."""
+"""A platform is one plug (issue 38): shared code never switches on a platform's name. Each registry name
+("slack", "discord", "teams", … alone, or as a `platform:` target) appears as a string literal only in its
+package and in the registry (bot/chat/platforms.py); everything else asks the registry."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from bot.tools import builtin_tools
 from tests.helpers import write_agent
 
 BOT = Path(__file__).parents[1] / "bot"
-ALLOWED = ("chat/slack/", "chat/discord/", "chat/platforms.py")
+ALLOWED = (*(f"chat/{name}/" for name in names()), "chat/platforms.py")
 LEFT: dict[str, int] = {}  # files outside the allowed places still naming a platform: none
 
 
@@ -26,7 +26,7 @@ def _literals(path: Path) -> list[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             value = node.value
-            if any(value == n or value.startswith(f"{n}:") for n in ("slack", "discord")):
+            if any(value == n or value.startswith(f"{n}:") for n in names()):
                 lines.append(node.lineno)
     return lines
 
@@ -53,10 +53,10 @@ def test_every_platform_package_has_the_same_plug():
 
 
 @pytest.mark.parametrize(("front", "where"), [
-    ("tools: [notify]\nnotify:\n  default: mattermost:#x", "notify.default"),
-    ("tools: [notify]\nnotify:\n  allowed: [teams:ops]", "notify.allowed"),
-    ("schedules:\n  - {name: daily, every: 1d, prompt: report, post_to: teams:ops}", "schedules.0.post_to"),
-    ("alerts:\n  - {match: {a: b}, post_to: 'mattermost:#x'}", "alerts.0.post_to"),
+    ("tools: [notify]\nnotify:\n  default: zulip:#x", "notify.default"),
+    ("tools: [notify]\nnotify:\n  allowed: [matrix:ops]", "notify.allowed"),
+    ("schedules:\n  - {name: daily, every: 1d, prompt: report, post_to: matrix:ops}", "schedules.0.post_to"),
+    ("alerts:\n  - {match: {a: b}, post_to: 'zulip:#x'}", "alerts.0.post_to"),
 ])
 def test_an_unknown_platform_is_refused_at_load_with_the_same_sentence_everywhere(tmp_path: Path, front: str,
                                                                                   where: str):
@@ -64,7 +64,9 @@ def test_an_unknown_platform_is_refused_at_load_with_the_same_sentence_everywher
     with pytest.raises(ProfileError) as info:
         ProfileLoader(tmp_path, builtin_tools(), platforms=names()).load("ops")
     said = str(info.value)
-    assert where in said and "names an unknown platform; yokebot posts to slack and discord, like slack:#ops" in said
+    *others, last = names()
+    assert where in said and f"names an unknown platform; yokebot posts to {', '.join(others)} and {last}, like " \
+                             "slack:#ops" in said
 
 
 def test_a_known_platform_loads(tmp_path: Path):

@@ -24,6 +24,7 @@ from bot.chat.core.notifier import AdapterNotifier
 from bot.chat.core.platform import Platform, PlatformParts
 from bot.chat.discord import manifest as discord_manifest
 from bot.chat.slack import manifest as slack_manifest
+from bot.chat.teams import manifest as teams_manifest
 from bot.config import Settings
 
 
@@ -34,7 +35,7 @@ class PlatformEntry:
     hint: str  # how to configure it, for a post that names it in a process where it is not
     configured: Callable[[Settings], bool]
     build: Callable[[PlatformParts], Platform]
-    outbox: Callable[[Settings], ChatAdapter]  # the posting-only adapter
+    outbox: Callable[[PlatformParts], ChatAdapter]  # the posting-only adapter
     file_hosts: tuple[str, ...]  # where its attached files are served from (with its API URL)
     is_id: Callable[[str], bool]  # does an access-list entry look like one of its IDs (not a name)?
     defuse: Callable[[str], str]  # the last step before its API receives a text: no broadcast ping survives
@@ -47,10 +48,10 @@ def _slack(parts: PlatformParts) -> Platform:
     return SlackAdapter(parts)
 
 
-def _slack_outbox(settings: Settings) -> ChatAdapter:
+def _slack_outbox(parts: PlatformParts) -> ChatAdapter:
     from bot.chat.slack.rest import SlackOutbox
 
-    return SlackOutbox(settings)
+    return SlackOutbox(parts.settings)
 
 
 def _discord(parts: PlatformParts) -> Platform:
@@ -59,10 +60,22 @@ def _discord(parts: PlatformParts) -> Platform:
     return DiscordAdapter(parts)
 
 
-def _discord_outbox(settings: Settings) -> ChatAdapter:
+def _discord_outbox(parts: PlatformParts) -> ChatAdapter:
     from bot.chat.discord.rest import DiscordOutbox
 
-    return DiscordOutbox(settings)
+    return DiscordOutbox(parts.settings)
+
+
+def _teams(parts: PlatformParts) -> Platform:
+    from bot.chat.teams.adapter import TeamsAdapter
+
+    return TeamsAdapter(parts)
+
+
+def _teams_outbox(parts: PlatformParts) -> ChatAdapter:
+    from bot.chat.teams.rest import TeamsOutbox
+
+    return TeamsOutbox(parts.settings, parts.conversations)
 
 
 PLATFORMS: tuple[PlatformEntry, ...] = (
@@ -72,6 +85,9 @@ PLATFORMS: tuple[PlatformEntry, ...] = (
     PlatformEntry(discord_manifest.PLATFORM, discord_manifest.TOKEN_VARIABLE, discord_manifest.HINT,
                   discord_manifest.configured, _discord, _discord_outbox, discord_manifest.FILE_HOSTS,
                   discord_manifest.is_id, discord_manifest.defuse, discord_manifest.doctor),
+    PlatformEntry(teams_manifest.PLATFORM, teams_manifest.TOKEN_VARIABLE, teams_manifest.HINT,
+                  teams_manifest.configured, _teams, _teams_outbox, teams_manifest.FILE_HOSTS,
+                  teams_manifest.is_id, teams_manifest.defuse, teams_manifest.doctor),
 )
 
 
@@ -110,13 +126,13 @@ def build_platform(entry: PlatformEntry, parts: PlatformParts, notifier: Adapter
     return platform
 
 
-def posting_adapters(settings: Settings) -> list[ChatAdapter]:
-    return [entry.outbox(settings) for entry in configured(settings)]
+def posting_adapters(parts: PlatformParts) -> list[ChatAdapter]:
+    return [entry.outbox(parts) for entry in configured(parts.settings)]
 
 
-def register_posting_adapters(notifier: AdapterNotifier, settings: Settings) -> list[ChatAdapter]:
+def register_posting_adapters(notifier: AdapterNotifier, parts: PlatformParts) -> list[ChatAdapter]:
     """Register a posting-only adapter for each configured platform not registered yet; returns them (to stop)."""
-    added = [a for a in posting_adapters(settings) if a.platform not in notifier.adapters]
+    added = [a for a in posting_adapters(parts) if a.platform not in notifier.adapters]
     for adapter in added:
         notifier.register(adapter)
     return added

@@ -167,7 +167,7 @@ def schedule_resume(name: NameArg) -> None:
 @schedule_app.command("run")
 def schedule_run(name: NameArg) -> None:
     """Run a schedule once now and post its result, the way to test a schedule before trusting it."""
-    from bot.app import build_app
+    from bot.app import build_app, platform_parts
     from bot.chat.platforms import register_posting_adapters
     from bot.scheduling.model import utcnow
     from bot.scheduling.setup import schedule_runner, synced_store
@@ -179,7 +179,7 @@ def schedule_run(name: NameArg) -> None:
     async def main() -> Any:
         bot = await build_app(settings)
         # post-only adapters (Web API / REST, no Socket Mode, no gateway) for the platforms with a token
-        posters = register_posting_adapters(bot.notifier, settings)
+        posters = register_posting_adapters(bot.notifier, platform_parts(bot))
         try:
             store, _ = await synced_store(bot)
             schedule = await store.resolve(name)

@@ -339,3 +339,15 @@ class ApprovalRow(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     __table_args__ = (Index("ix_approvals_status_expires_at", "status", "expires_at"),
                       Index("ix_approvals_turn_id", "turn_id"))
+
+
+class ConversationRefRow(Base):
+    """How to post to a conversation a platform can only reach with a reference it was handed (0015; Teams:
+    the Bot Connector's serviceUrl, tenant and team), stored when a message comes from there."""
+
+    __tablename__ = "conversation_refs"
+    platform: Mapped[str] = mapped_column(String(32), primary_key=True)
+    conversation: Mapped[str] = mapped_column(String(255), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(255))
+    ref: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -13,6 +13,7 @@ from bot.chat.core.base import EventClaims, EventCounter, Inbound
 from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Pipeline
 from bot.engine.errors import ConfigError
+from bot.records.conversations import ConversationRefs
 from bot.records.inbox import InboxItem
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class PlatformParts:
     claims: EventClaims  # processed_events, for an adapter built without the inbox
     counter: EventCounter | None  # the app's metrics
     inbox: ExactlyOnce | None  # the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py)
+    # where a platform that posts only by reference (Teams) keeps them (bot/records/conversations.py)
+    conversations: ConversationRefs | None = None
 
 
 class Platform(Protocol):

@@ -1,0 +1,1 @@
+"""Microsoft Teams: Bot Framework activities over HTTPS (docs/teams.md)."""

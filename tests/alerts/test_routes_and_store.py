@@ -44,7 +44,7 @@ def test_routes_are_parsed_into_frozen_routes_and_match_by_label(tmp_path: Path)
     ('alerts:\n  - {match: {sev: "~(["}, post_to: "slack:#x"}', "alerts.0.match: Value error, the value of 'sev' "
                                                                 "is not an RE2 expression"),
     ('alerts:\n  - {match: {}, post_to: "slack:#x"}', "needs at least one label"),
-    ('alerts:\n  - {match: {a: b}, post_to: "teams:#x"}', "names an unknown platform"),
+    ('alerts:\n  - {match: {a: b}, post_to: "zulip:#x"}', "names an unknown platform"),
     ('alerts:\n  - {match: {a: b}, post_to: "slack:#x", cooldown: soon}', "is not an interval"),
     ('alerts:\n  - {match: {a: b}, post_to: "slack:#x", when: now}', "alerts.0.when: unknown key"),
 ])

@@ -232,7 +232,10 @@ async def test_an_endpoint_that_refuses_the_connection_is_unreachable_not_slow()
     assert str(err) == "the model endpoint could not be reached"
     assert err.code == "connection" and err.retryable
     # the log line and the audit row name the refusal, not the transport's "Request timed out"
-    assert err.detail is not None and err.detail.startswith("connection failed: ") and "timed out" not in err.detail
+    assert err.detail is not None and err.detail.startswith("could not connect to the model endpoint: ")
+    assert "timed out" not in err.detail and "Timeout" not in err.detail and "the transport said" not in err.detail
+    assert f"127.0.0.1:{port}" in err.detail  # where it tried, once
+    assert err.detail.endswith(": connection refused")  # the cause, stated once
 
 
 async def test_an_endpoint_that_never_answers_is_a_timeout(fake_llm: FakeOpenAI):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
 import re
 import threading
 import time
@@ -172,12 +173,26 @@ def _refused(exc: BaseException) -> OSError | None:
     return None
 
 
+def _why_refused(refused: OSError) -> str:
+    """"127.0.0.1:9: connection refused", not aiohttp's "Cannot connect to host … [Connect call failed …]"."""
+    host, port = getattr(refused, "host", None), getattr(refused, "port", None)
+    inner = getattr(refused, "os_error", None)
+    error = inner if isinstance(inner, OSError) else refused
+    if error.strerror and not error.strerror.startswith("Connect call failed"):
+        why = error.strerror  # "Name or service not known"
+    elif error.errno and error.errno > 0:
+        why = os.strerror(error.errno)  # "Connection refused"
+    else:
+        why = str(error) or type(error).__name__
+    why = why[:1].lower() + why[1:]
+    return f"{host}:{port}: {why}" if host else why
+
+
 def _detail(exc: BaseException) -> str:
     """For the log line and the audit row: a refused connection by its own name, not the transport's timeout."""
     refused = _refused(exc)
-    if refused is not None:
-        said = type(exc).__name__
-        return f"connection failed: {type(refused).__name__}: {refused} (the transport said {said})"[:4000]
+    if refused is not None:  # one cause, once: the OS's words, not the transport's timeout wrapped around them
+        return f"could not connect to the model endpoint: {_why_refused(refused)}"[:4000]
     return f"{type(exc).__name__}: {exc}"[:4000]
 
 

@@ -258,3 +258,16 @@ def test_an_answer_or_a_trace_carrying_escape_sequences_cannot_drive_the_termina
     out = shown.get()
     assert "disk ok" in out and "done" in out
     assert "\x07" not in out and "\x9b" not in out and "\x1b[2J" not in out and "\x1b]" not in out
+
+
+def test_piped_tables_keep_each_row_on_one_line(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    fake_llm.reply("fine")
+    env = base_env(tmp_path, fake_llm)
+    asked = yokebot("ask", "--json", "a question that starts a session", env=env)
+    session = json.loads(asked.stdout)["session_id"]
+    env.pop("COLUMNS", None)  # as a user's pipe: no width given, not a terminal
+    listed = yokebot("sessions", env=env)
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if session in line)  # the whole id, on one line
+    assert "cli" in row and "(just now)" in row  # ... with its platform and its date

@@ -10,10 +10,11 @@ the one place where untrusted text meets the terminal."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console, ConsoleOptions, RenderableType
+from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderableType
 from rich.protocol import rich_cast
 from rich.segment import Segment
 from rich.text import Text
@@ -28,7 +29,28 @@ class Terminal(Console):
     cursor or read backwards (U+202E). Strings are cleaned as they become texts (`render_str`, before a
     table measures them, so they still fit its columns), texts as they are rendered, and every other segment
     after, Rich's own control codes (the live view's cursor moves) excepted. Nested renderables (a table's
-    cells, a tree's nodes) come back through `render` too."""
+    cells, a tree's nodes) come back through `render` too.
+
+    Piped (not a terminal, no COLUMNS, no width given), lines are not wrapped at Rich's default of 80 columns:
+    a table's rows stay whole, so session ids and dates can be cut out of them by the next program."""
+
+    PIPED_WIDTH = 1000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fixed_width = kwargs.get("width") is not None
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if not self._fixed_width and not self.is_terminal and not os.environ.get("COLUMNS"):
+            return ConsoleDimensions(self.PIPED_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._fixed_width = True
+        self._width, self._height = new_size
 
     def render_str(self, text: str, **options: Any) -> Text:
         return _printable_text(super().render_str(text, **options))

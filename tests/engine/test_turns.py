@@ -290,3 +290,34 @@ async def test_a_streaming_model_tells_its_text_to_the_hooks_as_it_arrives(sqlit
     assert "".join(hooks.of("text_delta")[:2]) == "The first try br"
     assert hooks.attempts[0].error is not None and hooks.attempts[1].response is not None
     assert "".join(hooks.of("text_delta")[2:]) == "The upstream is fine again."
+
+
+async def test_a_turn_stopped_mid_call_is_billed_in_llm_calls_and_leaves_no_dangling_question(
+        sqlite_url, fake_llm: FakeOpenAI, agents_dir):
+    """Ctrl-C during a model call: the cut call is in llm_calls (the provider may bill it; `usage` counts it),
+    and the next turn's request does not carry two user messages in a row."""
+    from bot.app import build_app
+    from bot.engine.messages import USER_STOP
+    from tests.conftest import make_settings
+    from tests.helpers import registry
+
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir), registry=registry())
+    try:
+        fake_llm.hang(5)
+        task = asyncio.create_task(app.service.handle(req("first question", thread="t-stop")))
+        while not fake_llm.requests:
+            await asyncio.sleep(0.01)
+        task.cancel(USER_STOP)
+        await asyncio.gather(task, return_exceptions=True)
+        await app.service.settled()
+        fake_llm.reply("Second answer.")
+        result = await app.service.handle(req("second question", thread="t-stop"))
+        assert result.answer == "Second answer."
+        calls = await rows(app, "SELECT turn_id, error FROM llm_calls ORDER BY id")
+    finally:
+        await app.close()
+    assert len(calls) == 2 and calls[0].error is not None and "cut off" in calls[0].error
+    roles = [m["role"] for m in fake_llm.requests[1]["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert fake_llm.requests[1]["messages"][2]["content"].startswith("(no answer")
+    assert all(not (a == b == "user") for a, b in zip(roles, roles[1:]))

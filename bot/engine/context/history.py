@@ -7,9 +7,20 @@ from collections.abc import Sequence
 
 from bot.engine.messages import Message, ToolCall
 
-__all__ = ["INTERRUPTED", "repair_tool_pairs"]
+__all__ = ["INTERRUPTED", "UNANSWERED", "closed", "repair_tool_pairs"]
 
 INTERRUPTED = "(no result was recorded: the earlier turn was interrupted before this tool finished)"
+UNANSWERED = "(no answer: this turn was stopped before it finished)"
+
+
+def closed(turn: Sequence[Message]) -> Sequence[Message]:
+    """An earlier turn's messages, ending with an answer: a turn stopped (Ctrl-C, SIGTERM, a crash) before the
+    model answered ends with the user's message or with tool results, and the next request would carry two
+    user messages in a row (which strict chat templates refuse, and which reads as one question to the model).
+    Such a turn gets a short assistant note, in the prompt only; the stored history stays as it happened."""
+    if not turn or turn[-1].role == "assistant" and not turn[-1].tool_calls:
+        return turn
+    return (*turn, Message.assistant(UNANSWERED))
 
 
 def repair_tool_pairs(history: Sequence[Message]) -> list[Message]:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from bot.engine.context.history import repair_tool_pairs
+from bot.engine.context.history import closed, repair_tool_pairs
 from bot.engine.context.tokens import PRIMING, Calibration, TokenCounter
 from bot.engine.messages import HistoryTurn, Message, Thread
 from bot.engine.spec.limits import ContextSpec
@@ -123,7 +123,7 @@ def fit(system: Message, earlier: Sequence[HistoryTurn], current: Sequence[Messa
             cur, n = _shorten_current(cur, counter, total - window.limit, limit)
             total -= before - sum(map(counter.message, cur))
             shortened += n
-    messages = (system, *repair_tool_pairs([m for t in turns for m in t.messages] + cur))
+    messages = (system, *repair_tool_pairs([m for t in turns for m in closed(t.messages)] + cur))
     return FittedPrompt(messages, total, int(total * window.ratio) + 1, window.limit, dropped, shortened)
 
 

@@ -19,6 +19,7 @@ from bot.engine.messages import ModelResponse
 from bot.engine.model.wire import ChatModel, ModelAttempt, ModelRequest, OnDelta, StreamingChatModel
 
 OnAttempt = Callable[[ModelAttempt], Awaitable[None]]
+CUT_OFF = "the model call was cut off: the turn was stopped while the model was answering"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,10 @@ class RetryingModel:
                 response = await self.inner.complete(request)
         except ModelError as err:
             await on_attempt(ModelAttempt(request, number, (time.perf_counter() - started) * 1000, error=err))
+            raise
+        except asyncio.CancelledError:  # Ctrl-C or SIGTERM mid-call: the provider may bill it, so llm_calls has it
+            cut = ModelError(CUT_OFF, code="cancelled")
+            await on_attempt(ModelAttempt(request, number, (time.perf_counter() - started) * 1000, error=cut))
             raise
         except Exception as exc:  # a model that does not classify its errors: not worth retrying
             err = ModelError(f"the model call failed unexpectedly ({type(exc).__name__})", code="unexpected",

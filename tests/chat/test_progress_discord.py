@@ -18,7 +18,8 @@ LIVE = {"model_stream": True, "progress_live": True, "progress_interval_seconds"
 async def test_a_three_step_turn_types_shows_its_steps_and_edits_the_answer_as_it_is_written(
     sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord, log_dir: Path
 ):
-    app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord, **LIVE)
+    app, adapter = await start_bot(sqlite_url, fake_llm, discord_agents, fake_discord, **LIVE,
+                                   progress_steps="full")
     try:
         log = str(log_dir / "error.log")
         fake_llm.calls(call("tail_log", {"path": log, "contains": "502"}), delay=0.3)
@@ -36,8 +37,9 @@ async def test_a_three_step_turn_types_shows_its_steps_and_edits_the_answer_as_i
     assert steps[0] == "_thinking…_"
     assert any(s.endswith("/nginx/error.log`…") for s in steps)
     assert "_writing the answer…_" in steps[-2]
-    final_steps = steps[-1].splitlines()
-    assert len(final_steps) == 3 and all(" ✓ " in line and line.endswith(" s") for line in final_steps)
+    final_steps = steps[-1].splitlines()  # with `full` steps the status message stays as the steps and results
+    assert len(final_steps) == 3 and all(" ✓ " in line for line in final_steps)
+    assert final_steps[2].startswith("`notify nginx: 502s since 10:00` ✓")
     shown = fake_discord.shown(answer.id)
     assert len(shown) >= 3 and shown[-1] == ANSWER  # grew by edits, then the complete answer
     assert all(ANSWER.startswith(s) for s in shown[:-1])

@@ -7,7 +7,8 @@ defences (`defuse_broadcasts`) sit in one place per platform: `bot/chat/slack/li
 `bot/chat/discord/live.py`.
 
 - Status: one message, posted, then edited as the turn moves (`Progress` throttles to about a call a second);
-  when the turn is over it becomes the list of tool steps, or is deleted when there is none to keep. A
+  when the turn has answered it is deleted (with `full` steps it becomes the list of steps and their results);
+  while the turn waits for an approval it becomes the steps so far. A
   platform may show it in a side pane instead (Slack's assistant thread status).
 - The answer as it is written: the platform's stream where it has one (Slack's chat streaming), else one
   message of its own (never the status message) edited as it grows.
@@ -222,7 +223,7 @@ class LiveReply(ReplySurface):
     async def deliver(self, text: str) -> None:
         if self.progress is not None and self.live is not None:
             await self.progress.close()
-            await self.live.final(text, self.progress.summary())
+            await self.live.final(text, self.progress.kept())
         else:
             await self.ops.deliver(text)
 

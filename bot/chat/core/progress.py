@@ -145,10 +145,17 @@ class Progress(TurnHooks):
         return "\n".join(lines)
 
     def summary(self) -> str | None:
-        """The steps once the turn is over (what a status message becomes), or None: nothing to keep."""
+        """The steps so far (what the status message becomes while the turn waits for an approval), or None:
+        nothing to keep."""
         if self.mode == "none" or not self.steps:
             return None
         return "\n".join(s.line(self.mode) for s in self.steps)
+
+    def kept(self) -> str | None:
+        """What the status message becomes once the turn has answered: the steps with their results under
+        `full`, nothing otherwise (it is deleted: the thread keeps the question and the answer; `trace` keeps
+        the steps)."""
+        return self.summary() if self.mode == "full" else None
 
     def _kick(self) -> None:
         if self._closed:

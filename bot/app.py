@@ -21,7 +21,7 @@ from bot.chat.core.platform import Platform, PlatformParts
 from bot.chat.platforms import build_platform, configured, hints
 from bot.chat.platforms import names as platform_names
 from bot.config import Settings
-from bot.engine.context import AttachmentLimits, PromptBuilder
+from bot.engine.context import AttachmentLimits, PromptBuilder, family_window, learn_windows
 from bot.engine.errors import ConfigError, UnknownAgent
 from bot.engine.model import ChatModel, OpenAIChatModel, RetryingModel, RetryPolicy
 from bot.engine.run import CompositeHooks, PlanExecutor, PriceOf, ReActLoop, Tool, ToolExecutor, ToolPolicy, TurnHooks
@@ -150,6 +150,15 @@ async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[Async
     return engine, SqlStore(engine, outage_seconds=settings.db_outage_seconds)
 
 
+async def _learn_windows(settings: Settings, profiles: Mapping[str, AgentProfile], model: OpenAIChatModel) -> None:
+    """A model the family table does not know, served by an OpenAI-compatible server (vLLM, llama.cpp): ask the
+    server for its window once, rather than start compaction at the 8,192-token guess. OpenAI and the known
+    families cost no round trip."""
+    unknown = {p.model or settings.model for p in profiles.values() if not p.context_window} or {settings.model}
+    if settings.openai_base_url and any(family_window(m) is None for m in unknown):
+        learn_windows(await model.reported_windows())
+
+
 async def build_app(
     settings: Settings,
     *,
@@ -186,6 +195,7 @@ async def build_app(
         model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,
                                 timeout=settings.model_timeout_seconds, stream=settings.model_stream,
                                 headers=tracing.model_headers if tracing else None)
+        await _learn_windows(settings, profiles, model)
     retrying = RetryingModel(model, RetryPolicy(settings.model_max_attempts, settings.model_retry_base_seconds,
                                                 settings.model_retry_max_wait_seconds))
     executor = ToolExecutor(

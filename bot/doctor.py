@@ -21,8 +21,11 @@ def wanted_models(settings: Settings, profiles: dict[str, Any]) -> list[str]:
     return sorted({p.model or settings.model for p in profiles.values()} or {settings.model})
 
 
-async def check_model(settings: Settings, models: list[str]) -> list[Check]:
+async def check_model(settings: Settings, models: list[str], profiles: dict[str, Any] | None = None) -> list[Check]:
     import openai
+
+    from bot.engine.context import learn_windows
+    from bot.engine.model import reported_windows
 
     if settings.openai_api_key is None and not settings.openai_base_url:
         return [fail("model", "no model endpoint is configured",
@@ -31,17 +34,40 @@ async def check_model(settings: Settings, models: list[str]) -> list[Check]:
                                 timeout=TIMEOUT_SECONDS)
     where = str(client.base_url).rstrip("/")
     try:
-        served = [m.id async for m in client.models.list()]
+        listed = [m.model_dump() async for m in client.models.list()]
+        served = [str(m.get("id")) for m in listed]
     except openai.AuthenticationError:
         return [fail("model", f"{where} refused the API key", "check OPENAI_API_KEY")]
     except openai.APIConnectionError as exc:
         return [fail("model", f"cannot reach {where} ({_first_line(exc)})",
                      "check OPENAI_BASE_URL (and that the server is running)")]
     except openai.APIStatusError:  # some servers have no /models: ask each model for one token instead
-        return [await _tiny_completion(client, where, m) for m in models]
+        return [await _tiny_completion(client, where, m) for m in models] + check_windows(settings, profiles or {})
     finally:
         await client.close()
-    return [_listed(where, m, served) for m in models]
+    learn_windows(reported_windows(listed))
+    return [_listed(where, m, served) for m in models] + check_windows(settings, profiles or {})
+
+
+def check_windows(settings: Settings, profiles: dict[str, Any]) -> list[Check]:
+    """Which context window each agent's model gets, and where that number came from: a guess makes
+    compaction start early (or a prompt fail), and nothing else would tell."""
+    from bot.engine.context import window_source
+
+    checks: list[Check] = []
+    for name, profile in sorted(profiles.items()):
+        model = profile.model or settings.model
+        if profile.context_window:
+            checks.append(ok("context", f"{name}: {profile.context_window:,} tokens for {model} (AGENT.md "
+                                        "context_window)"))
+            continue
+        size, source = window_source(model)
+        if source.startswith("a guess"):
+            checks.append(warn("context", f"{name}: {size:,} tokens assumed for {model} ({source.split(';')[0]})",
+                               "set context_window: in the agent's AGENT.md to the window your server serves"))
+        else:
+            checks.append(ok("context", f"{name}: {size:,} tokens for {model} ({source})"))
+    return checks
 
 
 def _listed(where: str, model: str, served: list[str]) -> Check:
@@ -280,7 +306,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks = [warn("settings", w, "fix the variable's name") for w in unknown_variables()]
     profiles, agent_checks = load_agents(settings)
     models = wanted_models(settings, profiles)
-    checks += await _bounded("model", lambda: check_model(settings, models))
+    checks += await _bounded("model", lambda: check_model(settings, models, profiles))
     checks += await _bounded("database", lambda: check_database(settings))
     for platform in PLATFORMS:  # each checks its own tokens, when they are set
         checks += await _bounded(platform.name, partial(platform.doctor, settings))

@@ -102,7 +102,7 @@ def test_agents_list_show_and_db_upgrade(tmp_path: Path):
     assert out.returncode == 0 and "ops" in out.stdout and "read_file" in out.stdout
     out = yokebot("agents", "show", "ops", env=env)
     assert out.returncode == 0 and "You are ops." in out.stdout and "Current date and time" in out.stdout
-    assert "context window: 8,192 tokens (default for the model)" in out.stdout  # YOKEBOT_MODEL unknown: 8k
+    assert "context window: 8,192 tokens (a guess for a model of unknown window; set context_window: in AGENT.md)" in out.stdout  # YOKEBOT_MODEL unknown: 8k
     assert "budgets per turn: none" in out.stdout
     out = yokebot("db", "upgrade", env=env)
     assert out.returncode == 0, out.stderr

@@ -128,3 +128,16 @@ def test_the_sandbox_check_says_what_the_ops_agent_can_run_without_bubblewrap(mo
     assert "isolation: preferred" in agent.fix
     (note,) = shell_notes(ops.tools)
     assert note.startswith("shell is refused for this agent") and "yokebot doctor" in note
+
+
+def test_doctor_says_which_context_window_each_agent_gets_and_where_it_came_from(tmp_path: Path,
+                                                                                 fake_llm: FakeOpenAI):
+    ops_agent(tmp_path)
+    fake_llm.models = ["cli-model"]
+    out, text = doctor(base_env(tmp_path, fake_llm))  # OpenAI-like: the list says nothing of windows
+    assert out.returncode == 0, out.stdout
+    assert "! context: ops: 8,192 tokens assumed for cli-model (a guess for a model of unknown window)" in text
+    assert "fix: set context_window: in the agent's AGENT.md" in text
+    fake_llm.enforce_window(32_768, "vllm")
+    out, text = doctor(base_env(tmp_path, fake_llm))
+    assert "✓ context: ops: 32,768 tokens for cli-model (reported by the model endpoint)" in text

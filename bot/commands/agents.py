@@ -89,10 +89,9 @@ def policy_yaml(policy: dict[str, Any]) -> str:
 
 def context_line(profile: AgentProfile, model: str) -> str:
     """The window and budgets of a profile, as `agents show` prints them (docs/context.md)."""
-    from bot.engine.context import default_window
+    from bot.engine.context import window_source
 
-    window = profile.context_window or default_window(model)
-    source = "set" if profile.context_window else "default for the model"
+    window, source = (profile.context_window, "set") if profile.context_window else window_source(model)
     budgets = profile.budget.model_dump(exclude_none=True)
     limits = ", ".join(f"{k} {v}" for k, v in budgets.items()) or "none"
     return (f"context window: {window:,} tokens ({source})   compact at: {profile.context.compact_at:.0%}   "

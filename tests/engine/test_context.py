@@ -322,3 +322,39 @@ async def test_compaction_and_reset_on_sqlite_and_postgresql(db_url: str, fake_l
         assert "summary" not in fake_llm.requests[before]["messages"][0]["content"]
     finally:
         await app.close()
+
+
+# --- the window a local server reports ---------------------------------------------------------------------
+@pytest.mark.parametrize("flavour", ["vllm", "llamacpp"])
+async def test_a_model_the_table_does_not_know_gets_the_window_its_server_reports(
+    sqlite_url: str, fake_llm: FakeOpenAI, tmp_path: Path, flavour: str
+):
+    """llama.cpp's `llama-server` serves "local"; vLLM any name: without the window they report, yokebot would
+    assume 8,192 tokens and start compacting a thread the server still takes whole (32,768)."""
+    model = f"local-{flavour}-model"
+    fake_llm.models = [model]
+    fake_llm.enforce_window(32_768, flavour)
+    app = await make_app(sqlite_url, fake_llm, tmp_path, "tools: [dump]", model=model)
+    block = "log line: upstream 10.0.0.7 answered 502 while reading the response header\n" * 60  # ~1,700 tokens
+    try:
+        for n in range(1, 7):  # ~10k tokens of thread by the sixth question
+            fake_llm.reply(f"Answer {n}.")
+            result = await app.service.handle(req(f"question {n}\n{block}"))
+            assert result.error is None and result.answer == f"Answer {n}."
+    finally:
+        await app.close()
+    assert not any(is_compaction(r) for r in fake_llm.requests)
+    last = fake_llm.requests[-1]["messages"]
+    assert [m["content"].split("\n")[0] for m in last if m["role"] == "user"] == [f"question {n}" for n in range(1, 7)]
+
+
+def test_the_window_reported_beats_the_family_table_and_the_default_says_it_is_one():
+    from bot.engine.context import learn_windows, window_source
+    from bot.engine.model import reported_windows
+
+    learn_windows(reported_windows([{"id": "qwen2.5-served-long", "max_model_len": 131_072}, {"id": "bare"},
+                                    {"id": "cpp", "meta": {"n_ctx_train": 65_536}}, {"id": "odd", "meta": "x"}]))
+    assert window_source("qwen2.5-served-long") == (131_072, "reported by the model endpoint")
+    assert window_source("cpp")[0] == 65_536
+    assert window_source("gpt-5-mini") == (400_000, "known for the gpt-5 family")
+    assert window_source("bare")[1].startswith("a guess")

@@ -163,8 +163,16 @@ class FakeOpenAI:
         if request.headers.get("Authorization") == "Bearer sk-rejected":
             return web.json_response({"error": {"message": "bad key", "type": "error", "code": "invalid_api_key"}},
                                      status=401)
-        return web.json_response({"object": "list", "data": [
-            {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]})
+        return web.json_response({"object": "list", "data": [self._model_entry(m) for m in self.models]})
+
+    def _model_entry(self, model: str) -> dict[str, Any]:
+        """As each server lists a model: vLLM and llama.cpp say the window they serve (with `enforce_window`)."""
+        entry: dict[str, Any] = {"id": model, "object": "model", "created": 0, "owned_by": "fake"}
+        if self.window is not None and self.flavour == "vllm":
+            entry["max_model_len"] = self.window
+        elif self.window is not None and self.flavour == "llamacpp":
+            entry["meta"] = {"vocab_type": 2, "n_vocab": 128256, "n_ctx_train": self.window, "n_embd": 4096}
+        return entry
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

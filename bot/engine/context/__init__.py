@@ -12,7 +12,7 @@ from bot.engine.context.attachments import (
     Fetched,
 )
 from bot.engine.context.prompt import PromptBuilder
-from bot.engine.context.tokens import default_window
+from bot.engine.context.tokens import default_window, family_window, learn_windows, window_source
 
 __all__ = [
     "READ_TOOL",
@@ -22,4 +22,7 @@ __all__ = [
     "Fetched",
     "PromptBuilder",
     "default_window",
+    "family_window",
+    "learn_windows",
+    "window_source",
 ]

@@ -45,10 +45,33 @@ def base_name(model: str) -> str:
     return model.lower().rsplit("/", 1)[-1]
 
 
-def default_window(model: str) -> int:
+# What this process's model endpoint reported for its models (`GET /v1/models`: vLLM, llama.cpp...), learned once
+# at start (bot/app.py); it wins over the family table, which only knows what a family usually has.
+_REPORTED: dict[str, int] = {}
+
+
+def learn_windows(windows: Mapping[str, int]) -> None:
+    _REPORTED.update(windows)
+
+
+def family_window(model: str) -> tuple[str, int] | None:
     name = base_name(model)
     matches = [(prefix, size) for prefix, size in FAMILY_WINDOWS if name.startswith(prefix)]
-    return max(matches, key=lambda m: len(m[0]))[1] if matches else DEFAULT_WINDOW
+    return max(matches, key=lambda m: len(m[0])) if matches else None
+
+
+def window_source(model: str) -> tuple[int, str]:
+    """The window used for `model` when its profile sets no `context_window`, and where it came from."""
+    if model in _REPORTED:
+        return _REPORTED[model], "reported by the model endpoint"
+    family = family_window(model)
+    if family is not None:
+        return family[1], f"known for the {family[0]} family"
+    return DEFAULT_WINDOW, "a guess for a model of unknown window; set context_window: in AGENT.md"
+
+
+def default_window(model: str) -> int:
+    return window_source(model)[0]
 
 
 def estimate(text: str) -> int:

@@ -6,6 +6,7 @@ module inside the room."""
 
 from bot.engine.model.client import OpenAIChatModel, preload
 from bot.engine.model.retrying import RetryingModel, RetryPolicy
+from bot.engine.model.windows import reported_windows, window_of
 from bot.engine.model.wire import ChatModel, ModelAttempt, response_dict
 
 __all__ = [
@@ -15,5 +16,7 @@ __all__ = [
     "RetryPolicy",
     "RetryingModel",
     "preload",
+    "reported_windows",
     "response_dict",
+    "window_of",
 ]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import logging
 import os
 import re
 import threading
@@ -40,10 +41,13 @@ from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
 from bot.engine.model.overflow import detect
 from bot.engine.model.pacing import pace_reply
 from bot.engine.model.wire import ChatModel, ModelRequest, OnDelta
+from bot.engine.model.windows import reported_windows
 
 if TYPE_CHECKING:
     import openai
     from openai import AsyncStream
+
+log = logging.getLogger(__name__)
 
 _PATH = "/chat/completions"
 _SECURITY: Any = {"security": {"bearer_auth": True}}  # the request options `create` sends: the API key only
@@ -370,6 +374,18 @@ class OpenAIChatModel(ChatModel):
             http = openai.DefaultAioHttpClient(event_hooks={"response": [pace_reply]})
             self._client = openai.AsyncOpenAI(**self._options, http_client=http)
         return self._client
+
+    async def reported_windows(self, timeout: float = 2.0) -> dict[str, int]:
+        """{model: context window} as the endpoint's `GET /models` reports it (vLLM, llama.cpp...; OpenAI's
+        says nothing). Best effort: an endpoint without the route, or slow, reports nothing."""
+        client = self.client  # the SDK's import is not the endpoint's time
+        try:
+            async with asyncio.timeout(timeout):
+                listed = [m.model_dump() async for m in client.models.list()]
+        except Exception as exc:  # only a guess gets better here: never a reason to fail a start
+            log.debug("the model endpoint did not list its models (%s)", type(exc).__name__)
+            return {}
+        return reported_windows(listed)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await self._complete(request, None)

@@ -18,7 +18,7 @@ def closed(turn: Sequence[Message]) -> Sequence[Message]:
     model answered ends with the user's message or with tool results, and the next request would carry two
     user messages in a row (which strict chat templates refuse, and which reads as one question to the model).
     Such a turn gets a short assistant note, in the prompt only; the stored history stays as it happened."""
-    if not turn or turn[-1].role == "assistant" and not turn[-1].tool_calls:
+    if not turn or (turn[-1].role == "assistant" and not turn[-1].tool_calls):
         return turn
     return (*turn, Message.assistant(UNANSWERED))
 

@@ -40,8 +40,8 @@ from bot.engine.errors import ContextOverflow, ModelError
 from bot.engine.messages import Message, ModelResponse, ToolCall, Usage
 from bot.engine.model.overflow import detect
 from bot.engine.model.pacing import pace_reply
-from bot.engine.model.wire import ChatModel, ModelRequest, OnDelta
 from bot.engine.model.windows import reported_windows
+from bot.engine.model.wire import ChatModel, ModelRequest, OnDelta
 
 if TYPE_CHECKING:
     import openai
@@ -375,12 +375,12 @@ class OpenAIChatModel(ChatModel):
             self._client = openai.AsyncOpenAI(**self._options, http_client=http)
         return self._client
 
-    async def reported_windows(self, timeout: float = 2.0) -> dict[str, int]:
+    async def reported_windows(self, seconds: float = 3.0) -> dict[str, int]:
         """{model: context window} as the endpoint's `GET /models` reports it (vLLM, llama.cpp...; OpenAI's
         says nothing). Best effort: an endpoint without the route, or slow, reports nothing."""
         client = self.client  # the SDK's import is not the endpoint's time
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(seconds):
                 listed = [m.model_dump() async for m in client.models.list()]
         except Exception as exc:  # only a guess gets better here: never a reason to fail a start
             log.debug("the model endpoint did not list its models (%s)", type(exc).__name__)

@@ -159,6 +159,20 @@ class Settings(BaseSettings):
     teams_drain_seconds: float = Field(default=30.0, ge=0)
     teams_max_concurrent_turns: int = Field(default=8, ge=1)
 
+    mattermost_url: str | None = Field(default=None, validation_alias=_env("MATTERMOST_URL"))
+    mattermost_bot_token: SecretStr | None = Field(default=None, validation_alias=_env("MATTERMOST_BOT_TOKEN"))
+    # Mattermost behaviour (docs/mattermost.md); allow-lists hold IDs (26 characters; `dm` in channels), empty = all
+    mattermost_answer_bots: bool = False
+    mattermost_allowed_users: IdList = Field(default_factory=list)
+    mattermost_allowed_teams: IdList = Field(default_factory=list)
+    mattermost_allowed_channels: IdList = Field(default_factory=list)
+    # where Mattermost reaches yokebot's HTTP server for the Approve / Deny buttons (POST …/mattermost/actions)
+    mattermost_actions_url: str | None = None
+    mattermost_attach_over_chars: int = Field(default=32_000, ge=100)
+    mattermost_reconnect_max_seconds: float = Field(default=30.0, gt=0)
+    mattermost_drain_seconds: float = Field(default=30.0, ge=0)
+    mattermost_max_concurrent_turns: int = Field(default=8, ge=1)
+
     @field_validator("database_url")
     @classmethod
     def _async_driver(cls, value: str) -> str:

@@ -19,6 +19,7 @@ from sqlalchemy import text
 from bot.app import App, build_app
 from bot.config import Settings
 from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.mattermost import FakeMattermost
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.teams import FakeTeams
@@ -132,6 +133,13 @@ def fake_discord() -> Iterator[FakeDiscord]:
 @pytest.fixture
 def fake_teams() -> Iterator[FakeTeams]:
     server = FakeTeams().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_mattermost() -> Iterator[FakeMattermost]:
+    server = FakeMattermost().start()
     yield server
     server.stop()
 

@@ -23,6 +23,7 @@ from bot.chat.core.formatting import defuse_at_broadcasts
 from bot.chat.core.notifier import AdapterNotifier
 from bot.chat.core.platform import Platform, PlatformParts
 from bot.chat.discord import manifest as discord_manifest
+from bot.chat.mattermost import manifest as mattermost_manifest
 from bot.chat.slack import manifest as slack_manifest
 from bot.chat.teams import manifest as teams_manifest
 from bot.config import Settings
@@ -78,6 +79,18 @@ def _teams_outbox(parts: PlatformParts) -> ChatAdapter:
     return TeamsOutbox(parts.settings, parts.conversations)
 
 
+def _mattermost(parts: PlatformParts) -> Platform:
+    from bot.chat.mattermost.adapter import MattermostAdapter
+
+    return MattermostAdapter(parts)
+
+
+def _mattermost_outbox(parts: PlatformParts) -> ChatAdapter:
+    from bot.chat.mattermost.rest import MattermostOutbox
+
+    return MattermostOutbox(parts.settings)
+
+
 PLATFORMS: tuple[PlatformEntry, ...] = (
     PlatformEntry(slack_manifest.PLATFORM, slack_manifest.TOKEN_VARIABLE, slack_manifest.HINT,
                   slack_manifest.configured, _slack, _slack_outbox, slack_manifest.FILE_HOSTS,
@@ -88,6 +101,9 @@ PLATFORMS: tuple[PlatformEntry, ...] = (
     PlatformEntry(teams_manifest.PLATFORM, teams_manifest.TOKEN_VARIABLE, teams_manifest.HINT,
                   teams_manifest.configured, _teams, _teams_outbox, teams_manifest.FILE_HOSTS,
                   teams_manifest.is_id, teams_manifest.defuse, teams_manifest.doctor),
+    PlatformEntry(mattermost_manifest.PLATFORM, mattermost_manifest.TOKEN_VARIABLE, mattermost_manifest.HINT,
+                  mattermost_manifest.configured, _mattermost, _mattermost_outbox, mattermost_manifest.FILE_HOSTS,
+                  mattermost_manifest.is_id, mattermost_manifest.defuse, mattermost_manifest.doctor),
 )
 
 

@@ -22,9 +22,19 @@ from bot.chat.platforms import build_platform, configured, hints
 from bot.chat.platforms import names as platform_names
 from bot.config import Settings
 from bot.engine.context import AttachmentLimits, PromptBuilder, family_window, learn_windows
-from bot.engine.errors import ConfigError, UnknownAgent
+from bot.engine.errors import ConfigError, ProfileError, UnknownAgent
 from bot.engine.model import ChatModel, OpenAIChatModel, RetryingModel, RetryPolicy
-from bot.engine.run import CompositeHooks, PlanExecutor, PriceOf, ReActLoop, Tool, ToolExecutor, ToolPolicy, TurnHooks
+from bot.engine.run import (
+    CompositeHooks,
+    PlanExecutor,
+    PriceOf,
+    ReActLoop,
+    SpendCaps,
+    Tool,
+    ToolExecutor,
+    ToolPolicy,
+    TurnHooks,
+)
 from bot.engine.service import AgentService
 from bot.engine.spec import AgentProfile, ProfileLoader
 from bot.observability.hooks import MetricsHooks
@@ -39,7 +49,9 @@ from bot.store.notify_ledger import SqlNotifyLedger
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
 from bot.store.session_lock import PgSessionLock
+from bot.store.spend import SqlSpendLedger
 from bot.tools import builtin_tools
+from bot.tools.notify import NotifySpec
 
 if TYPE_CHECKING:
     from bot.mcp.manager import McpManager
@@ -68,6 +80,7 @@ class App:
     mcp: McpManager | None = None  # the profiles' MCP servers, when any agent declares one
     lease: InstanceLease | None = None  # PostgreSQL: this process is alive (its turns are not swept)
     tracing: Tracing | None = None  # OTLP traces, when an endpoint is set (docs/observability.md)
+    spend: SpendCaps | None = None  # the spend caps, when any is set (docs/guardrails.md "Spend caps")
 
     def profile(self, name: str) -> AgentProfile:
         return find_profile(self.profiles, self.settings.agents_dir, name)
@@ -79,6 +92,8 @@ class App:
         self.approvals.close()
         await self.inbox.close()  # its leases' heartbeat, its LISTEN connection
         await self.store.close()
+        if self.spend is not None:
+            await self.spend.close()  # the slots' connection or lock file
         if self.lease is not None:  # after the turns' rows are written: nothing of this process runs now
             await self.lease.stop()
         if self.session_lock is not None:
@@ -127,7 +142,37 @@ def side_effecting(registry: Mapping[str, Tool[Any]], name: str) -> bool:
 
 
 def load_profiles(settings: Settings, registry: dict[str, Tool[Any]]) -> dict[str, AgentProfile]:
-    return ProfileLoader(settings.agents_dir, registry, platforms=platform_names()).load_all()
+    profiles = ProfileLoader(settings.agents_dir, registry, platforms=platform_names()).load_all()
+    for profile in profiles.values():
+        refuse_unpriced_caps(settings, profile)
+    return profiles
+
+
+def refuse_unpriced_caps(settings: Settings, profile: AgentProfile) -> None:
+    """A spend cap in USD needs a price for the agent's model: without one its calls would count as free."""
+    model = profile.model or settings.model
+    if price_for(model, settings.model_prices) is not None:
+        return
+    s = profile.spend
+    which = ("spend.daily_usd" if s.daily_usd is not None else "spend.monthly_usd" if s.monthly_usd is not None
+             else "YOKEBOT_SPEND_DAILY_USD" if settings.spend_daily_usd is not None else None)
+    if which is not None:
+        raise ProfileError(str(profile.path), f"{which} is set, but YOKEBOT_MODEL_PRICES has no price for this "
+                           f"agent's model {model!r}; add one (USD per 1M tokens, input and output) or drop the cap")
+
+
+def notify_target(profile: AgentProfile) -> str | None:
+    """The agent's `notify.default`: where the notice of a spend cap reached goes."""
+    policy = profile.tools.get("notify")
+    return policy.default if isinstance(policy, NotifySpec) else None
+
+
+def spend_caps(settings: Settings, profiles: Mapping[str, AgentProfile], store: SqlStore) -> SpendCaps | None:
+    """The spend caps, when YOKEBOT_SPEND_DAILY_USD or any agent's `spend:` sets one (else nothing is checked)."""
+    if settings.spend_daily_usd is None and not any(p.spend.any for p in profiles.values()):
+        return None
+    return SpendCaps(SqlSpendLedger(store), model_price(settings), daily_usd=settings.spend_daily_usd,
+                     notify_target=notify_target, agents=profiles.values())
 
 
 async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[AsyncEngine, SqlStore]:
@@ -211,6 +256,9 @@ async def build_app(
     # PostgreSQL may be shared by several instances: one turn per thread across them
     session_lock = (PgSessionLock.for_url(settings.database_url)
                     if engine.dialect.name == "postgresql" else None)
+    spend = spend_caps(settings, profiles, store)
+    if spend is not None and prometheus is not None:
+        prometheus.watch_spend(spend)  # yokebot_spend_ratio, read when scraped
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
     inbox_turns = InboxTurns(inbox, partial(side_effecting, registry))
     # a decision resumes its parked turn on the instance that got it
@@ -219,13 +267,13 @@ async def build_app(
                            notifier=notifier, memory=store, session_lock=session_lock,
                            planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals,
                            notify_ledger=SqlNotifyLedger(engine),  # notify's limits hold across instances
-                           attachment_limits=attachment_limits(settings))
+                           attachment_limits=attachment_limits(settings), spend=spend)
     lease = None
     if engine.dialect.name == "postgresql":  # shared: other instances tell this one's turns from dead ones
         lease = InstanceLease(store, lease_seconds=settings.inbox_lease_seconds, sweeping=sweep_dead)
         lease.start()  # queued ahead of any turn row; no round trip here
     app = App(settings, engine, store, registry, profiles, notifier, service, model, inbox, inbox_turns, approvals,
-              metrics=prometheus, session_lock=session_lock, mcp=mcp, lease=lease, tracing=tracing)
+              metrics=prometheus, session_lock=session_lock, mcp=mcp, lease=lease, tracing=tracing, spend=spend)
     if mcp is not None:
         try:
             await mcp.start()

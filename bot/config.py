@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     log_format: str = "text"
     # YOKEBOT_MODEL_PRICES='{"gpt-5-mini": {"input": 0.25, "output": 2.0}}' for `yokebot usage` cost estimates
     model_prices: dict[str, ModelPrice] = Field(default_factory=lambda: dict[str, ModelPrice]())
+    # a cap on what every agent together may spend per UTC day, in USD (docs/guardrails.md "Spend caps")
+    spend_daily_usd: float | None = Field(default=None, gt=0)
 
     # files attached to a message (docs/attachments.md: "Caps and limits")
     attachment_max_files: int = Field(default=10, ge=1, le=100)  # read per message; the rest are named as not read

@@ -135,7 +135,8 @@ class ToolResult:
 
 # What ended a turn: as stored in `turns.stopped_by` and shown by `ask --json` and `trace`.
 StopReason = Literal["answer", "iteration_limit", "budget:tool_calls", "budget:tokens", "budget:seconds",
-                     "budget:cost", "loop", "error", "interrupted", "user"]
+                     "budget:cost", "budget:daily_cost", "budget:monthly_cost", "budget:daily_tokens", "loop", "error",
+                     "interrupted", "user"]
 TurnStatus = Literal["ok", "limit", "error", "stopped"]
 # The cancellation message of a turn its user stopped (Ctrl-C in `yokebot chat`): `task.cancel(USER_STOP)`. The
 # service records such a turn as `stopped` by `user`, not as an error; any other cancellation is a shutdown.

@@ -109,3 +109,56 @@ class SessionLock(Protocol):
     lock first, so only one task of a process waits here."""
 
     def hold(self, conversation: str) -> AbstractAsyncContextManager[None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SpendScope:
+    """What a spend cap counts (bot/engine/run/spend.py): every agent's calls (`agent` None: the global cap,
+    YOKEBOT_SPEND_DAILY_USD), one agent's, or one agent's in one channel (`spend: {scope: channel}`)."""
+
+    agent: str | None = None
+    platform: str | None = None
+    channel: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Names the scope in the slot's lock, the notice's claim and the logs."""
+        if self.agent is None:
+            return "all"
+        return f"agent:{self.agent}" if self.channel is None else f"agent:{self.agent}@{self.platform}:{self.channel}"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpend:
+    """One model's calls in a scope (from `llm_calls`): tokens today and since the month began (UTC), and the
+    largest call's tokens (how far the next call may go)."""
+
+    model: str
+    day_prompt: int = 0
+    day_completion: int = 0
+    month_prompt: int = 0
+    month_completion: int = 0
+    max_prompt: int = 0
+    max_completion: int = 0
+
+
+class SpendLedger(Protocol):
+    """What the spend caps read and claim in the database every instance shares (bot/store/spend.py)."""
+
+    async def spent(self, scope: SpendScope, day: datetime, month: datetime | None) -> list[ModelSpend]:
+        """The scope's calls since `day` (and since `month`, when given), by model; calls queued for the
+        write-behind queue before this call are committed first, so this process's own are in."""
+        ...
+
+    async def take(self, scope: SpendScope) -> bool:
+        """The scope's slot, held until `release`, or False at once when another process holds it. Dropped
+        with the process (an advisory lock on PostgreSQL, a file lock on SQLite)."""
+        ...
+
+    async def release(self, scope: SpendScope) -> None: ...
+
+    async def first(self, claim: str) -> bool:
+        """True for the first caller of `claim` among every instance (the first refusal of a period)."""
+        ...
+
+    async def close(self) -> None: ...

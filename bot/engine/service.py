@@ -30,6 +30,7 @@ from bot.engine.run.hooks import CompositeHooks, TurnHooks
 from bot.engine.run.loop import ReActLoop
 from bot.engine.run.parked import ParkedTurn, Parking, TurnParked
 from bot.engine.run.plan import PlanExecutor
+from bot.engine.run.spend import SpendCaps, SpendReached
 from bot.engine.spec.profiles import AgentProfile
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,16 @@ class turn_scope:  # lower case: used like a function, `async with turn_scope(ru
             CURRENT_TURN.reset(self.token)
 
 
+@asynccontextmanager
+async def _spending(run: RunContext) -> AsyncGenerator[None, None]:
+    """The turn's spend caps: a slot it took near a cap is let go once the turn (and its record) is done."""
+    try:
+        yield
+    finally:
+        if run.spend is not None:
+            await run.spend.close()
+
+
 @dataclass
 class _Entry:
     lock: asyncio.Lock
@@ -139,10 +150,12 @@ class AgentService:
         approvals: ApprovalGate | None = None,
         notify_ledger: NotifyLedger | None = None,
         attachment_limits: AttachmentLimits | None = None,
+        spend: SpendCaps | None = None,
     ) -> None:
         self.store, self.loop, self.profiles = store, loop, profiles
         self.attachment_limits = attachment_limits or AttachmentLimits()
         self.notify_ledger = notify_ledger
+        self.spend = spend  # the spend caps (bot/engine/run/spend.py), checked before every model call
         self.approvals = approvals
         self.hooks = CompositeHooks(*([hooks] if hooks is not None else []))
         self.notifier, self.memory = notifier, memory
@@ -210,9 +223,10 @@ class AgentService:
         run = RunContext(session.id, req.turn_id or uuid.uuid4().hex, profile, scope, req.trigger,
                          self.notifier, self.memory, self.approvals, files.prepared.files if files else None,
                          self.notify_ledger, parks=req.parking is not None and profile.mode != "plan",
-                         memories=memories if session.agent == agent else None)  # else: its own read, later
+                         memories=memories if session.agent == agent else None,  # else: its own read, later
+                         spend=self.spend.turn(profile, scope, self.notifier) if self.spend is not None else None)
         turn_hooks = self.hooks.plus(hooks)
-        async with turn_scope(run):
+        async with turn_scope(run), _spending(run):
             # under the thread's locks, in order; a thread made just now has no parked turn to ask about
             if req.parking is not None and req.parked is None and not session.created:
                 tool = await req.parking.waiting(session.id)
@@ -239,6 +253,8 @@ class AgentService:
                 if run.profile.mode == "plan" and self.planner is not None:  # plan-and-execute, on the same thread
                     return await self.planner.run(run, history, files.message if files else req.text, turn_hooks)
                 return await self.loop.run(run, history, files.message if files else req.text, turn_hooks)
+            except SpendReached as reached:  # a cap reached outside the loop's own calls (plan mode)
+                return TurnOutcome(reached.stop.detail, stopped_by=reached.stop.reason)
             except TurnParked as parked:
                 if req.parking is None:
                     raise

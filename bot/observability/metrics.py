@@ -3,6 +3,7 @@ the process-global default registry would mix their counts and refuse duplicate 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -13,6 +14,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from bot.engine.run import SpendCaps
 
 TURN_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 CALL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
@@ -72,6 +77,10 @@ class Metrics:
         """Count spans the trace exporter lost (called from its thread; prometheus-client counters are safe)."""
         self.otel_dropped.labels(reason=reason).inc(spans)
 
+    def watch_spend(self, caps: SpendCaps) -> None:
+        """Export `yokebot_spend_ratio{agent,period}` from the spend caps' figures, read when scraped."""
+        self.registry.register(SpendRatios(caps))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -79,3 +88,27 @@ class Metrics:
         """One sample's current value (0 when absent): for tests and `yokebot` diagnostics."""
         found = self.registry.get_sample_value(name, labels)
         return found or 0.0
+
+
+class SpendRatios(Collector):
+    """`yokebot_spend_ratio{agent,period}`: what is spent over the cap, per agent (`*`: YOKEBOT_SPEND_DAILY_USD
+    over every agent) and cap (`daily_cost`, `monthly_cost`, `daily_tokens`); an agent whose caps are per channel
+    shows its highest channel. From the figures this process holds (read at most once a second per scope; a
+    scrape asks for a read of those older than that, so it shows the database's figure one scrape later)."""
+
+    def __init__(self, caps: SpendCaps) -> None:
+        self.caps = caps
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("yokebot_spend_ratio", "Spent over the spend cap (1 = reached), per agent and "
+                                   "cap.", labels=["agent", "period"])
+        highest: dict[tuple[str, str], float] = {}
+        for scope, kind, ratio in self.caps.ratios():
+            key = (scope.agent or "*", kind)
+            highest[key] = max(highest.get(key, 0.0), ratio)
+        for (agent, kind), ratio in sorted(highest.items()):
+            family.add_metric([agent, kind], ratio)
+        yield family
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())

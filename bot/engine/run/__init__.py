@@ -12,24 +12,31 @@ from bot.engine.run.hooks import CompositeHooks, TurnHooks
 from bot.engine.run.loop import ReActLoop
 from bot.engine.run.parked import ParkedTurn
 from bot.engine.run.plan import PlanExecutor
+from bot.engine.run.spend import Caps, Figure, SpendCaps, SpendKind, SpendReached, cap_name
 from bot.engine.run.tooling import Tool, ToolOutput, require, tool
 
 __all__ = [
     "ApprovalDecision",
     "ApprovalGate",
     "ApprovalRequest",
+    "Caps",
     "CompositeHooks",
+    "Figure",
     "ParkedTurn",
     "PlanExecutor",
     "PriceOf",
     "ReActLoop",
     "RunContext",
+    "SpendCaps",
+    "SpendKind",
+    "SpendReached",
     "Tool",
     "ToolContext",
     "ToolExecutor",
     "ToolOutput",
     "ToolPolicy",
     "TurnHooks",
+    "cap_name",
     "require",
     "tool",
 ]

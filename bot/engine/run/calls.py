@@ -2,7 +2,8 @@
 the prompt is fitted to the model's window (`window.py`), sent through the retrying model with the turn's
 hooks listening, a context-length error compacts the thread and sends again (twice at most, and only a
 prompt strictly smaller than the one refused: the same prompt would be refused again), what the server
-counted calibrates our token counter, and the call is charged to the turn that made it (its `TurnState`)."""
+counted calibrates our token counter, and the call is charged to the turn that made it (its `TurnState`) and
+to the spend caps it runs under (`spend.py`), which are checked before it is sent."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from bot.engine.messages import Message, ModelResponse, Usage
 from bot.engine.model.pacing import REPLIES
 from bot.engine.model.retrying import OnAttempt, RetryingModel
 from bot.engine.model.wire import CallPurpose, ModelRequest, OnDelta, encoded
+from bot.engine.run.spend import TurnSpend
 
 OVERFLOW_RETRIES = 2  # a retry after compacting; a second, squeezed harder, if the first still overflowed
 
@@ -42,6 +44,7 @@ class CallSettings:
     report: OnAttempt  # each attempt, to the turn's hooks
     delta: OnDelta | None = None  # the reply's text as it streams (turn and final calls only)
     summary_words: int = 400
+    spend: TurnSpend | None = None  # the spend caps the turn runs under (spend.py): checked before every call
 
 
 class ModelCalls:
@@ -82,7 +85,12 @@ class ModelCalls:
         return await self._send(request, None, stream=False)
 
     async def _send(self, request: ModelRequest, charge: Charged | None, stream: bool) -> ModelResponse:
+        spend = self.settings.spend
+        if spend is not None:
+            await spend.check()  # SpendReached: a cap is reached, the turn makes no more calls
         response = await self.model.complete(request, self.settings.report, self.settings.delta if stream else None)
+        if spend is not None:
+            spend.charge(self.settings.model, response.usage)
         if charge is not None:
             charge.charge(self.settings.model, response.usage)
         return response

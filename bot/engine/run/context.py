@@ -11,6 +11,7 @@ from bot.engine.context.attachments import TurnFiles
 from bot.engine.messages import Scope, Trigger
 from bot.engine.ports import MemoryItem, MemoryStore, Notifier, NotifyLedger
 from bot.engine.run.approval import ApprovalDecision, ApprovalRequest
+from bot.engine.run.spend import TurnSpend
 from bot.engine.spec.profiles import AgentProfile
 from bot.engine.spec.toolsettings import ToolSettings
 
@@ -31,6 +32,7 @@ class RunContext:
     notify_ledger: NotifyLedger | None = None  # alerts sent, across instances; None: the notify tool's own
     parks: bool = False  # a gated call's wait parks the turn (its state stored) instead of holding its task
     memories: Awaitable[list[MemoryItem]] | None = None  # the memory read for the system prompt, under way
+    spend: TurnSpend | None = None  # the spend caps this turn runs under (spend.py); None: no cap applies
 
     @property
     def agent(self) -> str:

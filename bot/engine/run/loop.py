@@ -39,6 +39,7 @@ from bot.engine.run.executor import ToolExecutor
 from bot.engine.run.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf
 from bot.engine.run.hooks import TurnHooks
 from bot.engine.run.parked import ParkedTurn, TurnParked
+from bot.engine.run.spend import SpendReached
 from bot.engine.run.state import TurnState
 
 
@@ -70,7 +71,7 @@ class ReActLoop:
         window = ThreadWindow(thread, spec=profile.context, window=profile.context_window or default_window(model),
                               model=model, counter=self.counter(model), calibration=self.calibration,
                               store=self.summaries, session_id=run.session_id, turn_id=run.turn_id)
-        settings = CallSettings(model, profile.temperature, report, delta, profile.context.summary_words)
+        settings = CallSettings(model, profile.temperature, report, delta, profile.context.summary_words, run.spend)
         system = await self.prompts.system_message(profile, run.scope, run.memories)
         return ModelCalls(self.model, settings, system, window)
 
@@ -127,6 +128,9 @@ class ReActLoop:
             t.iterations += 1
             try:
                 response = await t.calls.complete(t.messages, t.schemas, charge=t)
+            except SpendReached as reached:  # no more calls: the sentence says which cap
+                t.iterations -= 1  # this one was not made
+                return await self._spent(t, reached.stop)
             except ModelError as err:
                 answer = replies.model_failed(err)
                 await self._add(t, Message.assistant(answer))
@@ -245,8 +249,15 @@ class ReActLoop:
         try:
             response = await t.calls.complete([*t.messages, ask], (), "final", charge=t)
             answer = response.message.content.strip()
+        except SpendReached as reached:
+            return await self._spent(t, reached.stop)
         except ModelError:
             pass
         answer = answer or replies.stopped_early(t.iterations, stop.detail, t.results)
         await self._add(t, Message.assistant(answer))
         return t.outcome(answer, stop.reason)
+
+    async def _spent(self, t: TurnState, stop: Stop) -> TurnOutcome:
+        """A spend cap ended the turn (spend.py): its sentence is the answer; no last call."""
+        await self._add(t, Message.assistant(stop.detail))
+        return t.outcome(stop.detail, stop.reason)

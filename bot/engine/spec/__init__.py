@@ -1,4 +1,4 @@
-"""The AGENT.md spec: profiles, limits, tool settings, MCP servers, alert routes, schedules and
+"""The AGENT.md spec: profiles, limits, spend caps, tool settings, MCP servers, alert routes, schedules and
 the approval policy.
 
 This is the room's face: code outside the engine imports these names from here, never a
@@ -27,6 +27,7 @@ from bot.engine.spec.profiles import (
     split_front_matter,
 )
 from bot.engine.spec.progress import ProgressMode
+from bot.engine.spec.spend import SpendSpec
 from bot.engine.spec.targets import known_platform, platform_context
 from bot.engine.spec.toolsettings import ToolSettings
 
@@ -46,6 +47,7 @@ __all__ = [
     "ProgressMode",
     "Requester",
     "ScheduleSpec",
+    "SpendSpec",
     "ToolSettings",
     "dump_approvers",
     "known_platform",

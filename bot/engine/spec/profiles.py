@@ -28,6 +28,7 @@ from bot.engine.spec.cron import parse_cron, parse_every
 from bot.engine.spec.limits import BudgetSpec, ContextSpec
 from bot.engine.spec.mcp import McpServerSpec, McpSpecError, mcp_tool_settings
 from bot.engine.spec.progress import ProgressMode
+from bot.engine.spec.spend import SpendSpec
 from bot.engine.spec.targets import known_platform, platform_context
 from bot.engine.spec.toolsettings import ToolSettings
 
@@ -143,6 +144,7 @@ class ProfileSpec(_Strict):
     context_window: int | None = Field(default=None, ge=512)  # tokens; default: by model family
     context: ContextSpec = ContextSpec()
     budget: BudgetSpec = BudgetSpec()
+    spend: SpendSpec = SpendSpec()  # caps per UTC day and month, across instances (bot/engine/run/spend.py)
     loop_repeats: int = Field(default=3, ge=2, le=50)  # same tool + same arguments this often = a loop
     parallel_tool_calls: bool = True
     vision: bool = False  # the model reads images: attached images are sent to it (docs/attachments.md)
@@ -198,6 +200,7 @@ class AgentProfile:
     context_window: int | None = None
     context: ContextSpec = field(default_factory=ContextSpec)
     budget: BudgetSpec = field(default_factory=BudgetSpec)
+    spend: SpendSpec = field(default_factory=SpendSpec)
     loop_repeats: int = 3
     parallel_tool_calls: bool = True  # several tool calls in one model message run at once
     vision: bool = False  # attached images are sent to the model as image parts
@@ -371,6 +374,7 @@ class ProfileLoader:
             context_window=spec.context_window,
             context=spec.context,
             budget=spec.budget,
+            spend=spec.spend,
             loop_repeats=spec.loop_repeats,
             parallel_tool_calls=spec.parallel_tool_calls,
             vision=spec.vision,

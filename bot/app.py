@@ -19,6 +19,7 @@ from bot.chat.core.inbox_turns import InboxTurns
 from bot.chat.core.notifier import AdapterNotifier, Fallback
 from bot.chat.core.platform import Platform, PlatformParts
 from bot.chat.platforms import build_platform, configured, hints
+from bot.chat.platforms import is_id as platform_id
 from bot.chat.platforms import names as platform_names
 from bot.config import Settings
 from bot.engine.context import AttachmentLimits, PromptBuilder, family_window, learn_windows
@@ -142,7 +143,7 @@ def side_effecting(registry: Mapping[str, Tool[Any]], name: str) -> bool:
 
 
 def load_profiles(settings: Settings, registry: dict[str, Tool[Any]]) -> dict[str, AgentProfile]:
-    profiles = ProfileLoader(settings.agents_dir, registry, platforms=platform_names()).load_all()
+    profiles = ProfileLoader(settings.agents_dir, registry, platforms=platform_names(), ids=platform_id).load_all()
     for profile in profiles.values():
         refuse_unpriced_caps(settings, profile)
     return profiles

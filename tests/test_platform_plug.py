@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.chat.platforms import PLATFORMS, names
+from bot.chat.platforms import PLATFORMS, is_id, names
 from bot.engine.errors import ProfileError
 from bot.engine.spec import ProfileLoader
+from bot.engine.spec.approval import dump_approvers
 from bot.tools import builtin_tools
-from tests.helpers import write_agent
+from tests.helpers import registry, write_agent
 
 BOT = Path(__file__).parents[1] / "bot"
 ALLOWED = (*(f"chat/{name}/" for name in names()), "chat/platforms.py")
@@ -74,3 +75,15 @@ def test_a_known_platform_loads(tmp_path: Path):
                                  "schedules:\n  - {name: daily, every: 1d, prompt: report, post_to: slack:#ops}")
     profile = ProfileLoader(tmp_path, builtin_tools(), platforms=names()).load("ops")
     assert profile.schedules[0].post_to == "slack:#ops"
+
+
+def test_an_approver_id_of_any_registered_platform_loads_and_a_name_still_does_not(tmp_path: Path):
+    """What an approver ID looks like is each platform's rule (its manifest's `is_id`), passed to the loader as
+    the platforms are: a Mattermost user ID (26 lower-case letters and digits) fitted no shape the spec knew."""
+    mattermost_user = "8xq3k7wnbtfy5r1m9s4ode2hcj"
+    write_agent(tmp_path, "ops", f"description: ops\ntools:\n  echo:\n    approval: {{approvers: [{mattermost_user}]}}")
+    profile = ProfileLoader(tmp_path, registry(), platforms=names(), ids=is_id).load("ops")
+    assert dump_approvers(profile.tools["echo"].approval.approvers) == [mattermost_user]  # type: ignore[union-attr]
+    write_agent(tmp_path, "ops", "description: ops\ntools:\n  echo:\n    approval: {approvers: [alice]}")
+    with pytest.raises(ProfileError, match="'alice' is not an approver"):
+        ProfileLoader(tmp_path, registry(), platforms=names(), ids=is_id).load("ops")

@@ -112,6 +112,11 @@ def names() -> tuple[str, ...]:
     return tuple(entry.name for entry in PLATFORMS)
 
 
+def is_id(value: str) -> bool:
+    """Does `value` look like an ID on some platform (an approver in AGENT.md): pass it to the profile loader."""
+    return any(entry.is_id(value) for entry in PLATFORMS)
+
+
 def entry(name: str) -> PlatformEntry | None:
     return next((e for e in PLATFORMS if e.name == name), None)
 

@@ -43,6 +43,7 @@ def agents_list() -> None:
 @agents_app.command("show")
 def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> None:
     """Show one profile: settings, tools with their sandbox policy, and the full system prompt."""
+    from bot.chat.platforms import is_id
     from bot.engine.context import PromptBuilder
     from bot.engine.spec import ProfileLoader
     from bot.tools import builtin_tools
@@ -53,7 +54,7 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
         err.print(f"[red]error:[/red] {escape(no_agents(settings))}", highlight=False)
         raise typer.Exit(1)
     try:
-        profile = ProfileLoader(settings.agents_dir, builtin_tools()).load(name)
+        profile = ProfileLoader(settings.agents_dir, builtin_tools(), ids=is_id).load(name)
     except YokebotError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None

@@ -28,13 +28,14 @@ err = Terminal(stderr=True)
 
 async def offered_tools(settings: Settings, agent: str, server: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Every tool the server offers, and the allowed tools it does not offer."""
+    from bot.chat.platforms import is_id
     from bot.engine.spec import ProfileLoader, namespaced
     from bot.mcp.connection import McpConnection, McpTiming  # the SDK loads only when a server is asked
     from bot.mcp.params import resolve
     from bot.mcp.schema import schema_problem
     from bot.tools import builtin_tools
 
-    profile = ProfileLoader(settings.agents_dir, builtin_tools()).load(agent)
+    profile = ProfileLoader(settings.agents_dir, builtin_tools(), ids=is_id).load(agent)
     spec = profile.mcp.get(server)
     if spec is None:
         known = ", ".join(profile.mcp) or "none"

@@ -12,14 +12,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_serializer, field_validator
+
+from bot.engine.spec.targets import IdRule, id_rule
 
 REQUESTER = "requester"
 DEFAULT_TIMEOUT = "10m"
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 # Slack user (U…, W…) or user group (S…) IDs; Discord user or role IDs (snowflakes). No keyword has this shape.
+# The rule when the loader names none; `yokebot run` and the commands pass every platform's (`ids`).
 _PLATFORM_ID = re.compile(r"^(?:[UWS][A-Z0-9_]{2,30}|\d{15,21})$")
+_ID_CHARS = re.compile(r"^[A-Za-z0-9_-]{2,64}$")  # what any platform's ID is made of (no `@`, `#` or space)
 MAX_TIMEOUT_SECONDS = 24 * 3600
 # What a platform ID can name there (Slack: `U…`/`W…` a user, `S…` a user group; Discord: a snowflake, user or role)
 ApproverKind = Literal["user", "group", "either"]
@@ -46,15 +50,17 @@ class PlatformId:
 Approver = Requester | PlatformId  # typed once, at load; IDs and keywords never share a namespace
 _KEYWORDS: dict[str, Approver] = {REQUESTER: Requester()}
 _NOT_AN_APPROVER = ("{who!r} is not an approver; use a Slack user ID (U…) or user group ID (S…), a Discord user or "
-                    "role ID (digits, in quotes), or `requester` (IDs, not names: names can be taken by others)")
+                    "role ID (digits, in quotes), another platform's user ID (docs/approvals.md), or `requester` "
+                    "(IDs, not names: names can be taken by others)")
 
 
-def parse_approver(text: object) -> Approver:
-    """One `approvers:` entry of AGENT.md: a keyword, or an ID of a shape a platform gives (ValueError: neither)."""
+def parse_approver(text: object, is_id: IdRule | None = None) -> Approver:
+    """One `approvers:` entry of AGENT.md: a keyword, or an ID of a shape a platform gives (ValueError: neither).
+    `is_id`: the platforms' rule (bot/chat/platforms.py); None: the shapes Slack and Discord give."""
     if isinstance(text, str):
         if text in _KEYWORDS:
             return _KEYWORDS[text]
-        if _PLATFORM_ID.match(text):
+        if (is_id(text) and _ID_CHARS.match(text)) if is_id is not None else _PLATFORM_ID.match(text):
             return PlatformId(text)
     raise ValueError(_NOT_AN_APPROVER.format(who=text))
 
@@ -88,10 +94,12 @@ class ApprovalSpec(BaseModel):
 
     @field_validator("approvers", mode="before")
     @classmethod
-    def _approvers(cls, value: Any) -> Any:
+    def _approvers(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, list | tuple):
             entries: Sequence[object] = cast(Sequence[object], value)
-            return tuple(who if isinstance(who, Requester | PlatformId) else parse_approver(who) for who in entries)
+            rule = id_rule(info)
+            return tuple(who if isinstance(who, Requester | PlatformId) else parse_approver(who, rule)
+                         for who in entries)
         return value  # not a list: pydantic says so
 
     @field_serializer("approvers")

@@ -29,7 +29,7 @@ from bot.engine.spec.limits import BudgetSpec, ContextSpec
 from bot.engine.spec.mcp import McpServerSpec, McpSpecError, mcp_tool_settings
 from bot.engine.spec.progress import ProgressMode
 from bot.engine.spec.spend import SpendSpec
-from bot.engine.spec.targets import known_platform, platform_context
+from bot.engine.spec.targets import IdRule, known_platform, platform_context
 from bot.engine.spec.toolsettings import ToolSettings
 
 
@@ -309,13 +309,14 @@ def _load_skill(base: Path, name: str, owner: str, line: int | None) -> Skill:
 
 class ProfileLoader:
     """Loads and validates profiles against the tools this process has. `platforms`: the chat platforms a
-    target (`post_to`, `notify:`) may name (bot/chat/platforms.py `names()`); None: not checked."""
+    target (`post_to`, `notify:`) may name (bot/chat/platforms.py `names()`); None: not checked. `ids`: what
+    an approver's ID may look like on any of them (bot/chat/platforms.py `is_id`); None: Slack's and Discord's."""
 
     def __init__(self, agents_dir: Path, registry: Mapping[str, ToolSpec], *,
-                 platforms: Collection[str] | None = None) -> None:
+                 platforms: Collection[str] | None = None, ids: IdRule | None = None) -> None:
         self.agents_dir = agents_dir
         self.registry = registry
-        self.context = platform_context(platforms)  # pydantic's validation context: the known platforms
+        self.context = platform_context(platforms, ids)  # pydantic's validation context: the known platforms
 
     def names(self) -> list[str]:
         if not self.agents_dir.is_dir():

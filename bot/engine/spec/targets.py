@@ -5,17 +5,32 @@ another platform is refused with the same sentence wherever it is written."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
 
 from pydantic import ValidationInfo
 
 PLATFORMS = "platforms"  # the key of the validation context that holds the known platform names
+IDS = "ids"  # and the one that holds the platforms' rule for what an ID looks like (approvers)
+IdRule = Callable[[str], bool]
 
 
-def platform_context(platforms: Collection[str] | None) -> dict[str, Any] | None:
-    """The validation context that makes `known_platform` check against `platforms` (None: not checked)."""
-    return None if platforms is None else {PLATFORMS: tuple(platforms)}
+def platform_context(platforms: Collection[str] | None, ids: IdRule | None = None) -> dict[str, Any] | None:
+    """The validation context that makes `known_platform` check against `platforms` (None: not checked), and
+    approvers against the platforms' ID rule `ids` (None: the shapes Slack and Discord give)."""
+    context: dict[str, Any] = {}
+    if platforms is not None:
+        context[PLATFORMS] = tuple(platforms)
+    if ids is not None:
+        context[IDS] = ids
+    return context or None
+
+
+def id_rule(info: ValidationInfo) -> IdRule | None:
+    """The ID rule the loader named, if any."""
+    given: Any = info.context
+    rule = cast(Mapping[str, Any], given).get(IDS) if isinstance(given, Mapping) else None
+    return cast(IdRule, rule) if callable(rule) else None
 
 
 def known_platform(value: str, info: ValidationInfo) -> str:

@@ -11,16 +11,18 @@ os.environ.pop("LINES", None)
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from bot.app import App, build_app
 from bot.config import Settings
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.mattermost import FakeMattermost
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.pgbouncer import PgBouncer, PooledUrl, direct_of
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.teams import FakeTeams
 from tests.helpers import registry, write_agent
@@ -85,14 +87,48 @@ def need_pg() -> None:
         pytest.skip("PostgreSQL is not reachable")
 
 
+PgRoute = Literal["direct", "transaction", "session"]
+_POOLERS: dict[str, PgBouncer] = {}  # one PgBouncer per pool mode per test process, started at first use
+
+
 @pytest.fixture
-def pg_database() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+def pg_route() -> PgRoute:
+    """How `pg_database` is reached: straight, or through a real PgBouncer (`via_pgbouncer` in a module runs its
+    PostgreSQL tests each way)."""
+    return "direct"
+
+
+@pytest.fixture(params=["direct", pytest.param("transaction", id="pgbouncer-transaction"),
+                        pytest.param("session", id="pgbouncer-session")])
+def via_pgbouncer(request: pytest.FixtureRequest) -> PgRoute:
+    """Assign to `pg_route` in a test module (`pg_route = via_pgbouncer`): its tests that use `pg_database` run
+    direct and through PgBouncer in transaction and in session pooling."""
+    return request.param
+
+
+def pgbouncer(mode: Literal["transaction", "session"]) -> PgBouncer:
+    if mode not in _POOLERS:
+        _POOLERS[mode] = PgBouncer(mode, server_port=make_url(PG_ADMIN_URL).port or 5432).start()
+    return _POOLERS[mode]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for pooler in _POOLERS.values():
+        pooler.close()
+
+
+@pytest.fixture
+def pg_database(pg_route: PgRoute) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards. Through PgBouncer (`pg_route`), the URL
+    is a `PooledUrl`: its `direct` is the same database's direct URL (YOKEBOT_DATABASE_DIRECT_URL)."""
     need_pg()
     name = f"yokebot_test_{uuid.uuid4().hex[:10]}"
     asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
     try:
-        yield _pg_url(name)
+        if pg_route == "direct":
+            yield _pg_url(name)
+        else:
+            yield PooledUrl(pgbouncer(pg_route).url(name), direct=_pg_url(name))
     finally:
         asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
@@ -157,6 +193,7 @@ def make_settings(db: str, llm: FakeOpenAI, agents: Path, **overrides: Any) -> S
         openai_api_key="sk-test-key-123", model="test-model", model_retry_base_seconds=0.01,
         model_retry_max_wait_seconds=0.2, tool_backoff_seconds=0.01, model_timeout_seconds=5,
         progress_live=False,  # tests of live progress turn it on (tests/chat/test_progress_*.py)
+        database_direct_url=direct_of(db),  # through PgBouncer: the same database, direct
     )
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]

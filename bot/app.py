@@ -47,6 +47,7 @@ from bot.store.db import MigrationLockTimeout, create_engine, ensure_schema
 from bot.store.inbox import SqlInbox
 from bot.store.instances import InstanceLease
 from bot.store.notify_ledger import SqlNotifyLedger
+from bot.store.pooling import is_postgres, misconfigured, probe
 from bot.store.recorder import SqlRecorder
 from bot.store.repositories import SqlStore
 from bot.store.session_lock import PgSessionLock
@@ -85,6 +86,12 @@ class App:
 
     def profile(self, name: str) -> AgentProfile:
         return find_profile(self.profiles, self.settings.agents_dir, name)
+
+    @property
+    def session_url(self) -> str:
+        """Where what needs a database session of its own goes: the direct URL behind a pooler (the session
+        locks, the scheduler's leader lock, bot/store/pooling.py)."""
+        return self.store.direct.url.render_as_string(hide_password=False)
 
     async def close(self) -> None:
         """Stop the MCP servers, commit what is queued, close the model's HTTP client, release the database."""
@@ -176,24 +183,55 @@ def spend_caps(settings: Settings, profiles: Mapping[str, AgentProfile], store: 
                      notify_target=notify_target, agents=profiles.values())
 
 
-async def open_store(settings: Settings, *, migrate: bool = True) -> tuple[AsyncEngine, SqlStore]:
-    engine = create_engine(settings.database_url)
+async def _engines(settings: Settings, *, runs_turns: bool) -> tuple[AsyncEngine, AsyncEngine | None]:
+    """The engine of YOKEBOT_DATABASE_URL and, on PostgreSQL behind a pooler, the one of YOKEBOT_DATABASE_DIRECT_URL
+    (None: the same engine serves both). A transaction pooler with no direct URL stops a process that runs turns
+    (one sentence: the locks, the leader, the wake-ups and the writer's check would not hold)."""
+    url, direct_url = settings.database_url, settings.database_direct_url
+    if not is_postgres(url):
+        return create_engine(url), None
+    if direct_url is not None:
+        direct = await probe(direct_url)
+        problem = misconfigured("transaction", direct_url, direct_pooling=direct)
+        if problem is not None:
+            raise ConfigError(problem)
+        return create_engine(url, pooled=True), create_engine(direct_url, pooled=direct != "direct",
+                                                              server_pids=direct == "session")
+    pooling = await probe(url)
+    problem = misconfigured(pooling, None)
+    if problem is not None and runs_turns:
+        raise ConfigError(problem)
+    return create_engine(url, pooled=pooling != "direct", server_pids=pooling == "session"), None
+
+
+async def open_store(settings: Settings, *, migrate: bool = True,
+                     runs_turns: bool = False) -> tuple[AsyncEngine, SqlStore]:
+    try:
+        engine, direct = await _engines(settings, runs_turns=runs_turns)
+    except (OSError, SQLAlchemyError) as exc:
+        raise _cannot_open(settings, exc) from None
     if migrate:
         try:
-            await ensure_schema(engine)
+            await ensure_schema(engine, direct_url=settings.database_direct_url)
         except MigrationLockTimeout as exc:
             await engine.dispose()
+            if direct is not None:
+                await direct.dispose()
             raise ConfigError(f"Could not migrate the database: {exc}; if no other yokebot is starting, "
                               "its session may be stuck (see pg_locks), or run `yokebot db upgrade` alone.") from None
         except (OSError, SQLAlchemyError) as exc:
             await engine.dispose()
-            where = make_url(settings.database_url).render_as_string(hide_password=True)
-            orig = (exc.orig if isinstance(exc, DBAPIError) else None) or exc  # the driver's own error
-            first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
-            raise ConfigError(
-                f"Could not open the database at {where} ({first}); check YOKEBOT_DATABASE_URL."
-            ) from None
-    return engine, SqlStore(engine, outage_seconds=settings.db_outage_seconds)
+            if direct is not None:
+                await direct.dispose()
+            raise _cannot_open(settings, exc) from None
+    return engine, SqlStore(engine, outage_seconds=settings.db_outage_seconds, direct=direct)
+
+
+def _cannot_open(settings: Settings, exc: BaseException) -> ConfigError:
+    where = make_url(settings.database_url).render_as_string(hide_password=True)
+    orig = (exc.orig if isinstance(exc, DBAPIError) else None) or exc  # the driver's own error
+    first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    return ConfigError(f"Could not open the database at {where} ({first}); check YOKEBOT_DATABASE_URL.")
 
 
 async def _learn_windows(settings: Settings, profiles: Mapping[str, AgentProfile], model: OpenAIChatModel) -> None:
@@ -236,7 +274,7 @@ async def build_app(
     tracing = _tracing(settings, redact, prometheus)
     if mcp is not None:
         redact_also(mcp.secret_values())  # the log redacts the servers' ${VAR} values too
-    engine, store = await open_store(settings)
+    engine, store = await open_store(settings, runs_turns=True)
     if model is None:
         model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,
                                 timeout=settings.model_timeout_seconds, stream=settings.model_stream,
@@ -255,7 +293,7 @@ async def build_app(
     turn_hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus),  # every turn is recorded and counted
                                 *([tracing.hooks] if tracing else []), *hooks)
     # PostgreSQL may be shared by several instances: one turn per thread across them
-    session_lock = (PgSessionLock.for_url(settings.database_url)
+    session_lock = (PgSessionLock.for_url(store.direct.url.render_as_string(hide_password=False))
                     if engine.dialect.name == "postgresql" else None)
     spend = spend_caps(settings, profiles, store)
     if spend is not None and prometheus is not None:

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="YOKEBOT_", env_file=".env", extra="ignore", env_ignore_empty=True)
 
     database_url: str = "sqlite+aiosqlite:///./yokebot.db"
+    # PostgreSQL behind a transaction pooler (PgBouncer): the same database without it, for what needs a database
+    # session of its own (locks, LISTEN, the writer, migrations; docs/scale-out.md)
+    database_direct_url: str | None = None
     agents_dir: Path = Path("./agents")
     default_agent: str = "ops"
     model: str = DEFAULT_MODEL
@@ -179,6 +182,11 @@ class Settings(BaseSettings):
     @classmethod
     def _async_driver(cls, value: str) -> str:
         return async_database_url(value)
+
+    @field_validator("database_direct_url")
+    @classmethod
+    def _async_driver_direct(cls, value: str | None) -> str | None:
+        return async_database_url(value) if value else None
 
     @field_validator("log_level")
     @classmethod

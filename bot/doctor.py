@@ -112,18 +112,45 @@ async def check_database(settings: Settings) -> Check:
     if _sqlite_file_missing(url):
         return ok("database", f"{where}: no file yet; it is created and migrated at the first start")
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    engine = create_async_engine(settings.database_url)
+    engine = create_async_engine(settings.database_url, **_pooled(url.get_backend_name()))
     try:
         async with engine.connect() as conn:
             current = await conn.run_sync(current_revision)
+        pooler = await check_pooler(settings) if url.get_backend_name() == "postgresql" else None
     except Exception as exc:
-        return fail("database", f"cannot open {where} ({_first_line(exc)})", "check YOKEBOT_DATABASE_URL")
+        return fail("database", f"cannot open {where} ({_first_line(exc)})",
+                    "check YOKEBOT_DATABASE_URL and YOKEBOT_DATABASE_DIRECT_URL")
     finally:
         await engine.dispose()
+    if pooler is not None and not pooler.ok:
+        return pooler
+    via = f"; {pooler.detail}" if pooler else ""
     if current != head:
-        return warn("database", f"{where} is at schema {current or 'empty'}, the code wants {head}",
+        return warn("database", f"{where} is at schema {current or 'empty'}, the code wants {head}{via}",
                     "run `yokebot db upgrade` (SQLite is also migrated at the first start)")
-    return ok("database", f"{where} answers, schema {head}")
+    return ok("database", f"{where} answers, schema {head}{via}")
+
+
+def _pooled(backend: str) -> dict[str, Any]:
+    from bot.store.pooling import POOLED_CONNECT_ARGS
+
+    return {"connect_args": POOLED_CONNECT_ARGS} if backend == "postgresql" else {}
+
+
+async def check_pooler(settings: Settings) -> Check:
+    """Is a pooler in the way of what needs a database session of its own (bot/store/pooling.py)?"""
+    from bot.store.pooling import misconfigured, probe
+
+    pooling = await probe(settings.database_url)
+    direct = settings.database_direct_url
+    direct_pooling = await probe(direct) if direct is not None else None
+    problem = misconfigured(pooling, direct, direct_pooling=direct_pooling)
+    if problem is not None:
+        return fail("database", problem.rstrip("."), "docs/scale-out.md")
+    if pooling == "direct":
+        return ok("database", "no pooler in between" + ("" if direct is None else ", and a direct URL besides"))
+    return ok("database", f"through a pooler in {pooling} pooling"
+                          + ("" if direct is None else "; locks, wake-ups and the writer on the direct URL"))
 
 
 # --- chat platforms: each checks its own tokens (its manifest's `doctor`, bot/chat/platforms.py) ------------

@@ -94,9 +94,9 @@ def alerts_list(limit: Annotated[int, typer.Option("--limit", "-n", help="How ma
     settings = settings_or_exit()
 
     async def groups() -> list[Any]:
-        engine = create_engine(readable_url(settings))
+        engine = create_engine(readable_url(settings), pooled=True)
         try:
-            await ensure_schema(engine)
+            await ensure_schema(engine, direct_url=settings.database_direct_url)
             return await AlertStore(engine, "cli").recent(limit)
         finally:
             await engine.dispose()

@@ -31,7 +31,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
     settings = settings_or_exit()
 
     async def main() -> None:
-        engine = create_engine(settings.database_url)
+        engine = create_engine(settings.database_direct_url or settings.database_url)  # under a session lock
         try:
             await upgrade(engine, revision)
         except CommandError as exc:  # an unknown revision: one sentence, not Alembic's traceback

@@ -94,9 +94,9 @@ def with_engine(fn: Callable[[AsyncEngine, Settings], Awaitable[T]]) -> T:
     url = readable_url(settings)
 
     async def main() -> T:
-        engine = create_engine(url)
+        engine = create_engine(url, pooled=True)  # PostgreSQL: no statement named, for a pooler's sake (a few)
         try:
-            await ensure_schema(engine)
+            await ensure_schema(engine, direct_url=settings.database_direct_url)
             return await fn(engine, settings)
         except (DBAPIError, OSError) as exc:
             where = engine.url.render_as_string(hide_password=True)

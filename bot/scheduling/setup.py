@@ -38,6 +38,8 @@ class SchedulingParts(Protocol):
     @property
     def notifier(self) -> AdapterNotifier: ...
     @property
+    def session_url(self) -> str: ...
+    @property
     def metrics(self) -> ScheduleRunCounter | None: ...
 
 
@@ -70,7 +72,7 @@ async def build_scheduler(app: SchedulingParts, lock: LeaderLock | None = None) 
     return SchedulerService(
         store,
         schedule_runner(app, store),
-        lock or leader_lock(settings.database_url),
+        lock or leader_lock(app.session_url),  # a session lock: on the direct URL behind a pooler
         poll_seconds=settings.schedule_poll_seconds,
         grace_seconds=settings.schedule_misfire_grace_seconds,
         drain_seconds=settings.schedule_drain_seconds,

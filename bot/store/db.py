@@ -15,6 +15,10 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+from sqlalchemy.util import await_
+
+from bot.store.pooling import POOLED_CONNECT_ARGS
 
 if TYPE_CHECKING:  # Alembic loads only to migrate (or when the quick check below is unsure)
     from alembic.config import Config
@@ -45,7 +49,25 @@ def _drop_closed(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
         raise DisconnectionError("the database closed this connection")  # the pool retries with a new one
 
 
-def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
+def _note_server_pid(dbapi_conn: Any, record: Any) -> None:
+    """Behind a session pooler, the process id asyncpg is told at connect is the pooler's: ask the server once per
+    connection (the writer's lost-commit check ends that process, bot/store/writer.py)."""
+    driver = dbapi_conn.driver_connection
+    record.info[SERVER_PID] = await_(driver.fetchval("SELECT pg_backend_pid()"))
+
+
+SERVER_PID = "yokebot_server_pid"  # key of a pooled connection's `info`: its server process, asked at connect
+
+
+def server_pid(conn: AsyncConnection, driver: Any) -> int:
+    """The server process of a connection: asked at connect (`server_pids`), else as asyncpg was told."""
+    found = conn.info.get(SERVER_PID)
+    return int(found) if found is not None else int(driver.get_server_pid())
+
+
+def create_engine(url: str, *, pooled: bool = False, server_pids: bool = False, **kwargs: Any) -> AsyncEngine:
+    """`pooled`: PostgreSQL through a pooler, no statement named (bot/store/pooling.py); `server_pids`: each
+    connection asks the server for its process id at connect (behind a session pooler)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -53,9 +75,13 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         engine = create_async_engine(url, **kwargs)
         event.listen(engine.sync_engine, "connect", sqlite_pragmas)
         return engine
+    if pooled:
+        kwargs["connect_args"] = POOLED_CONNECT_ARGS | kwargs.get("connect_args", {})
     engine = create_async_engine(url, **kwargs)
     if not kwargs.get("pool_pre_ping"):
         event.listen(engine.sync_engine, "checkout", _drop_closed)
+    if server_pids:
+        event.listen(engine.sync_engine, "connect", _note_server_pid)
     return engine
 
 
@@ -154,11 +180,23 @@ async def _at_head(engine: AsyncEngine) -> bool:
     return list(rows) == [head]
 
 
-async def ensure_schema(engine: AsyncEngine) -> None:
+async def ensure_schema(engine: AsyncEngine, *, direct_url: str | None = None) -> None:
     """Migrate to head when behind (first start of the embedded SQLite database, or after an upgrade). Safe
-    when several instances start together: they take turns under the lock, and the later ones find head."""
+    when several instances start together: they take turns under the lock, and the later ones find head.
+    `direct_url`: `engine` goes through a pooler; the migration (its session lock) goes on this URL instead."""
     if await _at_head(engine):
         return
+    if direct_url is not None:
+        direct = create_engine(direct_url, poolclass=NullPool)
+        try:
+            await _migrate(direct)
+        finally:
+            await direct.dispose()
+        return
+    await _migrate(engine)
+
+
+async def _migrate(engine: AsyncEngine) -> None:
     from alembic.script import ScriptDirectory
 
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()

@@ -185,7 +185,7 @@ class SqlInbox:
         if self.dialect == "sqlite":
             return None
         if self._wakeups is None:
-            self._wakeups = PgWakeups.for_engine(self.store.engine, lambda key: self._wake(key))
+            self._wakeups = PgWakeups.for_engine(self.store.direct, lambda key: self._wake(key))
         return self._wakeups
 
     async def earlier_elsewhere(self, item: InboxItem) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import JSON, Table
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 
 class Recordsets:
@@ -60,14 +60,14 @@ class Recordsets:
 
 
 async def run_raw(autocommit: AsyncEngine, sql: str, *args: Any, fetch: bool = False,
-                  seen: Callable[[Any], None] | None = None) -> list[Any]:
+                  seen: Callable[[AsyncConnection, Any], None] | None = None) -> list[Any]:
     """One statement straight on the driver's connection (autocommit: one round trip). SQLAlchemy does not see it
     fail, so a connection whose statement failed is thrown away rather than going back to the pool. `seen` is
-    given the driver's connection before the statement is sent."""
+    given the connection and the driver's before the statement is sent."""
     async with autocommit.connect() as conn:
         driver: Any = (await conn.get_raw_connection()).driver_connection
         if seen is not None:
-            seen(driver)
+            seen(conn, driver)
         try:
             if fetch:
                 return list(await driver.fetch(sql, *args))

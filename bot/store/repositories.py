@@ -224,12 +224,17 @@ def _utc(value: datetime) -> datetime:
 class SqlStore:
     """Implements the engine's SessionStore and MemoryStore ports; `recorder.py` writes turns through it."""
 
-    def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, owner: str | None = None) -> None:
+    def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, owner: str | None = None,
+                 direct: AsyncEngine | None = None) -> None:
         self.engine = engine
+        # PostgreSQL behind a transaction pooler: the same database without it (YOKEBOT_DATABASE_DIRECT_URL), for
+        # what needs a session of its own: the writer (its lost-commit check ends its server process), the
+        # inbox's LISTEN (bot/store/pooling.py); else the same engine
+        self.direct = direct or engine
         self.owner = owner or instance_id()  # this process: written on each turn it runs (`turns.owner`)
         # plain INSERTs of audit rows: a batch groups each table's rows into one executemany; a turn that ends
         # in the batch that starts it is one INSERT (nothing in a batch reads a turn row)
-        self.writes = WriteBehind(engine, outage_seconds=outage_seconds,
+        self.writes = WriteBehind(self.direct, outage_seconds=outage_seconds,
                                   reorderable=(_INSERT_TURN, _INSERT_MESSAGE, _INSERT_LLM_CALL, _INSERT_TOOL_CALL),
                                   folds=(FoldedUpdate(_FINISH_TURN, "b_id", _INSERT_TURN, "id"),),
                                   committed=_batch_committed)
@@ -300,6 +305,8 @@ class SqlStore:
 
     async def close(self) -> None:
         await self.writes.close()
+        if self.direct is not self.engine:  # its own: made for this store (bot/app.py `open_store`)
+            await self.direct.dispose()
 
     # --- sessions -----------------------------------------------------------------------------------------
     async def session_for(self, platform: str, channel: str, thread: str, agent: str) -> SessionRecord:

@@ -32,7 +32,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from bot.engine.errors import YokebotError
 from bot.redact import cut
-from bot.store.db import sqlite_pragmas
+from bot.store.db import server_pid, sqlite_pragmas
 from bot.store.recordset import Recordsets, run_raw, with_defaults
 from bot.store.sqlite_inserts import SqliteInserts
 
@@ -221,7 +221,7 @@ class WriteBehind:
         postgres = self._autocommit is not None  # else SQLite in memory: its one connection is the database
         async with self.engine.connect() as conn:
             if postgres:
-                self._seen((await conn.get_raw_connection()).driver_connection)
+                self._seen(conn, (await conn.get_raw_connection()).driver_connection)
             try:
                 await conn.run_sync(self._transaction, batch)  # the whole transaction in one greenlet
             except Exception:
@@ -229,10 +229,10 @@ class WriteBehind:
                     await conn.invalidate()
                 raise
 
-    def _seen(self, driver: Any) -> None:
+    def _seen(self, conn: AsyncConnection, driver: Any) -> None:
         """PostgreSQL: note the server process of the connection a batch goes out on (asyncpg knows it from
-        the connection's start; no round trip)."""
-        self._backend = (cast(int, driver.get_server_pid()), time.monotonic())
+        the connection's start, or the connection asked at connect behind a session pooler; no round trip)."""
+        self._backend = (server_pid(conn, driver), time.monotonic())
 
     def _one_statement(self, batch: list[Write]) -> tuple[str, ...] | None:
         """PostgreSQL: a batch of plain audit INSERTs and turn-finishing UPDATEs (the common case) as one

@@ -38,7 +38,7 @@ def test_asks_through_a_transaction_pooler_answer_every_time(tmp_path: Path, fak
                                                              pg_database: str):
     env = pg_env(tmp_path, fake_llm, pg_database, direct_of(pg_database))
     sessions = []
-    for n in range(4):  # the first migrates; the second and third used to stop on a prepared statement
+    for n in range(3):  # the first migrates; the second and third used to stop on a prepared statement
         fake_llm.reply(f"answer {n}")
         out = yokebot("ask", "--json", f"question {n}", env=env)
         assert out.returncode == 0, out.stderr
@@ -49,3 +49,32 @@ def test_asks_through_a_transaction_pooler_answer_every_time(tmp_path: Path, fak
     out = yokebot("ask", "--json", "--session", sessions[0], "and now?", env=env)  # its history read back
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["answer"] == "still here"
+
+
+def test_run_and_doctor_refuse_a_transaction_pooler_without_a_direct_url(tmp_path: Path, fake_llm: FakeOpenAI,
+                                                                        pg_database: str):
+    env = pg_env(tmp_path, fake_llm, pg_database, None) | {
+        "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s" * 32, "YOKEBOT_HTTP_PORT": str(free_port()),
+        "YOKEBOT_HTTP_HOST": "127.0.0.1"}
+    out = yokebot("run", env=env)
+    assert out.returncode != 0
+    assert "transaction pooling" in out.stderr and "YOKEBOT_DATABASE_DIRECT_URL" in out.stderr
+    assert "Traceback" not in out.stderr
+    doctor = yokebot("doctor", env=env)
+    assert doctor.returncode != 0
+    assert "transaction pooling" in doctor.stdout and "Ready." not in doctor.stdout
+    env["YOKEBOT_DATABASE_DIRECT_URL"] = direct_of(pg_database) or ""
+    doctor = yokebot("doctor", env=env)
+    assert "through a pooler in transaction pooling; locks, wake-ups and the writer on the direct URL" in doctor.stdout
+
+
+def test_session_pooling_needs_no_direct_url(tmp_path: Path, fake_llm: FakeOpenAI, pg_database: str):
+    url = pgbouncer("session").url(pg_database.rsplit("/", 1)[1])
+    env = pg_env(tmp_path, fake_llm, url, None)
+    for n in range(2):
+        fake_llm.reply(f"answer {n}")
+        out = yokebot("ask", f"question {n}", env=env)
+        assert out.returncode == 0, out.stderr
+        assert f"answer {n}" in out.stdout
+    doctor = yokebot("doctor", env=env)
+    assert "through a pooler in session pooling" in doctor.stdout

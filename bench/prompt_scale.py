@@ -176,7 +176,7 @@ async def measure(url: str, sizes: list[int], builds: int) -> dict[int, float]:
     engine = create_engine(url)
     await ensure_schema(engine)
     store, loader, loaded, out = SqlStore(engine), Loader(url), 0, {}
-    builder = PromptBuilder(memory=store)
+    builder = PromptBuilder(memory=store.memory)
     try:
         for size in sizes:
             started = time.perf_counter()

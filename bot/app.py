@@ -288,7 +288,8 @@ async def build_app(
         redact=redact,
     )
     notifier = AdapterNotifier(hints(), fallback)
-    prompts = PromptBuilder(memory=store, clock=clock) if clock else PromptBuilder(memory=store)
+    prompts = (PromptBuilder(memory=store.memory, clock=clock, redact=redact) if clock else
+               PromptBuilder(memory=store.memory, redact=redact))
     loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
     turn_hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus),  # every turn is recorded and counted
                                 *([tracing.hooks] if tracing else []), *hooks)
@@ -303,7 +304,7 @@ async def build_app(
     # a decision resumes its parked turn on the instance that got it
     approvals = ApprovalDesk(ApprovalStore(engine), resume=inbox_turns.resume_parked)
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=turn_hooks,
-                           notifier=notifier, memory=store, session_lock=session_lock,
+                           notifier=notifier, memory=store.memory, session_lock=session_lock,
                            planner=PlanExecutor(loop), approvals=tracing.gate(approvals) if tracing else approvals,
                            notify_ledger=SqlNotifyLedger(engine),  # notify's limits hold across instances
                            attachment_limits=attachment_limits(settings), spend=spend)

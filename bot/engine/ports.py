@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +31,16 @@ class MemoryItem:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What `MemoryStore.remember` did: stored the fact as `id`, or found it stored already (`new` False);
+    `dropped`: the fact it deleted to make room (the channel held `max_items`)."""
+
+    id: int
+    new: bool = True
+    dropped: MemoryItem | None = None
+
+
 class SessionStore(Protocol):
     """Sessions and their history (reads). A turn's writes go through the turn hooks (the recorder)."""
 
@@ -45,13 +55,37 @@ class SessionStore(Protocol):
 
 
 class MemoryStore(Protocol):
-    async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]: ...
-    async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None,
-                       max_items: int | None = None) -> int | None:
-        """The new fact's id; None: not stored (the same fact is there, or the channel holds `max_items`),
-        decided atomically with the INSERT."""
+    """Long-term facts per agent, each for one channel or for all (channel None). docs/knowledge.md."""
+
+    async def recall(self, agent: str, channel: str | None, query: str, limit: int) -> list[MemoryItem]:
+        """The agent's facts for `channel` (and those for all channels) most relevant to `query`, best first, at
+        most `limit`: keyword ranking (and embeddings, when configured) merged, recency breaking ties; facts
+        that match nothing come after those that do, newest first. An empty query: the newest."""
         ...
-    async def forget(self, agent: str, memory_id: int) -> bool: ...
+
+    def recalled(self, ids: Sequence[int]) -> None:
+        """These facts were put in a prompt: counted (a full memory drops the least recalled first)."""
+        ...
+
+    async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None,
+                       max_items: int | None = None) -> Remembered:
+        """Store a fact, unless the same one is there; a channel holding `max_items` drops its least recalled,
+        oldest fact to make room. Decided atomically with the INSERT (parallel calls, several instances)."""
+        ...
+
+    async def forget(self, agent: str, memory_id: int, channel: str | None = None) -> MemoryItem | None:
+        """Delete one fact of the agent (with `channel`: only if it is that channel's); the fact, or None."""
+        ...
+
+
+class Embedder(Protocol):
+    """Text to vectors (the model endpoint's `/v1/embeddings`, bot/engine/model/embeddings.py). None: no vectors
+    this time (the endpoint failed; the caller goes on with keywords alone)."""
+
+    @property
+    def model(self) -> str: ...
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]] | None: ...
 
 
 class Notifier(Protocol):

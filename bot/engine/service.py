@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bot.engine import replies
 from bot.engine.context.attachments import AttachmentLimits, AttachmentSource, Prepared, for_turn
-from bot.engine.errors import SessionNotFound
+from bot.engine.errors import SessionNotFound, YokebotError
 from bot.engine.messages import USER_STOP, Scope, Thread, Trigger, TurnOutcome, TurnResult, conversation_key
 from bot.engine.model.pacing import STARTS
 from bot.engine.ports import (
@@ -202,12 +202,20 @@ class AgentService:
             # the memory read needs the thread's locks (it must see what the thread's last turn remembered),
             # not its session: it runs while the session is opened
             agent = known.agent if known is not None else req.agent
-            memories = self.loop.prompts.read_memory(agent, where.channel)
+            memories = self._read_memory(agent, where.channel, req.text)
             try:
                 return await self._locked(req, hooks, known, agent, memories)
             finally:
                 if memories is not None:
                     _settle(memories)
+
+    def _read_memory(self, agent: str, channel: str, text: str) -> asyncio.Task[list[MemoryItem]] | None:
+        """The memories most relevant to the message, read from now on (an alert's text carries its labels)."""
+        try:
+            profile = self.profiles(agent)
+        except YokebotError:
+            return None  # the turn says what is wrong with the agent once its session is open
+        return self.loop.prompts.read_memory(profile, channel, text)
 
     async def _locked(self, req: TurnRequest, hooks: TurnHooks | None, known: SessionRecord | None, agent: str,
                       memories: asyncio.Task[list[MemoryItem]] | None) -> TurnResult:

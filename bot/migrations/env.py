@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from alembic import context
 from sqlalchemy.engine import Connection
@@ -17,6 +19,16 @@ from bot.store.models import Base
 config = context.config
 target_metadata = Base.metadata
 
+# The memories' keyword index is made by SQL of its own (0016_memory_search), not declared in the models: SQLite's
+# FTS5 table (and the shadow tables FTS5 keeps beside it), PostgreSQL's generated tsvector column and its index.
+_KEYWORD_INDEX = {("table", "memories_fts"), ("column", "search"), ("index", "ix_memories_search")}
+
+
+def include_name(name: str | None, type_: str, parent_names: Mapping[Any, str | None]) -> bool:
+    if type_ == "table":
+        return not (name or "").startswith("memories_fts")
+    return not (parent_names.get("table_name") == "memories" and (type_, name) in _KEYWORD_INDEX)
+
 
 def _run(connection: Connection) -> None:
     context.configure(
@@ -24,6 +36,7 @@ def _run(connection: Connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -194,6 +195,16 @@ class MemoryRow(Base):
     content: Mapped[str] = mapped_column(Text)
     session_id: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # how often the fact was put in a prompt, and when last (0016_memory_search): a full memory drops its least
+    # recalled, oldest fact first (bot/store/memory.py)
+    recalls: Mapped[int] = mapped_column(Integer, default=0, server_default=sql("0"))
+    last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # the fact's embedding (YOKEBOT_EMBEDDING_MODEL): little-endian float32s, and the model that made them
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary)
+    embedding_model: Mapped[str | None] = mapped_column(String(128))
+    # the keyword index is not declared here (the migration makes it, env.py keeps it out of `alembic check`):
+    # SQLite, the FTS5 table `memories_fts` and its triggers; PostgreSQL, the generated tsvector column `search`
+    # and its GIN index `ix_memories_search`
     __table_args__ = (Index("ix_memories_agent_channel", "agent", "channel"),)
 
 

@@ -5,7 +5,6 @@ committed in order and in batches off the turn's critical path; `finish_turn` wa
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections import OrderedDict
@@ -18,27 +17,22 @@ from typing import Any, cast, overload
 
 from sqlalchemy import (
     Connection,
-    DateTime,
-    String,
     Table,
-    Text,
     bindparam,
-    delete,
-    exists,
     func,
     insert,
     select,
     update,
 )
-from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.dml import Insert
 
 from bot.engine.messages import HistoryTurn, Message, Thread, ToolResult, Trigger, TurnOutcome, Usage
-from bot.engine.ports import MemoryItem, SessionRecord
+from bot.engine.ports import Embedder, SessionRecord
 from bot.store.claims import BatchedInsert
+from bot.store.memory import SqlMemory
 from bot.store.models import (
     Base,
     LLMCallRow,
@@ -94,11 +88,6 @@ _SUMMARY_VALUES: dict[str, Any] = {
     "content": bindparam("b_content"), "folded_turns": bindparam("b_folded"), "created_at": bindparam("b_created")}
 _INSERT_SUMMARY = insert(SUM).values(**_SUMMARY_VALUES, through_message_id=func.coalesce(_LAST_MESSAGE_OF_TURN, 0))
 _INSERT_RESET = insert(SUM).values(**_SUMMARY_VALUES, through_message_id=func.coalesce(_LAST_MESSAGE, 0))
-_RECALL_ALL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"), MEM.c.channel.is_(None))
-               .order_by(MEM.c.id.desc()).limit(bindparam("b_limit")))
-_RECALL_CHANNEL = (select(MEM).where(MEM.c.agent == bindparam("b_agent"),
-                                     MEM.c.channel.is_(None) | (MEM.c.channel == bindparam("b_channel")))
-                   .order_by(MEM.c.id.desc()).limit(bindparam("b_limit")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,10 +211,11 @@ def _utc(value: datetime) -> datetime:
 
 
 class SqlStore:
-    """Implements the engine's SessionStore and MemoryStore ports; `recorder.py` writes turns through it."""
+    """Implements the engine's SessionStore port (and, as `memory`, its MemoryStore); `recorder.py` writes
+    turns through it."""
 
     def __init__(self, engine: AsyncEngine, *, outage_seconds: float = 120.0, owner: str | None = None,
-                 direct: AsyncEngine | None = None) -> None:
+                 direct: AsyncEngine | None = None, embedder: Embedder | None = None) -> None:
         self.engine = engine
         # PostgreSQL behind a transaction pooler: the same database without it (YOKEBOT_DATABASE_DIRECT_URL), for
         # what needs a session of its own: the writer (its lost-commit check ends its server process), the
@@ -249,11 +239,7 @@ class SqlStore:
         self._claims: BatchedInsert[tuple[str, str], bool] = BatchedInsert(self._insert_new_events)
         # the sessions of new threads that open while one INSERT runs go into the next (a burst of mentions)
         self._new_sessions: BatchedInsert[tuple[str, str, str], SessionRecord] = BatchedInsert(self._insert_sessions)
-        # a recall that is running is shared by the recalls of the same memories asked meanwhile (a burst in one
-        # channel); never across a `remember` or `forget` of this process (`_memory_changes`, per agent)
-        self._recalls: dict[tuple[str, str | None, int], tuple[int, asyncio.Future[list[MemoryItem]]]] = {}
-        self._memory_changes: dict[str, int] = {}
-        self._memory_locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
+        self.memory = SqlMemory(self, embedder)  # the engine's MemoryStore (bot/store/memory.py)
 
     async def rows(self, statement: Executable, params: Params, *, write: bool = False) -> list[Any]:
         """Run one statement that returns rows (`write`: it changes something, and commits)."""
@@ -304,6 +290,7 @@ class SqlStore:
         await self.writes.flush(turn_id)
 
     async def close(self) -> None:
+        self.memory.write_counts()
         await self.writes.close()
         if self.direct is not self.engine:  # its own: made for this store (bot/app.py `open_store`)
             await self.direct.dispose()
@@ -422,84 +409,6 @@ class SqlStore:
             "status": result.status, "reason": _text(result.reason), "attempts": result.attempts,
             "duration_ms": result.duration_ms, "created_at": result.finished_at or utcnow(),
         }, turn_id)
-
-    # --- memory ---------------------------------------------------------------------------------------------
-    async def recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:
-        key = (agent, channel, limit)
-        while True:
-            changes = self._memory_changes.get(agent, 0)
-            running = self._recalls.get(key)
-            if running is None or running[0] != changes:
-                return await self._recall_shared(key, changes)
-            try:
-                return list(await asyncio.shield(running[1]))
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise
-                # the caller whose read this was is cancelled (its turn stopped): read again, without it
-
-    async def _recall_shared(self, key: tuple[str, str | None, int], changes: int) -> list[MemoryItem]:
-        """Read in this caller's task; the recalls of the same memories asked meanwhile wait for its answer."""
-        answer: asyncio.Future[list[MemoryItem]] = asyncio.get_running_loop().create_future()
-        entry = self._recalls[key] = (changes, answer)
-        try:
-            items = await self._recall(*key)
-        except BaseException as exc:
-            if isinstance(exc, Exception):
-                answer.set_exception(exc)
-                answer.exception()  # told to those waiting, if any; not logged as unretrieved
-            else:
-                answer.cancel()
-            raise
-        finally:
-            if self._recalls.get(key) is entry:
-                del self._recalls[key]
-        answer.set_result(items)
-        return list(items)
-
-    def _memories_changed(self, agent: str) -> None:
-        self._memory_changes[agent] = self._memory_changes.get(agent, 0) + 1
-
-    async def _recall(self, agent: str, channel: str | None, limit: int) -> list[MemoryItem]:
-        query, params = _RECALL_ALL, {"b_agent": agent, "b_limit": limit}
-        if channel is not None:
-            query, params = _RECALL_CHANNEL, {**params, "b_channel": channel}
-        rows = await self.rows(query, params)
-        return [MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at) for r in reversed(rows)]
-
-    async def remember(self, agent: str, channel: str | None, content: str, session_id: str | None,
-                       max_items: int | None = None) -> int | None:
-        """The new fact's id; None: not stored, because the same fact is already there or the channel already
-        holds `max_items`. Both checks and the INSERT are one statement (INSERT ... SELECT ... WHERE NOT EXISTS
-        AND count < max), under a per-(agent, channel) lock in this process and, on PostgreSQL, a transaction
-        advisory lock on the same key across instances (SQLite runs one writer at a time): parallel `remember`
-        calls can neither overfill a channel nor store one fact twice."""
-        t = MEM
-        same = [t.c.agent == agent, t.c.channel.is_(None) if channel is None else t.c.channel == channel]
-        source = select(bindparam("m_agent", agent, String), bindparam("m_channel", channel, String),
-                        bindparam("m_content", content, Text), bindparam("m_session", session_id, String),
-                        bindparam("m_at", utcnow(), DateTime(timezone=True)))
-        source = source.where(~exists().where(*same, t.c.content == content))
-        if max_items is not None:
-            source = source.where(select(func.count()).select_from(t).where(*same).scalar_subquery() < max_items)
-        stmt = insert(t).from_select(["agent", "channel", "content", "session_id", "created_at"], source)
-        key = f"memories:{agent}:{channel}"
-        lock = self._memory_locks.setdefault(key, asyncio.Lock())
-        async with lock, self.engine.begin() as conn:
-            if self.engine.dialect.name == "postgresql":
-                await conn.execute(sql_text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": key})
-            result = await conn.execute(stmt.returning(t.c.id))
-            new_id = result.scalar_one_or_none()
-        self._memories_changed(agent)  # committed: a recall asked from now on does not share an older one
-        return int(new_id) if new_id is not None else None
-
-    async def forget(self, agent: str, memory_id: int) -> bool:
-        t = MEM
-        async with self.engine.begin() as conn:
-            gone = ((await conn.execute(delete(t).where(t.c.id == memory_id, t.c.agent == agent))).rowcount or 0) > 0
-        self._memories_changed(agent)
-        return gone
 
     # --- exactly-once platform events ----------------------------------------------------------------------
     async def claim_event(self, platform: str, event_id: str) -> bool:

@@ -6,25 +6,24 @@ from __future__ import annotations
 from pydantic import Field
 
 from bot.engine.errors import ToolFailed
-from bot.engine.ports import MemoryItem, MemoryStore
+from bot.engine.ports import MemoryStore
 from bot.engine.run import ToolContext, require, tool
 from bot.engine.spec import ToolSettings
 
 
 class MemorySettings(ToolSettings):
     max_chars: int = Field(default=500, ge=10, le=10_000)
-    max_items: int = Field(default=50, ge=1, le=1000)
+    # facts per channel: a full channel drops its least recalled, oldest fact for a new one (docs/knowledge.md)
+    max_items: int = Field(default=10_000, ge=1, le=100_000)
+
+
+DROPPED_SHOWN = 200  # characters of a dropped fact quoted in the result
 
 
 def _store(ctx: ToolContext[MemorySettings]) -> MemoryStore:
     if ctx.memory is None:
         raise ToolFailed("long-term memory is not available in this process")
     return ctx.memory
-
-
-async def channel_items(ctx: ToolContext[MemorySettings], memory: MemoryStore, limit: int) -> list[MemoryItem]:
-    items = await memory.recall(ctx.agent, ctx.scope.channel, limit)
-    return [i for i in items if i.channel == ctx.scope.channel]
 
 
 @tool(
@@ -44,25 +43,17 @@ async def remember(ctx: ToolContext[MemorySettings], fact: str) -> str:
         len(text) <= settings.max_chars,
         f"the fact is {len(text)} characters long; keep it under {settings.max_chars}",
     )
-    items = await channel_items(ctx, memory, settings.max_items * 4)
-    same = next((i for i in items if i.content == text), None)
-    if same is not None:
-        return f"Already remembered as [{same.id}]."
-    require(
-        len(items) < settings.max_items,
-        f"memory for this channel is full ({settings.max_items} facts); forget an outdated one first",
-    )
-    # the checks above answer the common case in words; the store repeats both atomically with the INSERT, so
-    # parallel calls (several `remember`s in one model reply, or on two instances) cannot get past them
-    new_id = await memory.remember(ctx.agent, ctx.scope.channel, text, ctx.session_id, settings.max_items)
-    if new_id is None:
-        items = await channel_items(ctx, memory, settings.max_items * 4)
-        same = next((i for i in items if i.content == text), None)
-        if same is not None:
-            return f"Already remembered as [{same.id}]."
-        require(False, f"memory for this channel is full ({settings.max_items} facts); forget an outdated one "
-                       "first")
-    return f"Remembered as [{new_id}]."
+    # the store checks for the same fact and makes room atomically with the INSERT: parallel calls (several
+    # `remember`s in one model reply, or on two instances) neither store a fact twice nor overfill the channel
+    done = await memory.remember(ctx.agent, ctx.scope.channel, text, ctx.session_id, settings.max_items)
+    if not done.new:
+        return f"Already remembered as [{done.id}]."
+    if done.dropped is not None:
+        old = done.dropped.content
+        quoted = old if len(old) <= DROPPED_SHOWN else f"{old[:DROPPED_SHOWN]}…"
+        return (f"Remembered as [{done.id}]. Memory for this channel was full ({settings.max_items} facts), so "
+                f"the least recalled, oldest fact was dropped: [{done.dropped.id}] {quoted}")
+    return f"Remembered as [{done.id}]."
 
 
 @tool(
@@ -73,9 +64,6 @@ async def remember(ctx: ToolContext[MemorySettings], fact: str) -> str:
     side_effects=True,
 )
 async def forget(ctx: ToolContext[MemorySettings], id: int) -> str:
-    settings = ctx.settings
-    memory = _store(ctx)
-    items = await channel_items(ctx, memory, settings.max_items * 4)
-    require(any(i.id == id for i in items), f"there is no remembered fact [{id}] in this channel")
-    require(await memory.forget(ctx.agent, id), f"fact [{id}] could not be deleted (already gone?)")
+    gone = await _store(ctx).forget(ctx.agent, id, ctx.scope.channel)
+    require(gone is not None, f"there is no remembered fact [{id}] in this channel")
     return f"Forgot [{id}]."

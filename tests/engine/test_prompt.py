@@ -35,10 +35,10 @@ skills: [haiku]
     })
     app = await build_app(make_settings(sqlite_url, fake_llm, agents), registry=registry(), clock=lambda: FIXED)
     try:
-        await app.store.remember("writer", None, "Deploys happen on Tuesdays.", None)
-        await app.store.remember("writer", "C1", "This channel is #blue-team.", None)
-        await app.store.remember("writer", "C-other", "Not for this channel.", None)
-        await app.store.remember("other-agent", None, "Not for this agent.", None)
+        await app.store.memory.remember("writer", None, "Deploys happen on Tuesdays.", None)
+        await app.store.memory.remember("writer", "C1", "This channel is #blue-team.", None)
+        await app.store.memory.remember("writer", "C-other", "Not for this channel.", None)
+        await app.store.memory.remember("other-agent", None, "Not for this agent.", None)
         # four earlier turns, two of them with tool calls
         for i in range(4):
             if i % 2 == 0:
@@ -56,7 +56,7 @@ skills: [haiku]
     text = system["content"]
     parts = ["You are the writer.", "## TEAM.md\n\nThe team is called Blue.", "## Skill: haiku\n_write haiku_",
              "Five, seven, five.", "Current date and time: Monday 2026-11-30 09:15 (Europe/Berlin, UTC+0100).",
-             "## Long-term memory", "Deploys happen on Tuesdays.", "This channel is #blue-team."]
+             "## Long-term memory", "This channel is #blue-team.", "Deploys happen on Tuesdays."]  # newest first
     positions = [text.index(p) for p in parts]
     assert positions == sorted(positions)
     assert "Not for this channel" not in text and "Not for this agent" not in text
@@ -130,8 +130,8 @@ async def test_a_thread_whose_session_is_another_agents_reads_that_agents_memori
     write_agent(agents, "other", "tools: [echo]\n", body="You are the other.")
     app = await build_app(make_settings(sqlite_url, fake_llm, agents), registry=registry(), clock=lambda: FIXED)
     try:
-        await app.store.remember("writer", "C1", "Writer's fact.", None)
-        await app.store.remember("other", "C1", "Other's fact.", None)
+        await app.store.memory.remember("writer", "C1", "Writer's fact.", None)
+        await app.store.memory.remember("other", "C1", "Other's fact.", None)
         fake_llm.reply("one")
         fake_llm.reply("two")
         await app.service.handle(req("hello", agent="writer"))

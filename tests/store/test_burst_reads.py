@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, text
 
+from bot.store.memory import SqlMemory
 from bot.store.repositories import SqlStore
 
 
@@ -79,27 +80,27 @@ async def test_a_burst_of_new_threads_gets_one_session_each_in_few_inserts(engin
 async def test_a_burst_in_one_channel_reads_its_memories_once(
         engine, seen: Counter[str]):
     store = SqlStore(engine)
-    await store.remember("ops", "C1", "the db is on port 5433", None)
+    await store.memory.remember("ops", "C1", "the db is on port 5433", None)
     seen.clear()
-    recalled = await asyncio.gather(*(store.recall("ops", "C1", 20) for _ in range(50)))
+    recalled = await asyncio.gather(*(store.memory.recall("ops", "C1", "", 20) for _ in range(50)))
     assert all([m.content for m in r] == ["the db is on port 5433"] for r in recalled)
-    assert seen["SELECT memories.id, memories.agent,"] <= 3, seen  # 50 recalls, not 50 queries
+    assert seen["SELECT * FROM"] <= 3, seen  # 50 recalls, not 50 queries
     recalled[0].clear()  # each caller has its own list
-    assert [m.content for m in await store.recall("ops", "C1", 20)] == ["the db is on port 5433"]
+    assert [m.content for m in await store.memory.recall("ops", "C1", "", 20)] == ["the db is on port 5433"]
     await store.close()
 
 
-class HeldRecalls(SqlStore):
-    """A store whose memory reads, once they have run, wait for the test before they answer: the interleaving
-    of a real burst (a read that began before a fact was stored, still in flight after it), made certain."""
+class HeldRecalls(SqlMemory):
+    """Memory whose reads, once they have run, wait for the test before they answer: the interleaving of a real
+    burst (a read that began before a fact was stored, still in flight after it), made certain."""
 
-    def __init__(self, engine: Any) -> None:
-        super().__init__(engine)
+    def __init__(self, store: SqlStore) -> None:
+        super().__init__(store)
         self.answer = asyncio.Event()
         self.answer.set()
 
-    async def _recall(self, agent: str, channel: str | None, limit: int) -> Any:
-        items = await super()._recall(agent, channel, limit)
+    async def search(self, *args: Any) -> Any:
+        items = await super().search(*args)
         await self.answer.wait()
         return items
 
@@ -107,32 +108,33 @@ class HeldRecalls(SqlStore):
 @pytest.mark.parametrize("change", ["remember", "forget"])
 async def test_a_recall_asked_after_a_fact_changed_does_not_share_a_read_from_before(
         engine, seen: Counter[str], change: str):
-    store = HeldRecalls(engine)
+    sql = SqlStore(engine)
+    store = HeldRecalls(sql)
     old = await store.remember("ops", "C1", "the db is on port 5433", None)
     assert old is not None
     store.answer.clear()
     seen.clear()
-    before = asyncio.create_task(store.recall("ops", "C1", 20))  # another turn's read, in flight
-    while not seen["SELECT memories.id, memories.agent,"]:
+    before = asyncio.create_task(store.recall("ops", "C1", "", 20))  # another turn's read, in flight
+    while not seen["SELECT * FROM"]:
         await asyncio.sleep(0.005)
     if change == "remember":  # this turn stores a fact, and its next read (or anyone's after) must have it
         assert await store.remember("ops", "C1", "on-call is alice", None) is not None
     else:
-        assert await store.forget("ops", old)
-    after = asyncio.create_task(store.recall("ops", "C1", 20))
+        assert await store.forget("ops", old.id)
+    after = asyncio.create_task(store.recall("ops", "C1", "", 20))
     await asyncio.sleep(0.05)
     store.answer.set()
-    expected = ["the db is on port 5433", "on-call is alice"] if change == "remember" else []
+    expected = ["on-call is alice", "the db is on port 5433"] if change == "remember" else []  # newest first
     assert [m.content for m in await after] == expected
     assert [m.content for m in await before] == ["the db is on port 5433"]  # it began before: it may not
-    await store.close()
+    await sql.close()
 
 
 async def test_a_recall_whose_caller_is_cancelled_still_answers_the_others(engine):
     store = SqlStore(engine)
-    await store.remember("ops", None, "on-call is alice", None)
-    first = asyncio.create_task(store.recall("ops", None, 5))
-    second = asyncio.create_task(store.recall("ops", None, 5))
+    await store.memory.remember("ops", None, "on-call is alice", None)
+    first = asyncio.create_task(store.memory.recall("ops", None, "", 5))
+    second = asyncio.create_task(store.memory.recall("ops", None, "", 5))
     await asyncio.sleep(0)
     first.cancel()
     assert [m.content for m in await second] == ["on-call is alice"]

@@ -131,7 +131,9 @@ async def _populate_first_release(engine: AsyncEngine) -> None:
             "arguments": {"path": "/var/log/nginx/error.log"}, "result": "no space left on device",
             "status": "ok", "reason": None, "attempts": 1, "duration_ms": 4.2, "created_at": AT}])
         await conn.execute(sa.insert(MEMORIES), [{"agent": "ops", "channel": "C-ops", "session_id": "s-old",
-                                                  "content": "web3 is flaky on Mondays", "created_at": AT}])
+                                                  "content": "web3 is flaky on Mondays", "created_at": AT},
+                                                 {"agent": "ops", "channel": "C-ops", "session_id": "s-old",
+                                                  "content": "the db listens on port 5433", "created_at": AT}])
         await conn.execute(sa.insert(EVENTS), [{"platform": "slack", "event_id": "Ev01", "received_at": AT}])
         await conn.execute(sa.insert(RUNS), [{"schedule": "nightly", "agent": "ops", "planned_at": AT,
                                               "started_at": AT, "finished_at": AT, "status": "ok",
@@ -178,7 +180,11 @@ async def test_a_database_of_the_first_release_upgrades_to_head_with_every_row_i
             history = [m for t in (await store.load_thread("s-old", 20)).turns for m in t.messages]
             assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
             assert history[1].tool_calls[0].name == "tail_log" and history[2].tool_call_id == "call_1"
-            assert [m.content for m in await store.recall("ops", "C-ops", 10)] == ["web3 is flaky on Mondays"]
+            # the memories stored before are in the keyword index: the one that matches comes before the newer one
+            recalled = await store.memory.recall("ops", "C-ops", "is web3 flaky today?", 10)
+            assert [m.content for m in recalled] == ["web3 is flaky on Mondays", "the db listens on port 5433"]
+            recalled = await store.memory.recall("ops", "C-ops", "which port does the db use", 10)
+            assert [m.content for m in recalled] == ["the db listens on port 5433", "web3 is flaky on Mondays"]
             assert not await store.claim_event("slack", "Ev01")
             await store.append("s-old", "t-new", Message.user("and now?"))
             await store.flush()

@@ -18,6 +18,16 @@ class ContextSpec(BaseModel):
     summary_words: int = Field(default=400, ge=50, le=5000)  # how long a summary may be
 
 
+class MemorySpec(BaseModel):
+    """`memory:` in AGENT.md: how many remembered facts, the most relevant to the message, the system prompt
+    holds (docs/knowledge.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    recall: int = Field(default=8, ge=0, le=100)  # 0: no memory section
+    max_tokens: int = Field(default=1000, ge=50, le=50_000)  # the section's size at most (estimated: 4 chars a token)
+
+
 class BudgetSpec(BaseModel):
     """`budget:` in AGENT.md; every limit is off unless set."""
 

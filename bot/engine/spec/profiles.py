@@ -25,7 +25,7 @@ from pydantic import (
 from bot.engine.errors import ProfileError, UnknownAgent
 from bot.engine.spec.alert_routes import AlertRoute, AlertRouteSpec, alert_routes
 from bot.engine.spec.cron import parse_cron, parse_every
-from bot.engine.spec.limits import BudgetSpec, ContextSpec
+from bot.engine.spec.limits import BudgetSpec, ContextSpec, MemorySpec
 from bot.engine.spec.mcp import McpServerSpec, McpSpecError, mcp_tool_settings
 from bot.engine.spec.progress import ProgressMode
 from bot.engine.spec.spend import SpendSpec
@@ -145,6 +145,7 @@ class ProfileSpec(_Strict):
     context: ContextSpec = ContextSpec()
     budget: BudgetSpec = BudgetSpec()
     spend: SpendSpec = SpendSpec()  # caps per UTC day and month, across instances (bot/engine/run/spend.py)
+    memory: MemorySpec = MemorySpec()
     loop_repeats: int = Field(default=3, ge=2, le=50)  # same tool + same arguments this often = a loop
     parallel_tool_calls: bool = True
     vision: bool = False  # the model reads images: attached images are sent to it (docs/attachments.md)
@@ -201,6 +202,7 @@ class AgentProfile:
     context: ContextSpec = field(default_factory=ContextSpec)
     budget: BudgetSpec = field(default_factory=BudgetSpec)
     spend: SpendSpec = field(default_factory=SpendSpec)
+    memory: MemorySpec = field(default_factory=MemorySpec)  # how many remembered facts the prompt recalls
     loop_repeats: int = 3
     parallel_tool_calls: bool = True  # several tool calls in one model message run at once
     vision: bool = False  # attached images are sent to the model as image parts
@@ -376,6 +378,7 @@ class ProfileLoader:
             context=spec.context,
             budget=spec.budget,
             spend=spec.spend,
+            memory=spec.memory,
             loop_repeats=spec.loop_repeats,
             parallel_tool_calls=spec.parallel_tool_calls,
             vision=spec.vision,

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -39,15 +39,14 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import text as sql_text
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 from bot.engine.ports import Embedder, MemoryItem, Remembered
 from bot.store.keywords import fts5_match, terms, tsquery
 from bot.store.models import MemoryRow, utcnow
 from bot.store.vectors import fuse, pack, similarity
-
-if TYPE_CHECKING:
-    from bot.store.repositories import SqlStore
+from bot.store.writer import WriteBehind
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +90,17 @@ def _statement(dialect: str, where: Where, keywords: bool) -> Executable:
     return sql_text(" UNION ALL ".join(parts)).columns(**_TYPES)
 
 
+class Connections(Protocol):
+    """What the memory uses of the store (SqlStore, bot/store/repositories.py)."""
+
+    @property
+    def engine(self) -> AsyncEngine: ...
+    @property
+    def writes(self) -> WriteBehind: ...
+    async def rows(self, statement: Executable, params: dict[str, Any] | list[dict[str, Any]], *,
+                   write: bool = False) -> list[Any]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     item: MemoryItem
@@ -102,7 +112,7 @@ class _Candidate:
 class SqlMemory:
     """Implements the engine's MemoryStore port over the store's connections."""
 
-    def __init__(self, store: SqlStore, embedder: Embedder | None = None) -> None:
+    def __init__(self, store: Connections, embedder: Embedder | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self._statements: dict[tuple[Where, bool], Executable] = {}

@@ -7,6 +7,7 @@ approvers name users by AAD object id)."""
 from __future__ import annotations
 
 import logging
+import time
 
 from bot.chat.teams.connector import Connector, ConnectorError
 from bot.chat.teams.events import CHANNEL, Place, channel_of
@@ -16,6 +17,8 @@ from bot.records.conversations import ConversationRefs
 
 log = logging.getLogger(__name__)
 
+LIST_EVERY_SECONDS = 60.0  # a team's channels are listed at most this often (an unknown name looks again)
+
 
 class Places:
     """Conversation references by channel id (a team channel) or conversation id (a chat)."""
@@ -24,6 +27,8 @@ class Places:
         self.connector, self.store = connector, store
         self._known: dict[str, Place] = {}
         self._names: dict[str, str] = {}  # channel id -> name, from the connector's lists
+        self._listed: dict[str, float] = {}  # team id -> when its channels were last listed
+        self._channels: dict[str, Place] = {}  # channels seen in those lists
 
     @staticmethod
     def key(place: Place) -> tuple[str, Place]:
@@ -36,7 +41,7 @@ class Places:
     async def learn(self, place: Place, name: str | None = None) -> None:
         """A validated activity came from `place`: store its reference if it is new or changed."""
         key, ref = self.key(place)
-        if self._known.get(key) == ref and name is None:
+        if self._known.get(key) == ref and (name is None or self._names.get(key) == name):
             return
         self._known[key] = ref
         if name:
@@ -71,6 +76,7 @@ class Places:
         wanted = name.removeprefix("#").lower()
         for conversation, ref in await self._teams():
             if (self._names.get(conversation) or "").lower() == wanted:
+                await self.learn(ref, self._names[conversation])  # posted to by id from now on, on any instance
                 return conversation, ref
         raise ToolFailed(f"cannot post to teams:{channel}: no channel of that name in the teams the bot has "
                          "seen; use the channel id, or mention the bot in that team once")
@@ -83,9 +89,11 @@ class Places:
             if name:
                 self._names.setdefault(conversation, name)
         teams = {(p.team, p.service_url, p.tenant) for p in refs.values() if p.kind == CHANNEL and p.team}
-        found = [(c, p) for c, p in refs.items() if p.kind == CHANNEL]
         for team, service_url, tenant in teams:
             assert team is not None
+            if time.monotonic() - self._listed.get(team, -LIST_EVERY_SECONDS) < LIST_EVERY_SECONDS:
+                continue
+            self._listed[team] = time.monotonic()
             try:
                 listed = await self.connector.channels(service_url, team)
             except ConnectorError as exc:
@@ -93,9 +101,8 @@ class Places:
                 continue
             for channel, channel_name in listed:
                 self._names[channel] = channel_name
-                if channel not in refs:
-                    found.append((channel, Place(service_url, channel, tenant, team, CHANNEL)))
-        return found
+                self._channels[channel] = Place(service_url, channel, tenant, team, CHANNEL)
+        return [(c, p) for c, p in (self._channels | refs).items() if p.kind == CHANNEL]
 
     async def channel_name(self, channel: str) -> str | None:
         if channel not in self._names:

@@ -62,6 +62,7 @@ class FakeTeams:
     tokens: list[dict[str, str]] = field(default_factory=lambda: list[dict[str, str]]())
     issued: set[str] = field(default_factory=lambda: set[str]())
     fail_next: int = 0  # refuse the next N connector calls (500)
+    certificate: Any = None  # an x509 certificate whose key may sign client assertions (instead of the secret)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1_700_000_000_001))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -127,14 +128,32 @@ class FakeTeams:
     async def _token(self, request: web.Request) -> web.Response:
         form = {k: str(v) for k, v in (await request.post()).items()}
         self.tokens.append(form)
-        if form.get("client_id") != APP_ID or form.get("client_secret") != APP_PASSWORD \
-                or request.match_info["tenant"] != TENANT:
+        if form.get("client_id") != APP_ID or request.match_info["tenant"] != TENANT or not (
+                form.get("client_secret") == APP_PASSWORD or self._asserted(form, str(request.url))):
             return web.json_response({"error": "invalid_client",
                                       "error_description": "AADSTS7000215: Invalid client secret provided."},
                                      status=401)
         token = f"bot-token-{len(self.tokens)}"
         self.issued.add(token)
         return web.json_response({"token_type": "Bearer", "expires_in": 3599, "access_token": token})
+
+    def _asserted(self, form: dict[str, str], url: str) -> bool:
+        """A client assertion (RFC 7523) signed by the registered certificate's key, naming it by `x5t`."""
+        if self.certificate is None or "client_assertion" not in form:
+            return False
+        import base64
+
+        from cryptography.hazmat.primitives import hashes
+
+        thumb = base64.urlsafe_b64encode(self.certificate.fingerprint(hashes.SHA1())).decode().rstrip("=")
+        try:
+            if jwt.get_unverified_header(form["client_assertion"]).get("x5t") != thumb:
+                return False
+            claims = jwt.decode(form["client_assertion"], self.certificate.public_key(), algorithms=["RS256"],
+                                audience=url)
+        except jwt.PyJWTError:
+            return False
+        return claims.get("iss") == claims.get("sub") == APP_ID
 
     def _authorized(self, request: web.Request) -> bool:
         return request.headers.get("Authorization", "").removeprefix("Bearer ") in self.issued

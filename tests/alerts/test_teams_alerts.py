@@ -35,12 +35,15 @@ async def test_an_alert_group_on_teams_gets_a_post_an_investigation_in_its_chain
         await eventually(lambda: len(fake_llm.requests) == 1, what="the first answer")
         fake_llm.reply("api-1 was deployed at 21:00 and answers 5xx since; roll it back.")
         assert (await hook(settings, "/hooks/alertmanager", payload("alertmanager_firing")))[0] == 200
-        [root] = await eventually(lambda: [s for s in fake_teams.sent if s.conversation.startswith(ALERTS)],
-                                  what="the root post")
+        root = (await eventually(lambda: [s for s in fake_teams.sent if s.conversation.startswith(ALERTS)],
+                                 what="the root post"))[0]
         await eventually(lambda: fake_teams.texts_in(root.conversation)[1:], what="the investigation in the chain")
         assert (await hook(settings, "/hooks/alertmanager", payload("alertmanager_resolved")))[0] == 200
         await processed(sqlite_url, 2)
         await eventually(lambda: [u for u in fake_teams.updates if u.id == root.id], what="the root resolved")
+        async with aiohttp.ClientSession() as http, http.get(f"{base}/metrics") as resp:
+            metrics = await resp.text()
+        assert 'yokebot_adapter_events_total{kind="mention",platform="teams"} 1.0' in metrics
     finally:
         await served.stop()
     assert root.conversation == f"{ALERTS};messageid={root.id}"

@@ -16,21 +16,12 @@ from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.fakes.teams import ALERTS, OPS, FakeTeams
 from tests.helpers import eventually, registry, write_agent
-
-NOTIFY_AGENT = """
-tools:
-  notify: {}
-  current_time: {}
-notify:
-  default: "teams:#ops-alerts"
-  allowed: ["teams:#ops-alerts"]
-max_iterations: 4
-"""
+from tests.recovery.test_teams_inbox import OPS_AGENT
 
 
 async def test_notify_posts_to_a_channel_by_name_and_a_restarted_or_posting_only_process_still_can(
         sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_teams: FakeTeams):
-    write_agent(agents_dir, "tester", NOTIFY_AGENT)
+    write_agent(agents_dir, "tester", OPS_AGENT)
     settings = make_settings(sqlite_url, fake_llm, agents_dir, **fake_teams.settings())
     fake_llm.calls(call("notify", {"message": "disk /var is 99% full"})).reply("Alerted the team.")
     app = await build_app(settings, registry=registry())

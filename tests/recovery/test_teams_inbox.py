@@ -13,20 +13,12 @@ from typing import Any
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.teams import ALERTS, OPS, PERSONAL, FakeTeams
 from tests.helpers import db_rows, write_agent
+from tests.recovery.harness import OPS_AGENT as SLACK_OPS_AGENT
 from tests.recovery.harness import Bot, free_port, wait_until
 from tests.recovery.test_discord_inbox import ALERT, SlowModel
 from tests.recovery.test_instances import readyz
 
-OPS_AGENT = """
-description: ops
-max_iterations: 4
-tools:
-  notify: {}
-  current_time: {}
-notify:
-  default: "teams:#ops-alerts"
-  allowed: ["teams:#ops-alerts"]
-"""
+OPS_AGENT = SLACK_OPS_AGENT.replace("slack:#ops-alerts", "teams:#ops-alerts")
 
 
 def teams_env(tmp: Path, db_url: str, fake: FakeTeams, llm: FakeOpenAI) -> dict[str, str]:

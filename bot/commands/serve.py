@@ -19,6 +19,7 @@ def run() -> None:
     On SQLite, one `yokebot run` per database file; to run several, use PostgreSQL (docs/scale-out.md)."""
     import errno
 
+    from bot.chat.platforms import configured
     from bot.observability.http import NO_PLATFORM
     from bot.runner import serve
     from bot.tools.isolation import not_dumpable
@@ -26,7 +27,7 @@ def run() -> None:
     settings = settings_or_exit()
     not_dumpable()
     setup_logging(settings)
-    if settings.slack_bot_token is None and settings.discord_bot_token is None:
+    if not configured(settings):
         logging.getLogger("bot.cli").warning("%s.", NO_PLATFORM[0].upper() + NO_PLATFORM[1:])
     try:
         run_async(lambda: serve(settings))

@@ -21,6 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.chat.core.base import ReadinessProbe
+from bot.chat.platforms import PLATFORMS
 from bot.observability.metrics import Metrics
 from bot.store.db import SQLITE_BUSY_TIMEOUT_MS
 
@@ -56,8 +57,8 @@ class Observed(Protocol):
 log = logging.getLogger(__name__)
 DB_TIMEOUT_SECONDS = 3.0
 _WRITE_PROBE = text("UPDATE alembic_version SET version_num = version_num")
-NO_PLATFORM = ("no chat platform is configured (set SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN): nothing will answer "
-               "chats; only schedules run")
+NO_PLATFORM = (f"no chat platform is configured (set {' or '.join(e.token_variable for e in PLATFORMS)}): nothing "
+               "will answer chats; only schedules run")
 
 
 def _sqlite_file_missing(engine: AsyncEngine) -> bool:

@@ -183,7 +183,7 @@ def make_notify_tool(ledger: NotifyLedger | None = None) -> Tool[NotifySettings]
         if ctx.notifier is None:
             raise ToolFailed(
                 "no chat platform is configured in this process, so nothing can be posted "
-                "(run `yokebot run` with SLACK_BOT_TOKEN or DISCORD_BOT_TOKEN set)"
+                "(run `yokebot run` with a chat platform's token set; the README lists them)"
             )
         text = clean_message(message, settings.max_chars)
         nobody = ctx.notifier.unreachable(target)  # shown in a terminal only: never in the shared ledger

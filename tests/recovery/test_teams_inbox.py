@@ -45,7 +45,7 @@ def test_kill9_then_restart_answers_each_teams_activity_once_where_it_was_asked(
     alert = fake_teams.activity(ALERT)
     chain, alert_chain = f"{OPS};messageid={in_channel['id']}", f"{OPS};messageid={alert['id']}"
     try:
-        wait_until(lambda: readyz(env["YOKEBOT_HTTP_PORT"]) == 200, 30, "yokebot run", first)
+        wait_until(lambda: readyz(env["YOKEBOT_HTTP_PORT"]) == 200, 60, "yokebot run", first)
         assert [deliver(fake_teams, env, a) for a in (in_channel, in_chat, alert)] == [200, 200, 200]
         wait_until(lambda: len(fake_llm.requests) >= 4, 15, "the model requests", first)
         wait_until(lambda: fake_teams.texts_in(ALERTS) or [s for s in fake_teams.sent
@@ -60,7 +60,7 @@ def test_kill9_then_restart_answers_each_teams_activity_once_where_it_was_asked(
     second = Bot(env, tmp_path, "second")
     try:
         wait_until(lambda: fake_teams.texts_in(chain) and fake_teams.texts_in(PERSONAL)
-                   and fake_teams.texts_in(alert_chain), 20, "a reply to every activity", second)
+                   and fake_teams.texts_in(alert_chain), 60, "a reply to every activity", second)
         assert deliver(fake_teams, env, in_channel) == 200  # the connector retries one: it was taken before
         asyncio.run(asyncio.sleep(1.0))  # nothing else comes
     finally:
@@ -84,11 +84,11 @@ def test_two_instances_answer_an_activity_delivered_to_both_exactly_once(
     activities = [fake_teams.activity(f"question {i}", root="1700000000000") for i in range(4)]
     try:
         for bot, env in zip(bots, (one, two), strict=True):
-            wait_until(lambda e=env: readyz(e["YOKEBOT_HTTP_PORT"]) == 200, 30, "yokebot run", bot)
+            wait_until(lambda e=env: readyz(e["YOKEBOT_HTTP_PORT"]) == 200, 60, "yokebot run", bot)
         for activity in activities:  # each to both instances, as a retry through a load balancer would
             assert deliver(fake_teams, one, activity) == 200 and deliver(fake_teams, two, activity) == 200
         chain = f"{OPS};messageid=1700000000000"
-        wait_until(lambda: len(fake_teams.texts_in(chain)) >= 4, 30, "every answer", bots[0])
+        wait_until(lambda: len(fake_teams.texts_in(chain)) >= 4, 60, "every answer", bots[0])
         asyncio.run(asyncio.sleep(1.0))
     finally:
         codes = [bot.stop() for bot in bots]

@@ -19,7 +19,7 @@ from tests.helpers import registry, write_agent
 PRICES = {"test-model": {"input": 1.0, "output": 1.0}}
 CAPPED = """
 description: an agent with spend caps
-tools: [echo]
+tools: [{tools}]
 notify:
   default: slack:#ops-alerts
 spend:
@@ -27,8 +27,9 @@ spend:
 """
 
 
-def capped(agents_dir: Path, spend: str, name: str = "capped") -> Path:
-    return write_agent(agents_dir, name, CAPPED.format(spend="\n".join(f"  {line}" for line in spend.splitlines())))
+def capped(agents_dir: Path, spend: str, name: str = "capped", tools: str = "echo") -> Path:
+    return write_agent(agents_dir, name, CAPPED.format(spend="\n".join(f"  {line}" for line in spend.splitlines()),
+                                                       tools=tools))
 
 
 AppFactory = Callable[..., Coroutine[Any, Any, App]]

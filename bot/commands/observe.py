@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from types import ModuleType
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -103,14 +103,22 @@ def usage(
     by: Annotated[str, typer.Option("--by", help="Group by agent, model, channel or day.")] = "agent",
     as_json: JsonOpt = False,
 ) -> None:
-    """Model calls, tokens and estimated cost (YOKEBOT_MODEL_PRICES), and tool calls by status."""
+    """Model calls, tokens and estimated cost (YOKEBOT_MODEL_PRICES), tool calls by status, and each spend cap
+    with what is spent of it."""
     import json
 
+    from bot.app import load_profiles
     from bot.observability.usage import usage as load_usage
+    from bot.tools import builtin_tools
 
     cutoff = _since(since)
-    report = with_engine(lambda engine, settings: load_usage(engine, by=by, since=cutoff,
-                                                               prices=settings.model_prices))
+
+    async def report_on(engine: Any, settings: Any) -> Any:
+        profiles = load_profiles(settings, builtin_tools()).values() if settings.agents_dir.is_dir() else ()
+        return await load_usage(engine, by=by, since=cutoff, prices=settings.model_prices, profiles=profiles,
+                                daily_usd=settings.spend_daily_usd)
+
+    report = with_engine(report_on)
     if as_json:
         print(json.dumps(_render().usage_dict(report), indent=2))
         return

@@ -14,7 +14,7 @@ from rich.tree import Tree
 
 from bot.observability.prune import PruneResult
 from bot.observability.queries import MemoryStep, ModelStep, SessionOverview, SessionTrace, ToolStep, TurnTrace
-from bot.observability.usage import UsageReport, UsageRow
+from bot.observability.usage import CapUsage, UsageReport, UsageRow
 from bot.redact import printable, printable_json
 
 STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan",
@@ -201,7 +201,21 @@ def usage_tables(report: UsageReport) -> list[Table]:
     tools = Table("tool", *statuses, "total", title=f"Tool calls by status{since}", title_justify="left")
     for t in report.tools:
         tools.add_row(t.tool, *[str(t.by_status.get(s, 0)) for s in statuses], str(t.total))
-    return [calls, tools]
+    return [calls, tools, *([_caps_table(report.caps)] if report.caps else [])]
+
+
+def _caps_table(caps: list[CapUsage]) -> Table:
+    table = Table("agent", "cap", "limit", "spent", "share", title="Spend caps (now; days and months are UTC)",
+                  title_justify="left", caption_justify="left",
+                  caption="agent *: YOKEBOT_SPEND_DAILY_USD, every agent together; 100%: new turns are refused")
+    for c in caps:
+        def amount(value: float, tokens: bool = c.period == "daily_tokens") -> str:
+            return f"{int(value):,}" if tokens else f"${value:.2f}"
+
+        who = escape(c.agent if c.channel is None else f"{c.agent} in {c.channel}")
+        table.add_row(who, c.period, amount(c.cap), amount(c.spent), f"{c.ratio:.0%}",
+                      style="bold red" if c.ratio >= 1 else "")
+    return table
 
 
 def usage_dict(report: UsageReport) -> dict[str, Any]:
@@ -211,7 +225,9 @@ def usage_dict(report: UsageReport) -> dict[str, Any]:
 
     return {"by": report.by, "since": report.since.isoformat() if report.since else None,
             "rows": [row(r) for r in report.rows], "total": row(report.total),
-            "tools": [{"tool": t.tool, **t.by_status, "total": t.total} for t in report.tools]}
+            "tools": [{"tool": t.tool, **t.by_status, "total": t.total} for t in report.tools],
+            "caps": [{"agent": c.agent, "channel": c.channel, "period": c.period, "cap": c.cap,
+                      "spent": round(c.spent, 6), "ratio": round(c.ratio, 4)} for c in report.caps]}
 
 
 # --- prune ---------------------------------------------------------------------------------------------

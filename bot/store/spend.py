@@ -43,6 +43,10 @@ def lock_key(scope: SpendScope) -> int:
 def spent_query(scope: SpendScope, monthly: bool) -> Select[Any, Any, Any, Any, Any, Any, Any]:
     """Tokens by model since `:since` (`:day` for today's), the largest call's, for the scope; one shape per kind
     of scope (the parameters change, the statement does not)."""
+    return _spent(scope, monthly, by_channel=False)
+
+
+def _spent(scope: SpendScope, monthly: bool, *, by_channel: bool) -> Any:
     day = L.c.created_at >= bindparam("day")
 
     def today(column: Any) -> Any:
@@ -54,10 +58,41 @@ def spent_query(scope: SpendScope, monthly: bool) -> Select[Any, Any, Any, Any, 
     where = [L.c.created_at >= bindparam("since")]
     if scope.agent is not None:
         where.append(L.c.agent == bindparam("agent"))
-    if scope.channel is not None:
+    if scope.channel is not None or by_channel:
         query = query.join(S, S.c.id == L.c.session_id)
+    if scope.channel is not None:
         where += [S.c.platform == bindparam("platform"), S.c.channel == bindparam("channel")]
+    if by_channel:
+        query = query.add_columns(S.c.platform, S.c.channel).group_by(S.c.platform, S.c.channel)
     return query.where(and_(*where)).group_by(L.c.model)
+
+
+def _params(scope: SpendScope, day: datetime, month: datetime | None) -> dict[str, Any]:
+    params = {"since": month or day, "day": day, "agent": scope.agent, "platform": scope.platform,
+              "channel": scope.channel}
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def _model_spend(r: Any) -> ModelSpend:
+    return ModelSpend(str(r[0]), int(r[1] or 0), int(r[2] or 0), int(r[3] or 0), int(r[4] or 0), int(r[5] or 0),
+                      int(r[6] or 0))
+
+
+async def spent_by_channel(conn: AsyncConnection, scope: SpendScope, day: datetime, month: datetime | None
+                           ) -> dict[tuple[str, str], list[ModelSpend]]:
+    """An agent's calls since `day` (and `month`), by channel and model (`yokebot usage`: caps per channel)."""
+    out: dict[tuple[str, str], list[ModelSpend]] = {}
+    for r in await conn.execute(_spent(scope, month is not None, by_channel=True), _params(scope, day, month)):
+        row: tuple[Any, ...] = tuple(r)
+        out.setdefault((str(row[7]), str(row[8])), []).append(_model_spend(row))
+    return out
+
+
+async def spent_in(conn: AsyncConnection, scope: SpendScope, day: datetime, month: datetime | None
+                   ) -> list[ModelSpend]:
+    """`SqlSpendLedger.spent` on a connection of the caller's (`yokebot usage` reads without a store)."""
+    return [_model_spend(r) for r in await conn.execute(spent_query(scope, month is not None),
+                                                         _params(scope, day, month))]
 
 
 class SqlSpendLedger:
@@ -74,11 +109,7 @@ class SqlSpendLedger:
         query = self._queries.get(shape)
         if query is None:
             query = self._queries[shape] = spent_query(scope, month is not None)
-        params = {"since": month or day, "day": day, "agent": scope.agent, "platform": scope.platform,
-                  "channel": scope.channel}
-        rows = await self.store.rows(query, {k: v for k, v in params.items() if v is not None})
-        return [ModelSpend(str(r[0]), int(r[1] or 0), int(r[2] or 0), int(r[3] or 0), int(r[4] or 0),
-                           int(r[5] or 0), int(r[6] or 0)) for r in rows]
+        return [_model_spend(r) for r in await self.store.rows(query, _params(scope, day, month))]
 
     async def take(self, scope: SpendScope) -> bool:
         return await self._slots.take(lock_key(scope))

@@ -12,10 +12,25 @@ from bot.engine.run.hooks import CompositeHooks, TurnHooks
 from bot.engine.run.loop import ReActLoop
 from bot.engine.run.parked import ParkedTurn
 from bot.engine.run.plan import PlanExecutor
-from bot.engine.run.spend import Caps, Figure, SpendCaps, SpendKind, SpendReached, cap_name
+from bot.engine.run.spend import (
+    KINDS as SPEND_KINDS,
+)
+from bot.engine.run.spend import (
+    Caps,
+    Figure,
+    SpendCaps,
+    SpendKind,
+    SpendReached,
+    cap_name,
+    caps_of,
+    day_start,
+    month_start,
+    priced,
+)
 from bot.engine.run.tooling import Tool, ToolOutput, require, tool
 
 __all__ = [
+    "SPEND_KINDS",
     "ApprovalDecision",
     "ApprovalGate",
     "ApprovalRequest",
@@ -37,6 +52,10 @@ __all__ = [
     "ToolPolicy",
     "TurnHooks",
     "cap_name",
+    "caps_of",
+    "day_start",
+    "month_start",
+    "priced",
     "require",
     "tool",
 ]

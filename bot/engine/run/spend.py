@@ -171,6 +171,36 @@ def notice(scope: SpendScope, kind: SpendKind, figure: Figure, caps: Caps) -> st
             f"under it are refused until {_until(kind)}. `yokebot usage` shows the caps.")
 
 
+def caps_of(profile: AgentProfile, daily_usd: float | None,
+            scope: Scope | None = None) -> list[tuple[SpendScope, Caps]]:
+    """The caps a turn of `profile` in `scope` runs under: YOKEBOT_SPEND_DAILY_USD (`daily_usd`) and the agent's
+    own; an agent capped per channel, asked without a scope, has `SpendScope(agent, None, None)`: every channel
+    (`yokebot usage` lists them)."""
+    out: list[tuple[SpendScope, Caps]] = []
+    if daily_usd is not None:
+        out.append((SpendScope(), Caps(daily_usd=daily_usd)))
+    s = profile.spend
+    if s.any:
+        where = SpendScope(profile.name, scope.platform, scope.channel) if s.scope == "channel" and scope else \
+            SpendScope(profile.name)
+        out.append((where, Caps(s.daily_usd, s.monthly_usd, s.daily_tokens)))
+    return out
+
+
+def priced(rows: Iterable[ModelSpend], price: PriceOf) -> Figure:
+    """A scope's figure from its calls by model (an unpriced model's calls count as tokens only)."""
+    figure = Figure()
+    for r in rows:
+        per_million = price(r.model) or (0.0, 0.0)
+        figure.day_usd += (r.day_prompt * per_million[0] + r.day_completion * per_million[1]) / 1e6
+        figure.month_usd += (r.month_prompt * per_million[0] + r.month_completion * per_million[1]) / 1e6
+        figure.day_tokens += r.day_prompt + r.day_completion
+        largest = (r.max_prompt * per_million[0] + r.max_completion * per_million[1]) / 1e6
+        figure.call_usd = max(figure.call_usd, largest)
+        figure.call_tokens = max(figure.call_tokens, r.max_prompt + r.max_completion)
+    return figure
+
+
 # --- the figures, per scope, in this process ---------------------------------------------------------------------
 @dataclass(slots=True)
 class _Entry:
@@ -203,20 +233,11 @@ class SpendCaps:
         self._claimed: set[str] = set()  # notices known to be claimed (by anyone): not asked again
         for profile in agents:  # known from the start (/metrics shows them before their first turn)
             for scope, caps in self.scopes(profile):
-                self.entry(scope, caps)
+                if scope.agent is None or profile.spend.scope == "agent":  # a channel's: at its first turn
+                    self.entry(scope, caps)
 
     def scopes(self, profile: AgentProfile, scope: Scope | None = None) -> list[tuple[SpendScope, Caps]]:
-        """The caps a turn of `profile` in `scope` runs under (a channel-scoped agent with no scope: none of
-        its own)."""
-        out: list[tuple[SpendScope, Caps]] = []
-        if self.daily_usd is not None:
-            out.append((SpendScope(), Caps(daily_usd=self.daily_usd)))
-        s = profile.spend
-        if s.any and (s.scope == "agent" or scope is not None):
-            where = SpendScope(profile.name) if s.scope == "agent" or scope is None else \
-                SpendScope(profile.name, scope.platform, scope.channel)
-            out.append((where, Caps(s.daily_usd, s.monthly_usd, s.daily_tokens)))
-        return out
+        return caps_of(profile, self.daily_usd, scope)
 
     def turn(self, profile: AgentProfile, scope: Scope, notifier: Notifier | None) -> TurnSpend | None:
         """The caps of one turn; None when none apply (then nothing is checked at all)."""
@@ -319,19 +340,7 @@ class SpendCaps:
             entry.local = before.plus(entry.local)
             entry.read_at = time.monotonic()  # asked again in a second, not at every call meanwhile
             raise
-        entry.base, entry.day, entry.read_at = self._priced(rows), day_start(now), time.monotonic()
-
-    def _priced(self, rows: list[ModelSpend]) -> Figure:
-        figure = Figure()
-        for r in rows:
-            per_million = self.price(r.model) or (0.0, 0.0)
-            figure.day_usd += (r.day_prompt * per_million[0] + r.day_completion * per_million[1]) / 1e6
-            figure.month_usd += (r.month_prompt * per_million[0] + r.month_completion * per_million[1]) / 1e6
-            figure.day_tokens += r.day_prompt + r.day_completion
-            figure.call_usd = max(figure.call_usd,
-                                  (r.max_prompt * per_million[0] + r.max_completion * per_million[1]) / 1e6)
-            figure.call_tokens = max(figure.call_tokens, r.max_prompt + r.max_completion)
-        return figure
+        entry.base, entry.day, entry.read_at = priced(rows, self.price), day_start(now), time.monotonic()
 
     def charge(self, entries: list[_Entry], model: str, usage: Usage) -> None:
         per_million = self.price(model) or (0.0, 0.0)

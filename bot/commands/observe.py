@@ -108,23 +108,32 @@ def usage(
     import json
 
     from bot.app import load_profiles
+    from bot.engine.errors import YokebotError
     from bot.observability.usage import usage as load_usage
     from bot.tools import builtin_tools
 
     cutoff = _since(since)
+    unread: list[str] = []  # a profile that cannot be loaded: the caps are not shown, the rest is
 
     async def report_on(engine: Any, settings: Any) -> Any:
-        profiles = load_profiles(settings, builtin_tools()).values() if settings.agents_dir.is_dir() else ()
+        try:
+            profiles = load_profiles(settings, builtin_tools()).values() if settings.agents_dir.is_dir() else ()
+        except YokebotError as exc:
+            profiles = ()
+            unread.append(str(exc))
         return await load_usage(engine, by=by, since=cutoff, prices=settings.model_prices, profiles=profiles,
                                 daily_usd=settings.spend_daily_usd)
 
     report = with_engine(report_on)
     if as_json:
-        print(json.dumps(_render().usage_dict(report), indent=2))
+        doc = _render().usage_dict(report)
+        print(json.dumps({**doc, "caps_not_shown": unread[0]} if unread else doc, indent=2))
         return
     out = terminal()
     for table in _render().usage_tables(report):
         out.print(table)
+    if unread:
+        out.print(f"Spend caps not shown: {unread[0]}", markup=False, highlight=False)
 
 
 sessions_app = typer.Typer(no_args_is_help=False)

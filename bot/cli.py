@@ -17,6 +17,7 @@ from bot.commands.db import db_app
 from bot.commands.doctor import doctor_app
 from bot.commands.eval import eval_app
 from bot.commands.observe import observe_app, sessions_app
+from bot.commands.runbooks import runbooks_app
 from bot.commands.schedule import schedule_app
 from bot.commands.serve import serve_app
 from bot.commands.support import run_async, settings_or_exit, setup_logging
@@ -37,6 +38,7 @@ COMMANDS: tuple[tuple[str | None, typer.Typer], ...] = (
     ("schedule", schedule_app),  # bot/commands/schedule.py
     ("mcp", mcp_app),  # bot/mcp/cli.py
     ("alerts", alerts_app),  # bot/commands/alerts.py
+    ("runbooks", runbooks_app),  # bot/commands/runbooks.py
     ("sessions", sessions_app),  # bot/commands/observe.py
 )
 

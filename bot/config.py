@@ -64,6 +64,7 @@ class Settings(BaseSettings):
     # session of its own (locks, LISTEN, the writer, migrations; docs/scale-out.md)
     database_direct_url: str | None = None
     agents_dir: Path = Path("./agents")
+    runbooks_dir: Path | None = None  # runbooks every agent has, beside its own runbooks/ (docs/knowledge.md)
     default_agent: str = "ops"
     model: str = DEFAULT_MODEL
     http_port: int = 8080

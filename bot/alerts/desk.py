@@ -23,10 +23,11 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from bot.alerts import render
+from bot.alerts import knowledge, render
 from bot.alerts.investigate import Investigations
 from bot.alerts.payloads import BadPayload, Notification, Redact, Source, parse
 from bot.alerts.routing import Routed, route_for
@@ -40,6 +41,7 @@ from bot.redact import printable
 log = logging.getLogger(__name__)
 WORKERS = 2
 MAX_ATTEMPTS = 5  # a body that fails this often (a channel the bot cannot post to) is given up
+HANDED_KEPT = 4096  # investigations known to be in the inbox (this process): a repeat is not briefed again
 QUIET_SECONDS = 0.05  # a burst of webhooks is over when none arrived for this long
 ACK_FIRST_SECONDS = 1.0  # the longest a stored body waits for the burst to end before it is processed
 
@@ -62,6 +64,7 @@ class AlertDesk:
         self._queues: list[asyncio.Queue[Stored]] = [asyncio.Queue() for _ in range(WORKERS)]
         self._tasks: list[asyncio.Task[None]] = []
         self._last_accept = 0.0  # loop time of the last webhook: processing waits for a burst to end
+        self._handed: OrderedDict[str, None] = OrderedDict()  # event keys of investigations the inbox holds
 
     def count(self, source: str, kind: str) -> None:
         if self.counter is not None:
@@ -225,11 +228,17 @@ class AlertDesk:
 
     async def _investigate(self, n: Notification, group: Group, routed: Routed, root: Root,
                            threads: AlertThreads) -> None:
-        if self.investigations is None:
+        key = f"{group.id}:{group.generation}"
+        if self.investigations is None or key in self._handed:
             return
         trigger, target = threads.target(root)
-        started = await self.investigations.start(f"{group.id}:{group.generation}", root, routed.agent, trigger,
-                                                  target, render.prompt(n, routed.route), group.title)
+        briefing = await knowledge.brief(n, self.profiles[routed.agent], self.redact)
+        started = await self.investigations.start(key, root, routed.agent, trigger, target,
+                                                  render.prompt(n, routed.route, briefing.text), group.title,
+                                                  [g.to_dict() for g in briefing.given])
+        self._handed[key] = None  # the inbox has it now (stored by this call or before)
+        while len(self._handed) > HANDED_KEPT:
+            self._handed.popitem(last=False)
         if started:
             self.count(n.source, "investigated")
 

@@ -11,7 +11,7 @@ by the origin (`AlertOrigin`), so no channel routing or access list applies: nob
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,7 +20,8 @@ from bot.chat.core.base import EventCounter, Inbound
 from bot.chat.core.inbox_turns import InboxTurns, Resumable
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
 from bot.chat.core.threads import Root
-from bot.engine.service import AgentService
+from bot.engine.run import CompositeHooks, RunContext, TurnHooks
+from bot.engine.service import AgentService, TurnRequest
 from bot.records.inbox import Inbox, InboxItem, NewEvent
 
 log = logging.getLogger(__name__)
@@ -40,23 +41,65 @@ class RouteAgent(FixedAgent):
         return origin.agent if isinstance(origin, AlertOrigin) and origin.agent else self.agent
 
 
+# the runbooks a turn was given (turn id, session id, `Given` dicts): AlertStore.record_given
+RecordGiven = Callable[[str, str, Sequence[Mapping[str, Any]]], Awaitable[None]]
+
+
+class GivenRecorded(TurnHooks):
+    """The investigation's turn hook: which runbooks and pages it started with, on its `turn_runbooks` rows."""
+
+    def __init__(self, record: RecordGiven, given: Sequence[Mapping[str, Any]]) -> None:
+        self.record, self.given = record, given
+
+    async def turn_started(self, run: RunContext, text: str) -> None:
+        try:
+            await self.record(run.turn_id, run.session_id, self.given)
+        except Exception as exc:  # the investigation goes on; only `trace` misses the list
+            log.warning("could not record the runbooks of turn %s: %s", run.turn_id, type(exc).__name__)
+
+
+class Briefed:
+    """The investigations' exactly-once step: the inbox's (InboxTurns), plus the turn hook above."""
+
+    def __init__(self, claims: InboxTurns, record: RecordGiven | None) -> None:
+        self.claims, self.record = claims, record
+        self.given: dict[str, list[dict[str, Any]]] = {}  # event key -> what its prompt holds (from the row)
+
+    async def take(self, inbound: Inbound) -> bool:
+        return await self.claims.take(inbound)
+
+    async def started(self, inbound: Inbound, request: TurnRequest,
+                      hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
+        request, hooks = await self.claims.started(inbound, request, hooks)
+        given = self.given.pop(inbound.claim_key or "", [])
+        if self.record is not None and given:
+            hooks = CompositeHooks(GivenRecorded(self.record, given)).plus(hooks)
+        return request, hooks
+
+    async def finish(self, inbound: Inbound, ok: bool) -> None:
+        await self.claims.finish(inbound, ok)
+
+
 class Investigations:
     """`Resumable` for the inbox's Recovery (`pipeline`, `rebuild`); `start` begins one, exactly once."""
 
     def __init__(self, service: AgentService, inbox: Inbox, claims: InboxTurns, chat: Mapping[str, Resumable],
                  *, max_concurrent: int, drain_seconds: float, counter: EventCounter | None = None,
-                 default_agent: str = "ops") -> None:
+                 default_agent: str = "ops", record: RecordGiven | None = None) -> None:
         self.inbox, self.claims, self.chat = inbox, claims, chat
-        self.pipeline = Pipeline(service, RouteAgent(default_agent), once=claims, counter=counter,
+        self.once = Briefed(claims, record)
+        self.pipeline = Pipeline(service, RouteAgent(default_agent), once=self.once, counter=counter,
                                  limits=PipelineLimits(max_concurrent, drain_seconds), platform=PLATFORM)
 
     async def start(self, event_key: str, root: Root, agent: str, trigger: str, target: dict[str, Any],
-                    prompt: str, title: str) -> bool:
-        """Store the investigation in the inbox and run it; False when it was stored before (started once)."""
+                    prompt: str, title: str, given: Sequence[Mapping[str, Any]] = ()) -> bool:
+        """Store the investigation in the inbox and run it; False when it was stored before (started once).
+        `given`: the runbooks its prompt holds (bot/alerts/knowledge.py), recorded on its turn."""
         item = await self.inbox.claim(NewEvent(
             platform=PLATFORM, event_key=event_key, channel=root.channel, thread=root.thread, text=prompt,
             trigger="alert", user=None,
-            reply={"via": root.platform, "agent": agent, "trigger": trigger, "target": target, "title": title}))
+            reply={"via": root.platform, "agent": agent, "trigger": trigger, "target": target, "title": title,
+                   "given": [dict(g) for g in given]}))
         if item is None:
             return False
         inbound = self.rebuild(item)
@@ -67,6 +110,7 @@ class Investigations:
     def rebuild(self, item: InboxItem) -> Inbound:
         r = item.reply
         via = str(r["via"])
+        self.once.given[item.event_key] = list(r.get("given") or [])
         adapter = self.chat.get(via)
         if adapter is None:
             raise LookupError(f"{via} is not configured in this process: the investigation cannot be answered")

@@ -16,12 +16,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.alerts.tables import AlertGroupRow, AlertNotificationRow
+from bot.alerts.tables import AlertGroupRow, AlertNotificationRow, TurnRunbookRow
 from bot.store.claims import BatchedInsert, Key
 from bot.store.models import utcnow
 
 N = cast(Table, AlertNotificationRow.__table__)
 G = cast(Table, AlertGroupRow.__table__)
+RB = cast(Table, TurnRunbookRow.__table__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,7 @@ class AlertStore:
         self.engine, self.owner, self.lease = engine, owner, timedelta(seconds=lease_seconds)
         insert = sqlite_insert if engine.dialect.name == "sqlite" else pg_insert
         self._insert_group = insert(G).on_conflict_do_nothing().returning(*G.c)
+        self._insert_given = insert(RB).on_conflict_do_nothing()
         self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else None)
         self._accepts: BatchedInsert[Key, int] = BatchedInsert(self._insert_bodies)
@@ -208,3 +210,14 @@ class AlertStore:
     async def recent(self, limit: int = 20) -> list[Group]:
         rows = await self._one(select(G).order_by(G.c.updated_at.desc(), G.c.id.desc()).limit(limit))
         return [_group(r) for r in rows]
+
+    # --- what an investigation's turn was given ---------------------------------------------------------------
+    async def record_given(self, turn_id: str, session_id: str, given: Sequence[Mapping[str, Any]]) -> None:
+        """The runbooks and pages a turn started with (bot/alerts/knowledge.py `Given`), once per turn."""
+        if not given:
+            return
+        now = utcnow()
+        await self._one(self._insert_given, [
+            {"turn_id": turn_id, "position": i, "session_id": session_id, "kind": str(g["kind"])[:16],
+             "ref": str(g["ref"]), "title": str(g["title"]), "why": str(g["why"]), "given": bool(g["given"]),
+             "created_at": now} for i, g in enumerate(given)])

@@ -5,14 +5,19 @@
 - `alert_groups`: one row per (source, group key): its thread (the root message), which alerts it has seen,
   firing or resolved, and whether an investigation was started. The unique `(source, group_hash)` plus
   `INSERT ... ON CONFLICT DO NOTHING` make one thread per group across instances; `root_owner` is the claim to
-  post the root (taken by a conditional UPDATE, so a crashed poster's claim runs out and is taken again)."""
+  post the root (taken by a conditional UPDATE, so a crashed poster's claim runs out and is taken again).
+- `incidents` (0017): one row per group and generation (a thread): the alert's identity (alertname and group
+  labels), its labels, the investigation's conclusion, when it started and resolved, the thread and session.
+  Unique `(group_id, generation)` + `INSERT ... ON CONFLICT DO NOTHING`: one record across instances and restarts;
+  the answer and the resolution are UPDATEs of that row (docs/knowledge.md).
+- `turn_runbooks` (0017): the runbooks and runbook pages an investigation's turn was given (`yokebot trace`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.store.models import Base, BigId, utcnow
@@ -56,3 +61,41 @@ class AlertGroupRow(Base):
     resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     __table_args__ = (UniqueConstraint("source", "group_hash"),)
+
+
+class IncidentRow(Base):
+    __tablename__ = "incidents"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    group_id: Mapped[int] = mapped_column(BigInteger)  # alert_groups.id
+    generation: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(16))
+    agent: Mapped[str] = mapped_column(String(64))
+    alertname: Mapped[str] = mapped_column(String(255))
+    identity: Mapped[str] = mapped_column(String(64))  # sha256 of the alertname and the group labels
+    group_labels: Mapped[dict[str, Any]] = mapped_column(JSON)
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON)
+    conclusion: Mapped[str | None] = mapped_column(Text)  # a few sentences: the answer, or a summary of it
+    summarized: Mapped[bool] = mapped_column(Boolean, default=False)  # the conclusion is a model's summary
+    answer_chars: Mapped[int] = mapped_column(Integer, default=0)  # how long the answer was
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    thread_link: Mapped[str | None] = mapped_column(Text)
+    session_id: Mapped[str | None] = mapped_column(String(32))
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    __table_args__ = (UniqueConstraint("group_id", "generation"),
+                      Index("ix_incidents_identity_started_at", "identity", "started_at"),
+                      Index("ix_incidents_started_at", "started_at"))
+
+
+class TurnRunbookRow(Base):
+    __tablename__ = "turn_runbooks"
+    turn_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(32), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # runbook | page
+    ref: Mapped[str] = mapped_column(Text)  # the runbook's id, or the page's URL
+    title: Mapped[str] = mapped_column(Text, default="")
+    why: Mapped[str] = mapped_column(Text, default="")  # the matcher that fit; a page: fetched, refused or failed
+    given: Mapped[bool] = mapped_column(Boolean, default=True)  # its text was in the prompt
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

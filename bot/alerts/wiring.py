@@ -50,12 +50,13 @@ class Alerts:
     def __init__(self, bot: AlertParts, token: str, platforms: Sequence[Platform]) -> None:
         self.bot = bot
         s = bot.settings
+        self.store = AlertStore(bot.engine, bot.store.owner, s.inbox_lease_seconds)
         self.investigations = Investigations(
             bot.service, bot.inbox, bot.inbox_turns, {p.platform: p for p in platforms},
             max_concurrent=s.alert_max_concurrent,
             drain_seconds=max((p.pipeline.limits.drain_seconds for p in platforms), default=0.0),
-            counter=bot.metrics, default_agent=s.default_agent)  # answered through the platform the route names
-        self.store = AlertStore(bot.engine, bot.store.owner, s.inbox_lease_seconds)
+            counter=bot.metrics, default_agent=s.default_agent,  # answered through the platform the route names
+            record=self.store.record_given)
         self.desk = AlertDesk(self.store, bot.profiles, {p.platform: p.alert_threads() for p in platforms},
                               self.investigations, per_10m=s.alert_max_per_10m,
                               redact=bot.service.loop.executor.redact,  # the one tool output passes

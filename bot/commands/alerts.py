@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,18 +34,20 @@ def alerts_test(
     agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's routes.")] = None,
 ) -> None:
     """Run a saved payload through the routing as if it came in: which route matches, the root message and
-    the investigation prompt, printed here (nothing is posted or stored)."""
-    from bot.alerts import render
+    the investigation prompt with its runbooks, printed here (nothing is fetched, posted or stored)."""
+    from bot.alerts import knowledge, render
     from bot.alerts.payloads import BadPayload, parse
     from bot.alerts.routing import route_for
     from bot.app import find_profile, load_profiles
+    from bot.engine.spec import matchers_text
     from bot.redact import SecretRedactor
     from bot.tools import builtin_tools
 
     settings = settings_or_exit()
     try:
         body = file.read_bytes()
-        n = parse(_source(body), body, SecretRedactor(settings.secret_values()))  # as `run` redacts it
+        redact = SecretRedactor(settings.secret_values())
+        n = parse(_source(body), body, redact)  # as `run` redacts it
     except OSError as exc:
         err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(exc.strerror or str(exc))}")
         raise typer.Exit(2) from None
@@ -54,32 +55,29 @@ def alerts_test(
         err.print(f"[red]error:[/red] {escape(str(file))}: {escape(str(exc))}")
         raise typer.Exit(2) from None
 
-    def routed() -> Any:
+    async def routed() -> Any:
         profiles = load_profiles(settings, builtin_tools())
         if agent is not None:
             profiles = {agent: find_profile(profiles, settings.agents_dir, agent)}
-        return route_for(profiles, n)
+        found = route_for(profiles, n)
+        if found is None:
+            return None, ""
+        briefing = await knowledge.brief(n, profiles[found.agent], redact, fetch=False)
+        return found, briefing.text
 
-    found = run_async(_returning(routed))
+    found, known = run_async(routed)
     out.print(f"{n.source} group {_shown(n.group_key)}: {len(n.alerts)} alert(s), {n.status}", highlight=False)
     if found is None:
         out.print("No route matches: it would be accepted (200), logged and counted, and not investigated.")
         raise typer.Exit(1)
     r = found.route
-    match = ", ".join(f"{m.label}{'=~' if m.regex else '='}{json.dumps(m.value)}" for m in r.match)
+    match = matchers_text(r.match)
     out.print(f"Route: agent [bold]{escape(found.agent)}[/bold], alerts[{found.index}] ({escape(match)}), "
               f"cool-down {r.cooldown_seconds} s", highlight=False)
     out.print(f"\n[bold]Root message for {escape(r.post_to)}:[/bold]", highlight=False)
     out.print(_shown(render.root_text(n)), highlight=False)
     out.print("\n[bold]Investigation prompt:[/bold]", highlight=False)
-    out.print(_shown(render.prompt(n, r)), highlight=False)
-
-
-def _returning(fn: Any) -> Any:
-    async def main() -> Any:
-        return fn()
-
-    return main
+    out.print(_shown(render.prompt(n, r, known)), highlight=False)
 
 
 @alerts_app.command("list")

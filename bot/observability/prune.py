@@ -1,8 +1,8 @@
 """`yokebot db prune --older-than 30d`: delete sessions with no activity since the cutoff, with their turns,
-messages, model calls and tool calls; and schedule runs, seen-event ids, settled inbox rows, notify-ledger
-entries (alerts sent), processed alert webhooks and resolved alert groups older than the cutoff. Long-term
-memories are kept: they are what the agents learned, not an audit trail. A group still firing keeps its thread
-whatever its age."""
+messages, model calls, tool calls and the runbooks they were given; and schedule runs, seen-event ids, settled
+inbox rows, notify-ledger entries (alerts sent), processed alert webhooks and resolved alert groups older than
+the cutoff. Long-term memories and incident records are kept: they are what the agents learned, not an audit
+trail. A group still firing keeps its thread whatever its age."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ S = SessionRow.__table__
 HOOKS = table("alert_notifications", column("received_at"), column("state"))
 GROUPS = table("alert_groups", column("updated_at"), column("state"))
 CHILDREN = (LLMCallRow.__table__, ToolInvocationRow.__table__, MessageRow.__table__, SummaryRow.__table__,
-            AttachmentRow.__table__, TurnRow.__table__)
+            AttachmentRow.__table__, table("turn_runbooks", column("session_id")), TurnRow.__table__)
 
 
 @dataclass(frozen=True)

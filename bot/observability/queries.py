@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import column, func, or_, select, table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.engine.errors import SessionNotFound, YokebotError
@@ -16,6 +16,9 @@ from bot.store.models import AttachmentRow, LLMCallRow, SessionRow, SummaryRow, 
 S, T = SessionRow.__table__, TurnRow.__table__
 L, TI, SUM = LLMCallRow.__table__, ToolInvocationRow.__table__, SummaryRow.__table__
 AT = AttachmentRow.__table__
+# the runbooks an alert investigation's turn was given (bot/alerts/tables.py, which this package does not import)
+RB = table("turn_runbooks", column("turn_id"), column("position"), column("kind"), column("ref"), column("title"),
+           column("why"), column("given"))
 
 
 # --- sessions --------------------------------------------------------------------------------------------
@@ -152,6 +155,8 @@ class TurnTrace:
     plan: dict[str, Any] | None = None  # mode: plan: steps (text, status, finding, iterations) and replans
     # files attached to the message: name, mimetype, size, sha256, origin, given, detail (`attachments`)
     attachments: list[dict[str, Any]] = field(default_factory=lambda: list[dict[str, Any]]())
+    # the runbooks and runbook pages an alert investigation started with: kind, ref, title, why, given
+    runbooks: list[dict[str, Any]] = field(default_factory=lambda: list[dict[str, Any]]())
 
     @property
     def prompt_tokens(self) -> int:
@@ -232,6 +237,8 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
                                      .order_by(SUM.c.id))).all()
         files = (await conn.execute(select(AT).where(AT.c.session_id == session.id, AT.c.turn_id.in_(ids))
                                     .order_by(AT.c.id))).all()
+        given = (await conn.execute(select(RB).where(RB.c.turn_id.in_(ids)).order_by(RB.c.turn_id,
+                                                                                       RB.c.position))).all()
     out: list[TurnTrace] = []
     for number, r in picked:
         finished = as_utc(r.finished_at) if r.finished_at else None
@@ -241,5 +248,7 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
         t.memory = [MemoryStep(m.kind, m.folded_turns, m.content) for m in memory if m.turn_id == r.id]
         t.attachments = [{k: getattr(f, k) for k in ("name", "mimetype", "size", "sha256", "origin", "given",
                                                      "detail")} for f in files if f.turn_id == r.id]
+        t.runbooks = [{"kind": g.kind, "ref": g.ref, "title": g.title, "why": g.why, "given": bool(g.given)}
+                      for g in given if g.turn_id == r.id]
         out.append(t)
     return SessionTrace(session, out)

@@ -131,6 +131,11 @@ def turn_tree(t: TurnTrace) -> Tree:
         tree.add(Text.assemble(("file: ", "bold"), printable(f"{f['name']} · {f['mimetype']} · {f['size']:,} bytes"
                                                              f" · {f['origin']} · {f['given']}: {f['detail']}",
                                                              one_line=True), (f" · sha256 {f['sha256'][:12]}", "dim")))
+    for r in t.runbooks:  # an alert investigation's runbooks: file and alert text, shown printable
+        kind = "runbook" if r["kind"] == "runbook" else "runbook page"
+        tree.add(Text.assemble((f"{kind}: ", "bold"), printable(f"{r['ref']} · {r['title']} · {r['why']}",
+                                                                  one_line=True),
+                               ("" if r["given"] else " · not in the prompt", "dim")))
     if t.plan:
         _plan_node(tree, t.plan)
     for step in t.steps:

@@ -17,9 +17,11 @@ def builtin_tools() -> dict[str, Tool[Any]]:
     from bot.tools.notify import make_notify_tool
     from bot.tools.prometheus import prometheus_alerts, prometheus_query
     from bot.tools.read_file import read_file
+    from bot.tools.runbooks import runbook_read, runbook_search
     from bot.tools.shell import shell
     from bot.tools.tail_log import tail_log
 
     tools: list[Tool[Any]] = [current_time, read_file, tail_log, grep_log, shell, make_notify_tool(), remember, forget,
-                              prometheus_query, prometheus_alerts, http_check, read_attachment]
+                              prometheus_query, prometheus_alerts, http_check, read_attachment,
+                              runbook_search, runbook_read]
     return {t.name: t for t in tools}

@@ -16,20 +16,19 @@ import ssl
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, field_validator
 from yarl import URL
 
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.run import ToolContext, tool
-from bot.engine.spec import ToolSettings
+from bot.engine.spec import IP, Allowed, ToolSettings, check_networks, parse_allowed
 
 if TYPE_CHECKING:
     import aiohttp
     from aiohttp.abc import AbstractResolver
 
-IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 METADATA = {ipaddress.ip_address(a) for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254",
                                               "100.100.100.200", "192.0.0.192")}
@@ -37,37 +36,9 @@ SHOWN_HEADERS = ("content-type", "content-length", "server", "location", "retry-
 REDIRECTS = {301, 302, 303, 307, 308}
 
 
-@dataclass(frozen=True)
-class Allowed:
-    scheme: str
-    host: str
-    port: int
-    path: str
-    text: str
-
-    def matches(self, url: URL) -> bool:
-        if (url.scheme, (url.host or "").lower(), url.port) != (self.scheme, self.host, self.port):
-            return False
-        prefix = self.path.rstrip("/")
-        return url.path == prefix or url.path.startswith(prefix + "/") or not prefix
-
-    def names(self, ip: IP) -> bool:
-        try:
-            return ipaddress.ip_address(self.host) == ip
-        except ValueError:
-            return False
-
-
-def parse_allowed(text: str) -> Allowed:
-    url = URL(text)
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ValueError(f"{text!r} is not an http(s) URL")
-    if url.user is not None or url.password is not None or url.query_string or url.fragment:
-        raise ValueError(f"{text!r}: an allow entry is scheme://host[:port][/path prefix], without user, query or #")
-    return Allowed(url.scheme, url.host.lower(), url.port or 0, url.path or "/", text)
-
-
 class HttpCheckSettings(ToolSettings):
+    LIST: ClassVar[str] = "http_check allow-list"  # what refusals call the list (runbook pages: their own)
+
     allow: tuple[str, ...] = ()  # URL prefixes: scheme://host[:port]/path
     networks: tuple[str, ...] = ()  # loopback or private networks (CIDR) allowed hosts may resolve to
     max_body_bytes: int = Field(default=65_536, ge=0, le=10_000_000)
@@ -86,9 +57,7 @@ class HttpCheckSettings(ToolSettings):
     @field_validator("networks")
     @classmethod
     def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for net in value:
-            ipaddress.ip_network(net, strict=False)
-        return value
+        return check_networks(value)
 
     def entries(self) -> list[Allowed]:
         return [parse_allowed(e) for e in self.allow]
@@ -96,7 +65,7 @@ class HttpCheckSettings(ToolSettings):
 
 # --- the checks -----------------------------------------------------------------------------------------
 def check_url(text: str, settings: HttpCheckSettings) -> tuple[URL, Allowed]:
-    shown = ", ".join(settings.allow) or "nothing (this agent has no http_check allow: list)"
+    shown = ", ".join(settings.allow) or f"nothing (this agent has no {settings.LIST})"
     try:
         url = URL(text.strip())
     except ValueError:
@@ -111,7 +80,7 @@ def check_url(text: str, settings: HttpCheckSettings) -> tuple[URL, Allowed]:
     for entry in settings.entries():
         if entry.matches(url):
             return url.with_fragment(None), entry
-    raise ToolDenied(f"{url.with_query(None).with_fragment(None)} is not on this agent's http_check allow-list", shown)
+    raise ToolDenied(f"{url.with_query(None).with_fragment(None)} is not on this agent's {settings.LIST}", shown)
 
 
 def address_problem(ip: IP, entry: Allowed, networks: list[Net]) -> str | None:
@@ -304,7 +273,15 @@ async def http_check(
     method: str = Field(default="GET", pattern="^(GET|HEAD)$"),
     expect: str | None = Field(default=None, max_length=500),
 ) -> str:
-    settings = ctx.settings
+    hops, note = await follow(url, method, ctx.settings)
+    return report(method, hops, expect, ctx.settings, note)
+
+
+async def follow(url: str, method: str, settings: HttpCheckSettings) -> tuple[list[Hop], str]:
+    """GET or HEAD `url` under the sandbox above, following redirects while they stay on the list: the hops,
+    and a note when a redirect was not followed (too many). Raises ToolDenied (off the list, a refused address,
+    a redirect off the list) or ToolFailed (no answer). Runbook pages are fetched through it too
+    (bot/alerts/knowledge.py)."""
     target, entry = check_url(url, settings)
     deadline = asyncio.get_running_loop().time() + settings.request_timeout
     hops: list[Hop] = []
@@ -314,7 +291,7 @@ async def http_check(
         hops.append(hop)
         location = hop.headers.get("location")
         if hop.status not in REDIRECTS or not location:
-            return report(method, hops, expect, settings)
+            return hops, ""
         following = target.join(URL(location))
         try:
             target, entry = check_url(str(following), settings)
@@ -322,6 +299,5 @@ async def http_check(
             raise ToolDenied(f"{hop.url} redirects ({hop.status}) to {following}, which was not followed: "
                              f"{exc.reason}", exc.allowed) from None
         if len(hops) > settings.max_redirects:
-            return report(method, hops, expect, settings, f"[redirect to {following} not followed: more than "
-                          f"{settings.max_redirects} redirects]")
+            return hops, f"[redirect to {following} not followed: more than {settings.max_redirects} redirects]"
         method = "GET" if hop.status == 303 else method

@@ -12,6 +12,7 @@ from bot.engine.context.attachments import (
     Fetched,
 )
 from bot.engine.context.prompt import PromptBuilder
+from bot.engine.context.relevance import Hit, rank, words
 from bot.engine.context.tokens import default_window, family_window, learn_windows, window_source
 
 __all__ = [
@@ -20,9 +21,12 @@ __all__ = [
     "AttachmentRecord",
     "AttachmentSource",
     "Fetched",
+    "Hit",
     "PromptBuilder",
     "default_window",
     "family_window",
     "learn_windows",
+    "rank",
     "window_source",
+    "words",
 ]

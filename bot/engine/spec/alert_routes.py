@@ -11,8 +11,9 @@ its alerts carries every label it names. Pure data: parsing here, matching in `b
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -60,6 +61,40 @@ class AlertRoute:
         return self.post_to.partition(":")[2]
 
 
+def check_match(value: Any, why_one: str) -> dict[str, str]:
+    """A `match:` mapping as written (label -> value; `~` starts an RE2 expression), checked: at least one
+    label (`why_one` says why), label names, text values, expressions that compile. Alert routes and runbooks
+    (bot/engine/spec/runbooks.py) both match labels this way."""
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"match: needs at least one label: value pair ({why_one})")
+    out: dict[str, str] = {}
+    for label, raw in cast(dict[Any, Any], value).items():
+        if not isinstance(label, str) or not LABEL_RE.match(label):
+            raise ValueError(f"{label!r} is not a label name (letters, digits and _)")
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise ValueError(f"the value of {label!r} must be text (quote it)")
+        text = str(raw)
+        if text.startswith("~"):
+            try:
+                re2.compile(text[1:])
+            except re2.error as exc:
+                why: Any = exc.args[0] if exc.args else exc
+                why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
+                raise ValueError(f"the value of {label!r} is not an RE2 expression ({why})") from None
+        out[label] = text
+    return out
+
+
+def label_matches(match: Mapping[str, str]) -> tuple[LabelMatch, ...]:
+    """A checked `match:` mapping as matchers (all of them must match)."""
+    return tuple(LabelMatch(k, v[1:], True) if v.startswith("~") else LabelMatch(k, v) for k, v in match.items())
+
+
+def matchers_text(match: Sequence[LabelMatch]) -> str:
+    """Matchers as Alertmanager writes them: `alertname="DiskFull", service=~"api|web"`."""
+    return ", ".join(f"{m.label}{'=~' if m.regex else '='}{json.dumps(m.value)}" for m in match)
+
+
 class AlertRouteSpec(BaseModel):
     """One route as written in AGENT.md (validated, then frozen into an `AlertRoute`)."""
 
@@ -73,25 +108,7 @@ class AlertRouteSpec(BaseModel):
     @field_validator("match", mode="before")
     @classmethod
     def _match(cls, value: Any) -> Any:
-        if not isinstance(value, dict) or not value:
-            raise ValueError("match: needs at least one label: value pair (a route matching everything "
-                             "would investigate every alert)")
-        out: dict[str, str] = {}
-        for label, raw in cast(dict[Any, Any], value).items():
-            if not isinstance(label, str) or not LABEL_RE.match(label):
-                raise ValueError(f"{label!r} is not a label name (letters, digits and _)")
-            if isinstance(raw, bool) or not isinstance(raw, str | int | float):
-                raise ValueError(f"the value of {label!r} must be text (quote it)")
-            text = str(raw)
-            if text.startswith("~"):
-                try:
-                    re2.compile(text[1:])
-                except re2.error as exc:
-                    why: Any = exc.args[0] if exc.args else exc
-                    why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
-                    raise ValueError(f"the value of {label!r} is not an RE2 expression ({why})") from None
-            out[label] = text
-        return out
+        return check_match(value, "a route matching everything would investigate every alert")
 
     @field_validator("post_to")
     @classmethod
@@ -108,9 +125,7 @@ class AlertRouteSpec(BaseModel):
         return value
 
     def frozen(self) -> AlertRoute:
-        matches = tuple(LabelMatch(k, v[1:], True) if v.startswith("~") else LabelMatch(k, v)
-                        for k, v in self.match.items())
-        return AlertRoute(matches, self.post_to, self.prompt, parse_every(self.cooldown))
+        return AlertRoute(label_matches(self.match), self.post_to, self.prompt, parse_every(self.cooldown))
 
 
 def alert_routes(specs: list[AlertRouteSpec]) -> tuple[AlertRoute, ...]:

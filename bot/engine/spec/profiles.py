@@ -25,9 +25,13 @@ from pydantic import (
 from bot.engine.errors import ProfileError, UnknownAgent
 from bot.engine.spec.alert_routes import AlertRoute, AlertRouteSpec, alert_routes
 from bot.engine.spec.cron import parse_cron, parse_every
+from bot.engine.spec.frontmatter import FRONT_FIRST_LINE, split_front_matter
+from bot.engine.spec.frontmatter import line_of as _line_of
+from bot.engine.spec.frontmatter import parse_yaml as _parse_yaml
 from bot.engine.spec.limits import BudgetSpec, ContextSpec, MemorySpec
 from bot.engine.spec.mcp import McpServerSpec, McpSpecError, mcp_tool_settings
 from bot.engine.spec.progress import ProgressMode
+from bot.engine.spec.runbooks import EMPTY, Runbook, RunbookCatalog, RunbooksSpec, catalog, load_folder, warn
 from bot.engine.spec.spend import SpendSpec
 from bot.engine.spec.targets import IdRule, known_platform, platform_context
 from bot.engine.spec.toolsettings import ToolSettings
@@ -161,6 +165,7 @@ class ProfileSpec(_Strict):
     schedules: list[ScheduleSpec] = Field(default_factory=lambda: cast(list[ScheduleSpec], []))
     mcp: dict[str, McpServerSpec] = Field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
     alerts: list[AlertRouteSpec] = Field(default_factory=lambda: cast(list[AlertRouteSpec], []))  # docs/alerts.md
+    runbooks: RunbooksSpec = RunbooksSpec()  # docs/knowledge.md
 
     @field_validator("timezone")
     @classmethod
@@ -218,69 +223,7 @@ class AgentProfile:
     schedules: tuple[ScheduleSpec, ...] = ()
     mcp: Mapping[str, McpServerSpec] = field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
     alerts: tuple[AlertRoute, ...] = ()  # alert groups this agent investigates (bot/engine/spec/alert_routes.py)
-
-
-FRONT_FIRST_LINE = 2  # the front matter starts on the line after the opening '---'
-
-
-def split_front_matter(text: str, path: str) -> tuple[str, str, int]:
-    """Return (front matter, body, line number where the body starts)."""
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise ProfileError(path, "must start with a '---' line opening the YAML front matter", 1)
-    for i in range(1, len(lines)):
-        if lines[i].strip() == "---":
-            return "".join(lines[1:i]), "".join(lines[i + 1 :]).strip(), i + 2
-    raise ProfileError(path, "the YAML front matter is not closed with a '---' line", 1)
-
-
-# libyaml's parser where PyYAML was built with it (several times faster: profiles are read at every start,
-# `agents` command and eval scenario); the same safe constructor either way
-SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def load_yaml(text: str) -> Any:
-    """`yaml.safe_load`, through the fast loader."""
-    return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
-
-
-def _parse_yaml(front: str, path: str, first_line: int) -> tuple[dict[str, Any], yaml.Node | None]:
-    try:
-        loader = SAFE_LOADER(front)
-        try:  # parsed once: the node tree (line numbers for errors) and the data built from it
-            node = loader.get_single_node()
-            data: Any = loader.construct_document(node) if node is not None else None  # pyright: ignore[reportUnknownMemberType]
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + first_line if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ProfileError(path, f"invalid YAML: {problem}", line) from None
-    if data is None:
-        return {}, node
-    if not isinstance(data, dict):
-        raise ProfileError(path, "the front matter must be a YAML mapping (key: value lines)", first_line)
-    return cast(dict[str, Any], data), node
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...], first_line: int) -> int | None:
-    """Follow a pydantic error location through the YAML node tree to a line number."""
-    line: int | None = None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            found = None
-            for knode, vnode in cast(list[tuple[yaml.Node, yaml.Node]], node.value):
-                if knode.value == str(key):
-                    line, found = knode.start_mark.line + first_line, vnode
-                    break
-            node = found
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = cast(list[yaml.Node], node.value)[key]
-            line = node.start_mark.line + first_line
-        else:
-            break
-    return line
+    runbooks: RunbookCatalog = EMPTY  # its runbooks/ folder and the shared one (bot/engine/spec/runbooks.py)
 
 
 def _read_text(path: Path, owner: str, what: str, line: int | None) -> str:
@@ -315,10 +258,21 @@ class ProfileLoader:
     an approver's ID may look like on any of them (bot/chat/platforms.py `is_id`); None: Slack's and Discord's."""
 
     def __init__(self, agents_dir: Path, registry: Mapping[str, ToolSpec], *,
-                 platforms: Collection[str] | None = None, ids: IdRule | None = None) -> None:
+                 platforms: Collection[str] | None = None, ids: IdRule | None = None,
+                 runbooks_dir: Path | None = None) -> None:
         self.agents_dir = agents_dir
         self.registry = registry
         self.context = platform_context(platforms, ids)  # pydantic's validation context: the known platforms
+        self.runbooks_dir = runbooks_dir  # YOKEBOT_RUNBOOKS_DIR: every agent's too
+        self._shared: tuple[list[Runbook], list[str]] | None = None  # that folder, read once per loader
+
+    def _runbooks(self, base: Path, spec: RunbooksSpec) -> RunbookCatalog:
+        own = load_folder(base / "runbooks")
+        warn(own[1])
+        if self._shared is None:
+            self._shared = load_folder(self.runbooks_dir, shared=True) if self.runbooks_dir else ([], [])
+            warn(self._shared[1])
+        return catalog(own, self._shared, spec)
 
     def names(self) -> list[str]:
         if not self.agents_dir.is_dir():
@@ -394,6 +348,7 @@ class ProfileLoader:
             schedules=tuple(spec.schedules),
             mcp=spec.mcp,
             alerts=alert_routes(spec.alerts),
+            runbooks=self._runbooks(base, spec.runbooks),
         )
 
     def _mcp_tools(self, spec: ProfileSpec, where: str, node: yaml.Node | None, first: int) -> dict[str, ToolSettings]:

@@ -76,7 +76,7 @@ def test_prune_removes_exactly_the_old_sessions(db_url: str, fake_llm: FakeOpenA
     dry = CliRunner().invoke(app, ["db", "prune", "--older-than", "30d", "--dry-run"], env=env)
     assert dry.exit_code == 0, dry.output
     assert "would delete" in dry.stdout
-    assert "5 llm_calls, 2 tool_invocations, 7 messages, 0 summaries, 0 attachments, 2 turns, 1 sessions" in dry.stdout
+    assert "5 llm_calls, 2 tool_invocations, 7 messages, 0 summaries, 0 attachments, 0 turn_runbooks, 2 turns, 1 sessions" in dry.stdout
     assert "1 schedule_runs, 1 processed_events" in dry.stdout
     assert "1 alert_notifications, 1 alert_groups" in dry.stdout
     assert asyncio.run(counts(db_url, data.ops)) == before_old

@@ -28,6 +28,22 @@ def _source(body: bytes) -> Any:
     return "alertmanager" if data.get("version") == "4" else "grafana"
 
 
+def saved_notification(file: Path, redact: Any) -> Any:
+    """A saved webhook body, parsed and redacted as `yokebot run` does (a `Notification`); exit 2 with one sentence
+    when it cannot be read or is no alert body."""
+    from bot.alerts.payloads import BadPayload, parse
+
+    try:
+        body = file.read_bytes()
+        return parse(_source(body), body, redact)
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(exc.strerror or str(exc))}")
+        raise typer.Exit(2) from None
+    except BadPayload as exc:
+        err.print(f"[red]error:[/red] {escape(str(file))}: {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
 @alerts_app.command("test")
 def alerts_test(
     file: Annotated[Path, typer.Argument(help="A saved Alertmanager or Grafana webhook body (JSON).")],
@@ -36,7 +52,6 @@ def alerts_test(
     """Run a saved payload through the routing as if it came in: which route matches, the root message and
     the investigation prompt with its runbooks, printed here (nothing is fetched, posted or stored)."""
     from bot.alerts import knowledge, render
-    from bot.alerts.payloads import BadPayload, parse
     from bot.alerts.routing import route_for
     from bot.app import find_profile, load_profiles
     from bot.engine.spec import matchers_text
@@ -44,16 +59,8 @@ def alerts_test(
     from bot.tools import builtin_tools
 
     settings = settings_or_exit()
-    try:
-        body = file.read_bytes()
-        redact = SecretRedactor(settings.secret_values())
-        n = parse(_source(body), body, redact)  # as `run` redacts it
-    except OSError as exc:
-        err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(exc.strerror or str(exc))}")
-        raise typer.Exit(2) from None
-    except BadPayload as exc:
-        err.print(f"[red]error:[/red] {escape(str(file))}: {escape(str(exc))}")
-        raise typer.Exit(2) from None
+    redact = SecretRedactor(settings.secret_values())
+    n = saved_notification(file, redact)
 
     async def routed() -> Any:
         profiles = load_profiles(settings, builtin_tools())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -114,23 +114,13 @@ def runbooks_match(
     """Which runbooks an alert would get, and why (the labels that fit each `match`), per agent; and whether its
     runbook_url page would be fetched. Nothing is fetched, posted or stored."""
     from bot.alerts.knowledge import page_settings, runbook_urls
-    from bot.alerts.payloads import BadPayload, decode, parse
     from bot.alerts.routing import label_sets
+    from bot.commands.alerts import saved_notification
     from bot.engine.errors import ToolDenied
     from bot.redact import SecretRedactor
     from bot.tools.http_check import check_url
 
-    settings = settings_or_exit()
-    try:
-        body = file.read_bytes()
-        source: Any = "alertmanager" if decode(body).get("version") == "4" else "grafana"
-        n = parse(source, body, SecretRedactor(settings.secret_values()))
-    except OSError as exc:
-        err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(exc.strerror or str(exc))}")
-        raise typer.Exit(2) from None
-    except BadPayload as exc:
-        err.print(f"[red]error:[/red] {escape(str(file))}: {escape(str(exc))}")
-        raise typer.Exit(2) from None
+    n = saved_notification(file, SecretRedactor(settings_or_exit().secret_values()))
     profiles = _profiles(agent)
     sets = label_sets(n)
     any_match = False

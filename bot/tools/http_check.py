@@ -23,7 +23,7 @@ from yarl import URL
 
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.run import ToolContext, tool
-from bot.engine.spec import IP, Allowed, ToolSettings, check_networks, parse_allowed
+from bot.engine.spec import IP, Allowed, ToolSettings, check_allow, check_networks, parse_allowed
 
 if TYPE_CHECKING:
     import aiohttp
@@ -50,9 +50,7 @@ class HttpCheckSettings(ToolSettings):
     @field_validator("allow")
     @classmethod
     def _allow(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for entry in value:
-            parse_allowed(entry)
-        return value
+        return check_allow(value)
 
     @field_validator("networks")
     @classmethod

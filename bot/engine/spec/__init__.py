@@ -25,7 +25,7 @@ from bot.engine.spec.runbooks import Runbook, RunbookCatalog, RunbookFetch, Runb
 from bot.engine.spec.spend import SpendSpec
 from bot.engine.spec.targets import known_platform, platform_context
 from bot.engine.spec.toolsettings import ToolSettings
-from bot.engine.spec.urls import IP, Allowed, check_networks, parse_allowed
+from bot.engine.spec.urls import IP, Allowed, check_allow, check_networks, parse_allowed
 
 __all__ = [
     "ENV_REF_RE",
@@ -52,6 +52,7 @@ __all__ = [
     "ScheduleSpec",
     "SpendSpec",
     "ToolSettings",
+    "check_allow",
     "check_networks",
     "dump_approvers",
     "known_platform",

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bot.engine.errors import ProfileError
 from bot.engine.spec.alert_routes import LabelMatch, check_match, label_matches, matchers_text
 from bot.engine.spec.frontmatter import FRONT_FIRST_LINE, line_of, parse_yaml, split_front_matter
-from bot.engine.spec.urls import check_networks, parse_allowed
+from bot.engine.spec.urls import check_allow, check_networks
 
 log = logging.getLogger(__name__)
 MAX_CHARS = 20_000  # of one runbook's body; the rest is cut, and the runbook says so
@@ -59,9 +59,7 @@ class RunbookFetch(_Strict):
     @field_validator("allow")
     @classmethod
     def _allow(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for entry in value:
-            parse_allowed(entry)
-        return value
+        return check_allow(value)
 
     @field_validator("networks")
     @classmethod

@@ -42,6 +42,13 @@ def parse_allowed(text: str) -> Allowed:
     return Allowed(url.scheme, url.host.lower(), url.port or 0, url.path or "/", text)
 
 
+def check_allow(value: tuple[str, ...]) -> tuple[str, ...]:
+    """`allow:` entries, each checked by `parse_allowed`."""
+    for entry in value:
+        parse_allowed(entry)
+    return value
+
+
 def check_networks(value: tuple[str, ...]) -> tuple[str, ...]:
     """`networks:` entries (CIDR) a listed host may resolve to although loopback or private."""
     for net in value:

@@ -82,6 +82,7 @@ class FakeMattermost:
         self.posts: dict[str, dict[str, Any]] = {}  # every post, by id, as it is now
         self.order: list[str] = []  # post ids in creation order
         self.edits: list[tuple[str, str]] = []  # (post id, message) of every patch
+        self.history: dict[str, list[str]] = {}  # post id -> its message as created, then after each patch
         self.deleted: list[str] = []
         self.reactions: list[tuple[str, str, str]] = []  # (op "+"/"-", post id, emoji)
         self.uploads: dict[str, tuple[str, bytes]] = {}  # file id -> (name, bytes)
@@ -110,6 +111,11 @@ class FakeMattermost:
         return [p for p in found if (channel is None or p["channel_id"] == channel)
                 and (root is None or p["root_id"] == root)]
 
+    def shown(self, post_id: str) -> list[str]:
+        """Every text a post showed: as created, then after each edit."""
+        with self.lock:
+            return list(self.history.get(post_id, []))
+
     def messages(self, channel: str | None = None, root: str | None = None) -> list[str]:
         return [p["message"] for p in self.bot_posts(channel, root)]
 
@@ -132,7 +138,8 @@ class FakeMattermost:
         return self.say(text, channel=DM, **kw)
 
     def drop(self) -> None:
-        """The connection is lost: every socket closed; posts from now on are not pushed until `resume()`."""
+        """The connection is lost: every socket closed; until `resume()`, new connections are refused and posts
+        are stored but not pushed."""
         self.paused = True
         self.server.call(self._close_all())
 
@@ -178,6 +185,7 @@ class FakeMattermost:
                         {"id": f, "name": known[f][0], "size": len(known[f][1]), "mime_type": "text/plain"}
                         for f in file_ids]} if file_ids else {}}
             self.posts[pid] = post
+            self.history[pid] = [message]
             self.order.append(pid)
             return post
 
@@ -233,7 +241,9 @@ class FakeMattermost:
                                       "expired session, please login again.", "status_code": 401}, status=401)
         return await handler(request)
 
-    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        if self.paused:  # the server is away: connections are refused until `resume()`
+            return web.json_response({"status_code": 503}, status=503)
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         authed = request.headers.get("Authorization") == f"Bearer {self.token}"
@@ -297,6 +307,7 @@ class FakeMattermost:
                     return web.json_response({"status_code": 400}, status=400)
                 post["message"] = body["message"]
                 self.edits.append((pid, body["message"]))
+                self.history[pid].append(body["message"])
             if "props" in body:
                 post["props"] = body["props"]
             post["update_at"] = post["edit_at"] = next(self.clock)

@@ -213,7 +213,7 @@ class FakeMattermost:
         app = web.Application(middlewares=[self._auth])
         r = app.router
         r.add_get("/api/v4/websocket", self._websocket)
-        r.add_get("/api/v4/users/me", lambda _: web.json_response(USERS[BOT]))
+        r.add_get("/api/v4/users/me", self._me)
         r.add_get("/api/v4/users/{user}/channels", self._my_channels)
         r.add_get("/api/v4/users/{user}/teams", self._teams)
         r.add_get("/api/v4/channels/{channel}", self._channel)
@@ -224,7 +224,7 @@ class FakeMattermost:
         r.add_delete("/api/v4/posts/{post}", self._delete)
         r.add_post("/api/v4/reactions", self._react)
         r.add_delete("/api/v4/users/{user}/posts/{post}/reactions/{emoji}", self._unreact)
-        r.add_post("/api/v4/users/{user}/typing", lambda _: web.json_response({"status": "OK"}))
+        r.add_post("/api/v4/users/{user}/typing", self._typing)
         r.add_post("/api/v4/files", self._upload)
         r.add_get("/api/v4/files/{file}", self._download)
         return app
@@ -262,6 +262,12 @@ class FakeMattermost:
                 self.connects += 1
                 self.sockets.append(ws)
         return ws
+
+    async def _me(self, request: web.Request) -> web.Response:
+        return web.json_response(USERS[BOT])
+
+    async def _typing(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "OK"})
 
     async def _my_channels(self, request: web.Request) -> web.Response:
         return web.json_response(list(CHANNELS.values()))

@@ -162,7 +162,7 @@ class FakeMattermost:
                 "team_id": CHANNELS[post["channel_id"]]["team_id"], "post_id": post_id, "trigger_id": "t",
                 "type": "", "data_source": "", "context": context}
         async with aiohttp.ClientSession() as http, http.post(integration["url"], json=body) as resp:
-            answer = await resp.json(content_type=None) if resp.status == 200 else {}
+            answer = await resp.json(content_type=None)
         update = answer.get("update") if isinstance(answer, dict) else None
         if isinstance(update, dict):
             with self.lock:

@@ -6,6 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
+from bot.chat.mattermost.manifest import doctor
 from tests.chat.mattermost_harness import mattermost, mm_settings
 from tests.conftest import rows
 from tests.fakes.mattermost import BOT, DM, OTHER_BOT, TOWN, FakeMattermost
@@ -65,3 +68,17 @@ async def test_a_dm_is_answered_in_the_dm_and_the_bots_own_and_other_bots_posts_
     assert len(fake_llm.requests) == 1  # the bot's own answer (pushed back as `posted`) and the bot's: not turns
     assert kinds == [("dm",)]
     assert all(p["user_id"] == BOT for p in fake.bot_posts())
+
+
+async def test_doctor_checks_the_token_and_says_what_to_fix(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_mattermost: FakeMattermost):
+    settings = mm_settings(sqlite_url, fake_llm, agents_dir, fake_mattermost)
+    [works, no_buttons] = await doctor(settings)
+    assert works.ok and "token works: bot yokebot" in works.detail
+    assert no_buttons.warning and "YOKEBOT_MATTERMOST_ACTIONS_URL" in no_buttons.detail
+    [rejected] = await doctor(settings.model_copy(update={"mattermost_bot_token": SecretStr("wrong" * 6),
+                                                          "mattermost_actions_url": "http://yokebot:8080"}))
+    assert not rejected.ok and "rejected MATTERMOST_BOT_TOKEN (401)" in rejected.detail and "Bot Accounts" in rejected.fix
+    [away] = await doctor(settings.model_copy(update={"mattermost_url": "http://127.0.0.1:9"}))
+    assert not away.ok and "cannot reach Mattermost" in away.detail
+    assert await doctor(settings.model_copy(update={"mattermost_bot_token": None})) == []

@@ -124,7 +124,7 @@ class FakeMattermost:
         """A person posts `text` (write `@yokebot` in it to mention the bot); returns the post's id."""
         file_ids: list[str] = []
         for name, data in (files or {}).items():
-            fid = mmid(f"file{next(self.ids)}")
+            fid = f"file{next(self.ids):022d}"
             self.files[fid] = (name, data)
             file_ids.append(fid)
         post = self._store(user, channel, text, root, file_ids, {"from_bot": "true"} if USERS[user].get("is_bot") else {})
@@ -178,7 +178,7 @@ class FakeMattermost:
         with self.lock:
             known = {**self.files, **self.uploads}
             now = next(self.clock)
-            pid = mmid(f"post{next(self.ids)}")
+            pid = f"post{next(self.ids):022d}"
             post = {"id": pid, "create_at": now, "update_at": now, "edit_at": 0, "delete_at": 0, "user_id": user,
                     "channel_id": channel, "root_id": root, "message": message, "type": "", "props": props,
                     "file_ids": file_ids, "metadata": {"files": [
@@ -341,7 +341,7 @@ class FakeMattermost:
         infos: list[dict[str, Any]] = []
         for value in form.getall("files"):
             assert isinstance(value, web.FileField)
-            fid = mmid(f"file{next(self.ids)}")
+            fid = f"file{next(self.ids):022d}"
             self.uploads[fid] = (value.filename, value.file.read())
             infos.append({"id": fid, "name": value.filename})
         return web.json_response({"file_infos": infos}, status=201)

@@ -47,7 +47,7 @@ def test_kill9_then_restart_answers_each_mattermost_post_once_where_it_was_asked
     env = mattermost_env(tmp_path, db_url, fake, fake_llm)
     first = Bot(env, tmp_path, "first")
     try:
-        wait_until(lambda: readyz(env["YOKEBOT_HTTP_PORT"]) == 200, 30, "the WebSocket", first)
+        wait_until(lambda: readyz(env["YOKEBOT_HTTP_PORT"]) == 200, 60, "the WebSocket", first)
         in_channel = fake.mention("how is host 1?")
         in_dm = fake.dm("how is host 2?")
         alert = fake.mention(ALERT)
@@ -63,7 +63,7 @@ def test_kill9_then_restart_answers_each_mattermost_post_once_where_it_was_asked
     second = Bot(env, tmp_path, "second")
     try:
         wait_until(lambda: fake.messages(TOWN, root=in_channel) and fake.messages(DM)
-                   and fake.messages(TOWN, root=alert), 20, "a reply to every post", second)
+                   and fake.messages(TOWN, root=alert), 60, "a reply to every post", second)
         asyncio.run(asyncio.sleep(1.0))  # nothing else comes (the catch-up at start reads these posts again)
         assert fake.messages(TOWN, root=in_channel) == ["answer: how is host 1?"]  # in the mention's thread
         assert fake.messages(DM) == ["answer: how is host 2?"]
@@ -87,7 +87,7 @@ def test_two_instances_answer_each_post_once(
     bots = [Bot(e, tmp_path, f"bot{n}") for n, e in enumerate(envs)]
     try:
         for bot, e in zip(bots, envs, strict=True):
-            wait_until(lambda e=e: readyz(e["YOKEBOT_HTTP_PORT"]) == 200, 40, "both connected", bot)
+            wait_until(lambda e=e: readyz(e["YOKEBOT_HTTP_PORT"]) == 200, 60, "both connected", bot)
         wait_until(lambda: fake.connects == 2, 10, "two WebSocket connections")
         asked = [fake.mention(f"question {n}") for n in range(6)]
         wait_until(lambda: all(fake.messages(TOWN, root=a) for a in asked), 30, "every answer", bots[0])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -18,7 +19,7 @@ from bot.approvals.store import ApprovalStore
 from bot.chat.core.inbox_turns import InboxTurns
 from bot.chat.core.notifier import AdapterNotifier, Fallback
 from bot.chat.core.platform import Platform, PlatformParts
-from bot.chat.platforms import build_platform, configured, hints
+from bot.chat.platforms import build_platform, configured, hints, register_posting_adapters
 from bot.chat.platforms import is_id as platform_id
 from bot.chat.platforms import names as platform_names
 from bot.config import Settings
@@ -378,6 +379,19 @@ def _resumable(app: App, platform: Platform) -> Platform:
 def platform_parts(app: App) -> PlatformParts:
     return PlatformParts(app.settings, app.service, app.profiles, app.store, app.metrics, app.inbox_turns,
                          SqlConversationRefs(app.engine))
+
+
+@asynccontextmanager
+async def posting(app: App) -> AsyncGenerator[None]:
+    """`chat`, `ask` and `schedule run`: a post-only adapter (Web API / REST: no Socket Mode, no gateway) for
+    each platform whose token is set, so `notify` posts there as it does under `yokebot run`; the others go to
+    the command's fallback (the terminal)."""
+    posters = register_posting_adapters(app.notifier, platform_parts(app))
+    try:
+        yield
+    finally:
+        for poster in posters:
+            await poster.stop()
 
 
 def build_one(app: App, name: str) -> Platform | None:

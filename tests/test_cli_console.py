@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, call
+from tests.fakes.slack_server import FakeSlack
 from tests.test_cli import ROOT, base_env, yokebot
 
 LOG_LINES = "[/] [bold]not markup[/bold]\n08:00:01 [error] 1234#0: upstream timed out, [/api/v1] GET failed\n"
@@ -76,11 +78,51 @@ def test_notify_in_chat_without_slack_shows_the_alert_in_the_terminal(tmp_path: 
     assert out.returncode == 0, out.stderr
     assert "alert for slack:#ops-alerts" in out.stdout
     assert "nginx: 502s since 08:00 [error]" in out.stdout
-    assert "slack is not configured" in out.stdout
-    assert "← ok" in out.stdout  # the tool call succeeded
+    assert "slack is not configured, so it is shown here only; nobody was notified" in out.stdout
+    assert "← not_posted" in out.stdout  # neither ok nor an error
     tool_result = next(m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool")["content"]
-    assert "shown in this terminal only; nobody was notified" in tool_result
+    assert "shown in this terminal only; nobody was notified (slack is not configured; to post there, set " \
+           "SLACK_BOT_TOKEN" in tool_result
     assert "Posted" not in tool_result
+    listed = yokebot("sessions", "--json", env=env)
+    session = json.loads(listed.stdout)[0]["id"]
+    traced = json.loads(yokebot("trace", session, "--json", env=env).stdout)
+    [notify] = [c for t in traced["turns"] for s in t["steps"] for c in s["tools"] if c["tool"] == "notify"]
+    assert notify["status"] == "not_posted"  # the audit row says nobody was told
+
+
+def test_chat_ask_and_schedule_run_post_notify_to_slack_when_its_token_is_set(tmp_path: Path, fake_llm: FakeOpenAI,
+                                                                              fake_slack: FakeSlack):
+    """One rule for every terminal command: the target's platform configured (its token set) -> posted through
+    a post-only adapter (no Socket Mode), as `yokebot run` would."""
+    ops_with_notify(tmp_path)
+    env = base_env(tmp_path, fake_llm) | {"SLACK_BOT_TOKEN": "xoxb-terminal-post-42", "SLACK_API_URL": fake_slack.api_url}
+    fake_llm.calls(call("notify", {"message": "nginx: 502s since 08:00 (chat)"}))
+    fake_llm.reply("Alerted.")
+    out = yokebot("chat", env=env, stdin="alert the team\n")
+    assert out.returncode == 0, out.stderr
+    assert "← ok" in out.stdout and "shown here only" not in out.stdout
+    fake_llm.calls(call("notify", {"message": "nginx: 502s since 08:00 (ask)"}))
+    fake_llm.reply("Alerted.")
+    asked = yokebot("ask", "--json", "alert the team", env=env)
+    assert asked.returncode == 0, asked.stderr
+    [notify] = json.loads(asked.stdout)["tool_calls"]
+    assert notify["status"] == "ok" and notify["result"].startswith("Posted to slack:#ops-alerts")
+    assert [p["text"] for p in fake_slack.posts("C_OPS_ALERTS")] == [
+        "nginx: 502s since 08:00 (chat)", "nginx: 502s since 08:00 (ask)"]
+    assert fake_slack.calls_to("apps.connections.open") == []  # post-only: no Socket Mode
+
+
+def test_ask_without_the_platform_shows_the_alert_on_stderr_and_audits_not_posted(tmp_path: Path,
+                                                                                  fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    fake_llm.calls(call("notify", {"message": "nginx: 502s since 08:00"}))
+    fake_llm.reply("I could not reach anyone.")
+    asked = yokebot("ask", "--json", "alert the team", env=base_env(tmp_path, fake_llm))
+    assert asked.returncode == 0, asked.stderr  # not a tool error any more
+    [notify] = json.loads(asked.stdout)["tool_calls"]
+    assert notify["status"] == "not_posted" and "nobody was notified" in notify["result"]
+    assert "alert for slack:#ops-alerts" in asked.stderr and "nginx: 502s since 08:00" in asked.stderr
 
 
 def test_chat_log_lines_go_to_the_log_file_not_between_answers(tmp_path: Path, fake_llm: FakeOpenAI, capsys):
@@ -270,4 +312,4 @@ def test_piped_tables_keep_each_row_on_one_line(tmp_path: Path, fake_llm: FakeOp
     listed = yokebot("sessions", env=env)
     assert listed.returncode == 0, listed.stderr
     row = next(line for line in listed.stdout.splitlines() if session in line)  # the whole id, on one line
-    assert "cli" in row and "(just now)" in row  # ... with its platform and its date
+    assert "cli" in row and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row)  # ... with its platform and its date

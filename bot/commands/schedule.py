@@ -167,8 +167,9 @@ def schedule_resume(name: NameArg) -> None:
 @schedule_app.command("run")
 def schedule_run(name: NameArg) -> None:
     """Run a schedule once now and post its result, the way to test a schedule before trusting it."""
-    from bot.app import build_app, platform_parts
-    from bot.chat.platforms import register_posting_adapters
+    from bot.app import build_app, posting
+    from bot.chat.console.adapter import TerminalAlerts
+    from bot.chat.platforms import hints
     from bot.scheduling.model import utcnow
     from bot.scheduling.setup import schedule_runner, synced_store
 
@@ -177,16 +178,13 @@ def schedule_run(name: NameArg) -> None:
     cli.setup_logging(settings, quiet=True)
 
     async def main() -> Any:
-        bot = await build_app(settings)
-        # post-only adapters (Web API / REST, no Socket Mode, no gateway) for the platforms with a token
-        posters = register_posting_adapters(bot.notifier, platform_parts(bot))
+        bot = await build_app(settings, fallback=TerminalAlerts(cli.err, hints()))
         try:
-            store, _ = await synced_store(bot)
-            schedule = await store.resolve(name)
-            return schedule, await schedule_runner(bot, store).run(schedule, utcnow(), kind="manual")
+            async with posting(bot):  # post_to and notify reach the platforms whose token is set
+                store, _ = await synced_store(bot)
+                schedule = await store.resolve(name)
+                return schedule, await schedule_runner(bot, store).run(schedule, utcnow(), kind="manual")
         finally:
-            for poster in posters:
-                await poster.stop()
             await bot.close()
 
     schedule, outcome = cli.run_async(main)

@@ -30,9 +30,10 @@ def chat(
     new: Annotated[bool, typer.Option("--new", help="Start a fresh conversation instead of continuing.")] = False,
 ) -> None:
     """Talk to an agent in the terminal. The conversation continues across restarts (same session)."""
-    from bot.app import build_app
+    from bot.app import build_app, posting
     from bot.chat.console.adapter import ConsoleAdapter, TerminalAlerts
     from bot.chat.console.approvals import ConsoleApprover
+    from bot.chat.platforms import hints
     from bot.engine.model import preload
     from bot.tools.isolation import not_dumpable
 
@@ -44,14 +45,15 @@ def chat(
     async def main() -> int | None:
         name = agent or settings.default_agent
         # only this agent's MCP servers start; notify shows here the alerts no adapter of this process can post
-        bot = await build_app(settings, metrics=False, mcp_for={name}, fallback=TerminalAlerts(out))
+        bot = await build_app(settings, metrics=False, mcp_for={name}, fallback=TerminalAlerts(out, hints()))
         try:
             profile = bot.profile(name)
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             preload()  # the model SDK loads in a thread while the prompt waits for the first line
             console = ConsoleAdapter(bot.service, name, out, thread=thread, notes=shell_notes(profile.tools))
             bot.approvals.register_inline("console", ConsoleApprover(out, console.ask_user))  # gated tools ask here
-            await console.repl()
+            async with posting(bot):  # notify posts where a token is set, as `yokebot run` would
+                await console.repl()
             return console.stop_signal
         finally:
             await bot.close()
@@ -88,9 +90,11 @@ def ask(
                              "See docs/attachments.md.")] = None,
 ) -> None:
     """Run one turn and print the answer (or, with --json, the answer and the tool-call trace)."""
-    from bot.app import build_app
+    from bot.app import build_app, posting
+    from bot.chat.console.adapter import TerminalAlerts
     from bot.chat.console.approvals import CliApprover
     from bot.chat.core.attachments import LocalFile
+    from bot.chat.platforms import hints
     from bot.engine.service import TurnRequest
 
     approver = CliApprover(approve)
@@ -111,7 +115,9 @@ def ask(
     async def main() -> TurnResult:
         name = agent or settings.default_agent
         # only this agent's MCP servers start (a continued session may be another agent's: then all of them)
-        bot = await build_app(settings, metrics=False, mcp_for={name} if session is None else None)
+        # notify: posted where the platform's token is set, else shown on stderr (stdout is the answer)
+        bot = await build_app(settings, metrics=False, mcp_for={name} if session is None else None,
+                              fallback=TerminalAlerts(err, hints()))
         bot.approvals.register_inline("cli", approver)
         try:
             if session is None:
@@ -119,7 +125,8 @@ def ask(
             req = TurnRequest(platform="cli", channel="ask", thread=uuid.uuid4().hex, text=text, agent=name,
                               trigger="cli", user="cli", session_id=session,
                               attachments=tuple(LocalFile(p) for p in files or ()))
-            result = await bot.service.handle(req)
+            async with posting(bot):
+                result = await bot.service.handle(req)
             show_result(result, as_json)  # before closing: a close flushes traces (up to 5 s if a collector is down)
             return result
         finally:

@@ -10,7 +10,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
-ToolStatus = Literal["ok", "error", "denied"]
+# not_posted: the tool ran and did what it could, but what it is for did not happen (notify with no platform to
+# post to: the alert was only shown in a terminal); neither ok nor an error, and the model is told so
+ToolStatus = Literal["ok", "error", "denied", "not_posted"]
 DETAIL_MARK = "[full result, for the audit only; the model did not read what follows]"
 
 

@@ -60,7 +60,7 @@ class ToolExpect(_Strict):
 
     tool: str | None = None
     args: dict[str, str] = Field(default_factory=lambda: dict[str, str]())
-    status: Literal["ok", "error", "denied"] | None = None
+    status: Literal["ok", "error", "denied", "not_posted"] | None = None
     result: str | None = None  # the tool's result contains this (substring or re:REGEX)
 
     def describe(self) -> str:

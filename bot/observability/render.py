@@ -17,8 +17,8 @@ from bot.observability.queries import MemoryStep, ModelStep, SessionOverview, Se
 from bot.observability.usage import CapUsage, UsageReport, UsageRow
 from bot.redact import printable, printable_json
 
-STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "limit": "yellow", "running": "cyan",
-                "stopped": "yellow"}
+STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "not_posted": "yellow", "limit": "yellow",
+                "running": "cyan", "stopped": "yellow"}
 PREVIEW = 160
 
 

@@ -22,7 +22,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from bot.engine.errors import ToolDenied, ToolFailed
 from bot.engine.ports import AlertHistory, AlertKey, NotifyLedger
-from bot.engine.run import Tool, ToolContext, tool
+from bot.engine.run import Tool, ToolContext, ToolOutput, tool
 from bot.engine.spec import ToolSettings, known_platform
 
 MAX_MESSAGE_CHARS = 3000
@@ -177,7 +177,7 @@ def make_notify_tool(ledger: NotifyLedger | None = None) -> Tool[NotifySettings]
         side_effects=True,
         runs_alone=True,  # alerts keep the order the model gave them
     )
-    async def notify(ctx: ToolContext[NotifySettings], message: str, channel: str | None = None) -> str:
+    async def notify(ctx: ToolContext[NotifySettings], message: str, channel: str | None = None) -> str | ToolOutput:
         settings = ctx.settings
         target = resolve_target(channel, settings)
         if ctx.notifier is None:
@@ -209,8 +209,9 @@ def make_notify_tool(ledger: NotifyLedger | None = None) -> Tool[NotifySettings]
             await _settle(ledger.failed(entry))  # still counts for the limits, no longer for the dedup window
             raise
         await _settle(ledger.posted(entry, ref))
-        if nobody:  # the model must not believe anyone was told
-            return f"Not posted to {target}: shown in this terminal only; nobody was notified ({nobody})."
+        if nobody:  # the model must not believe anyone was told; the audit row says not_posted
+            return ToolOutput(f"Not posted to {target}: shown in this terminal only; nobody was notified "
+                              f"({nobody}).", status="not_posted")
         return f"Posted to {target} (ref {ref})."
 
     return notify

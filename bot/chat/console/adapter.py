@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from collections import deque
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -45,23 +46,28 @@ TERMINAL_ONLY = "terminal only"  # the ref of an alert shown in this terminal: n
 
 
 class TerminalAlerts:
-    """Where `notify` goes in `yokebot chat` when no adapter of this process posts to the target's platform:
-    the alert is shown in this terminal, nobody is notified, and the model is told so (the notifier's
-    `unreachable`). The target `console:terminal` always comes here. Such an alert never enters the shared
-    notify ledger, so it can neither suppress nor use up a real alert of `yokebot run` on the same database."""
+    """Where `notify` goes in a terminal command (`chat`, `ask`, `schedule run`) when the target's platform is
+    not configured (its token is not set; a configured one gets a post-only adapter and is posted to): the
+    alert is shown in this terminal, nobody is notified, the model is told so (the notifier's `unreachable`),
+    and the call is audited `not_posted`. The target `console:terminal` always comes here. Such an alert never
+    enters the shared notify ledger, so it can neither suppress nor use up a real alert on the same database."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, hints: Mapping[str, str] | None = None) -> None:
+        """`console`: where alerts are shown (`ask`: stderr, its stdout is the answer). `hints`: per platform,
+        what configures it (the registry's)."""
         self.console = console
+        self.hints = dict(hints or {})
 
     def why_not(self, platform: str) -> str:
         if platform == "console":
             return "console:terminal is this terminal"
-        return f"{platform} is not configured in this process"
+        hint = self.hints.get(platform)
+        return f"{platform} is not configured" + (f"; to post there, {hint.split(' and run ')[0]}" if hint else "")
 
     async def show(self, target: str, text: str) -> str:
         platform = target.partition(":")[0]
         note = ("shown in this terminal" if platform == "console" else
-                f"{platform} is not configured in `yokebot chat`, so it is shown here only")
+                f"{platform} is not configured, so it is shown here only; nobody was notified")
         view.print_text(self.console, view.alert(target, text, note))
         return TERMINAL_ONLY
 

@@ -75,7 +75,7 @@ def _printable_text(text: Text) -> Text:
     text.plain = plain  # one for one: the spans still fit
     return text
 
-STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow"}
+STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "not_posted": "yellow"}
 
 
 def short(value: object, limit: int = 120) -> str:

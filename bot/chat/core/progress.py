@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 RESTARTED_STATUS = "_I was restarted while working on this; see below_"
 
 THINKING, WORKING, WRITING = "thinking…", "working…", "writing the answer…"
-MARKS = {"ok": "✓", "error": "✗", "denied": "✗ denied"}
+MARKS = {"ok": "✓", "error": "✗", "denied": "✗ denied", "not_posted": "○ not posted"}
 PREVIEW_CHARS = 60
 CLOSE_GRACE_SECONDS = 3.0  # an edit in flight when the answer is ready may finish, then it is cancelled
 

@@ -228,7 +228,8 @@ class ToolExecutor:
 
         def result(text: str | ToolOutput, status: ToolStatus = "error") -> ToolResult:
             if isinstance(text, ToolOutput):
-                return ToolResult(call.id, call.name, raw, text.text, status, attempts=attempts, detail=text.detail)
+                return ToolResult(call.id, call.name, raw, text.text, text.status if status == "ok" else status,
+                                  attempts=attempts, detail=text.detail or None)
             return ToolResult(call.id, call.name, raw, text, status, attempts=attempts)
 
         try:

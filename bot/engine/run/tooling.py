@@ -11,7 +11,7 @@ from typing import Any, Generic, cast
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from bot.engine.errors import ToolFailed
-from bot.engine.messages import Scope
+from bot.engine.messages import Scope, ToolStatus
 from bot.engine.run.context import RunContext, SettingsT, ToolContext
 from bot.engine.spec.approval import ApprovalSpec
 from bot.engine.spec.toolsettings import ToolSettings
@@ -23,10 +23,12 @@ __all__ = ["RunContext", "Scope", "Tool", "ToolContext", "ToolOutput", "ToolSett
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """What a tool returns when the audit row should hold more than the model reads: `text` for the model,
-    `detail` (a raw API response, say) only for `tool_invocations`. Both are redacted and capped."""
+    `detail` (a raw API response, say) only for `tool_invocations`. Both are redacted and capped. `status`:
+    `not_posted` when the call ran but what it is for did not happen (the audit row says so)."""
 
     text: str
-    detail: str
+    detail: str = ""
+    status: ToolStatus = "ok"
 
 
 ToolFn = Callable[..., Awaitable[str | ToolOutput]]

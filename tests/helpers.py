@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import shutil
 import socket
 import time
 from collections import Counter
@@ -54,6 +55,17 @@ RESTARTS: Counter[str] = Counter()
 async def restart_service(ctx: ToolContext, service: str) -> str:
     RESTARTS[service] += 1
     return f"{service} restarted (run {RESTARTS[service]})"
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "agents"
+
+
+def copy_shipped_ops(agents: Path) -> Path:
+    """Copy the shipped agents/ops into `agents`, with the sub-agents it hands work to (its `delegate:`);
+    returns the copy's AGENT.md."""
+    for name in ("ops", "logs", "metrics"):
+        shutil.copytree(SHIPPED / name, agents / name, dirs_exist_ok=True)
+    return agents / "ops" / "AGENT.md"
 
 
 def registry() -> dict[str, Tool]:

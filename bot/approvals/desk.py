@@ -95,6 +95,19 @@ def gone_text(approval: Approval) -> str:
             "longer running (I was restarted), so it was not run. Ask me again if it is still needed.")
 
 
+TASK_CHARS = 200
+
+
+def on_behalf(approval: Approval) -> str:
+    """" for the `logs` sub-agent, working on: …" when a sub-agent asked (docs/delegation.md), else "". The task
+    is the parent model's text: one line, cut, no backticks (platforms escape and defuse it like the arguments)."""
+    if approval.task is None:
+        return ""
+    task = " ".join(approval.task.split()).replace("`", "'")
+    task = task if len(task) <= TASK_CHARS else task[: TASK_CHARS - 1] + "…"
+    return f" for the `{approval.agent}` sub-agent, working on: {task}"
+
+
 def describe(approval: Approval) -> str:
     """The exact call, as plain text (platforms wrap it)."""
     return f"{approval.tool} {approval.arguments}"
@@ -142,9 +155,10 @@ class ApprovalDesk:
         if run.parks and (asked := await self.store.for_call(run.turn_id, request.call_id)) is not None:
             return await self._asked_before(asked)
         now = utcnow()
-        new = NewApproval(run.session_id, run.turn_id, run.agent, request.call_id, request.tool, request.arguments,
+        agent, task = request.via if request.via is not None else (run.agent, None)  # a sub-agent's call
+        new = NewApproval(run.session_id, run.turn_id, agent, request.call_id, request.tool, request.arguments,
                           run.scope.user, request.spec.approvers, request.spec.self_approve, platform, channel,
-                          thread, now + timedelta(seconds=request.spec.timeout_seconds))
+                          thread, now + timedelta(seconds=request.spec.timeout_seconds), task)
         if run.parks and (left := await self.store.adopt(new, now)) is not None:
             log.info("approval %s: asked before a restart cut its turn; turn %s waits for it", left.id, run.turn_id)
             return await self._asked_before(left)  # the request in the thread: never a second one

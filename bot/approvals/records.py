@@ -26,6 +26,7 @@ class NewApproval:
     channel: str
     thread: str | None
     expires_at: datetime
+    task: str | None = None  # a sub-agent asked: the task it was handed (docs/delegation.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,8 @@ class Approval:
     created_at: datetime
     expires_at: datetime
     heartbeat_at: datetime | None
+    agent: str = ""  # the agent whose call it is (a sub-agent's, when `task` is set)
+    task: str | None = None  # a sub-agent asked: the task it was handed
 
     def expired(self, now: datetime) -> bool:
         return now >= self.expires_at

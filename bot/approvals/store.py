@@ -41,7 +41,7 @@ def _approval(r: Any) -> Approval:
     return Approval(r.id, r.session_id, r.turn_id, r.call_id, r.tool, r.arguments, r.requested_by,
                     load_approvers(r.approvers or ()), bool(r.self_approve), r.platform, r.channel, r.thread,
                     r.message_ref, r.status, r.decided_by, _utc(r.decided_at), r.outcome, created, expires,
-                    _utc(r.heartbeat_at))
+                    _utc(r.heartbeat_at), r.agent, r.task)
 
 
 class ApprovalStore:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class YokebotError(Exception):
     """Base of every error yokebot raises on purpose. `str(err)` is one sentence a user understands."""
@@ -33,10 +35,13 @@ class ApprovalPending(YokebotError):
     """Raised by the approval gate for a turn that can park (`RunContext.parks`): the request is posted (or
     was, before the turn parked) and no decision is in yet. The loop parks the turn (bot/engine/run/parked.py)."""
 
-    def __init__(self, approval_id: int, call_id: str) -> None:
+    def __init__(self, approval_id: int, call_id: str, *, more: tuple[int, ...] = (),
+                 child: dict[str, Any] | None = None) -> None:
         super().__init__(f"approval {approval_id} for call {call_id} is pending")
         self.approval_id = approval_id
         self.call_id = call_id
+        self.approvals = (approval_id, *more)  # a sub-agent's turn may wait for several (bot/engine/run/delegate.py)
+        self.child = child  # the parked sub-agent's turn, stored with its parent's state
 
 
 # --- failures ----------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
 from bot.engine import replies
+from bot.engine.children import ChildTurns
 from bot.engine.context.attachments import AttachmentLimits, AttachmentSource, Prepared, for_turn
 from bot.engine.errors import SessionNotFound, YokebotError
 from bot.engine.messages import USER_STOP, Scope, Thread, Trigger, TurnOutcome, TurnResult, conversation_key
@@ -163,6 +164,9 @@ class AgentService:
         self.locks = KeyedLocks()
         self.session_lock = session_lock  # across processes; None: this process is the only one
         self._background: set[asyncio.Task[None]] = set()
+        # sub-agents' turns (`delegate:` in AGENT.md; bot/engine/children.py)
+        self.children = ChildTurns(store, loop, profiles, self.hooks, turn_scope, self._finish_in_background,
+                                   notifier, memory, notify_ledger, planner)
 
     def _finish_in_background(self, run: RunContext, hooks: TurnHooks, outcome: TurnOutcome) -> None:
         async def finish() -> None:
@@ -232,7 +236,8 @@ class AgentService:
                          self.notifier, self.memory, self.approvals, files.prepared.files if files else None,
                          self.notify_ledger, parks=req.parking is not None and profile.mode != "plan",
                          memories=memories if session.agent == agent else None,  # else: its own read, later
-                         spend=self.spend.turn(profile, scope, self.notifier) if self.spend is not None else None)
+                         spend=self.spend.turn(profile, scope, self.notifier) if self.spend is not None else None,
+                         delegation=self.children.root(profile, hooks, req.parked))
         turn_hooks = self.hooks.plus(hooks)
         async with turn_scope(run), _spending(run):
             # under the thread's locks, in order; a thread made just now has no parked turn to ask about

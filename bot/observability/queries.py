@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -105,6 +106,7 @@ class ToolStep:
     result: str
     reason: str | None
     finished_at: datetime | None = None  # the row's `created_at`: it is written when the call ends
+    child: TurnTrace | None = None  # a `delegate` call: the sub-agent's turn it ran (docs/delegation.md)
 
     @property
     def started_at(self) -> datetime | None:
@@ -157,6 +159,7 @@ class TurnTrace:
     attachments: list[dict[str, Any]] = field(default_factory=lambda: list[dict[str, Any]]())
     # the runbooks and runbook pages an alert investigation started with: kind, ref, title, why, given
     runbooks: list[dict[str, Any]] = field(default_factory=lambda: list[dict[str, Any]]())
+    agent: str | None = None  # a sub-agent's turn: which agent ran it (a session's own turns: the session's)
 
     @property
     def prompt_tokens(self) -> int:
@@ -239,16 +242,55 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
                                     .order_by(AT.c.id))).all()
         given = (await conn.execute(select(RB).where(RB.c.turn_id.in_(ids)).order_by(RB.c.turn_id,
                                                                                        RB.c.position))).all()
-    out: list[TurnTrace] = []
-    for number, r in picked:
-        finished = as_utc(r.finished_at) if r.finished_at else None
-        t = TurnTrace(number, r.id, r.trigger, r.user, r.text, r.answer, r.status, r.error, r.iterations,
-                      bool(r.hit_limit), as_utc(r.started_at), finished, r.stopped_by, plan=r.plan)
-        _assemble(t, [x for x in llm if x.turn_id == r.id], [x for x in tools if x.turn_id == r.id])
-        t.memory = [MemoryStep(m.kind, m.folded_turns, m.content) for m in memory if m.turn_id == r.id]
-        t.attachments = [{k: getattr(f, k) for k in ("name", "mimetype", "size", "sha256", "origin", "given",
-                                                     "detail")} for f in files if f.turn_id == r.id]
-        t.runbooks = [{"kind": g.kind, "ref": g.ref, "title": g.title, "why": g.why, "given": bool(g.given)}
-                      for g in given if g.turn_id == r.id]
-        out.append(t)
+        out: list[TurnTrace] = []
+        for number, r in picked:
+            t = _turn(number, r, llm, tools)
+            t.memory = [MemoryStep(m.kind, m.folded_turns, m.content) for m in memory if m.turn_id == r.id]
+            t.attachments = [{k: getattr(f, k) for k in ("name", "mimetype", "size", "sha256", "origin", "given",
+                                                         "detail")} for f in files if f.turn_id == r.id]
+            t.runbooks = [{"kind": g.kind, "ref": g.ref, "title": g.title, "why": g.why, "given": bool(g.given)}
+                          for g in given if g.turn_id == r.id]
+            out.append(t)
+        await _sub_agents(conn, out)
     return SessionTrace(session, out)
+
+
+def _turn(number: int, r: Any, llm: Sequence[Any], tools: Sequence[Any]) -> TurnTrace:
+    finished = as_utc(r.finished_at) if r.finished_at else None
+    t = TurnTrace(number, r.id, r.trigger, r.user, r.text, r.answer, r.status, r.error, r.iterations,
+                  bool(r.hit_limit), as_utc(r.started_at), finished, r.stopped_by, plan=r.plan)
+    _assemble(t, [x for x in llm if x.turn_id == r.id], [x for x in tools if x.turn_id == r.id])
+    return t
+
+
+MAX_TREE_DEPTH = 4  # max_delegation_depth is at most 3
+
+
+async def _sub_agents(conn: Any, turns: list[TurnTrace]) -> None:
+    """Hang each sub-agent's turn under the `delegate` call of its parent that ran it, level by level."""
+    level = turns
+    for _ in range(MAX_TREE_DEPTH):
+        by_id = {t.id: t for t in level}
+        if not by_id:
+            return
+        found = (await conn.execute(select(T, S.c.agent).join(S, S.c.id == T.c.session_id)
+                                    .where(T.c.parent_turn_id.in_(list(by_id))).order_by(T.c.started_at))).all()
+        if not found:
+            return
+        ids, sessions = [r.id for r in found], list({r.session_id for r in found})
+        llm = (await conn.execute(select(L).where(L.c.session_id.in_(sessions), L.c.turn_id.in_(ids))
+                                  .order_by(L.c.id))).all()
+        tools = (await conn.execute(select(TI).where(TI.c.session_id.in_(sessions), TI.c.turn_id.in_(ids))
+                                    .order_by(TI.c.id))).all()
+        level: list[TurnTrace] = []
+        for r in found:
+            child = _turn(1, r, llm, tools)
+            child.agent = r.agent
+            parent = by_id[r.parent_turn_id]
+            step = next((s for m in parent.steps for s in m.tools if s.call_id == r.parent_call_id), None)
+            step = step or next((s for s in parent.unmatched_tools if s.call_id == r.parent_call_id), None)
+            if step is None:  # its parent's call has no row yet (still running, or cut): shown at the end
+                step = ToolStep(r.parent_call_id or "", "delegate", {}, "running", 0, 0.0, "", None)
+                parent.unmatched_tools.append(step)
+            step.child = child
+            level.append(child)

@@ -75,6 +75,8 @@ def _tool_node(parent: Tree, t: ToolStep, turn_started: datetime | None = None) 
     if t.reason:
         prefix = "" if t.reason.startswith(("approved by", "denied by", "approval")) else "denied: "
         node.add(Text(f"{prefix}{printable(t.reason)}", style="yellow"))
+    if t.child is not None:  # a `delegate` call: the sub-agent's turn, with its own model and tool calls
+        node.add(turn_tree(t.child))
     node.add(Text(f"→ {preview(t.result)}", style="red" if t.status == "error" else "dim"))
 
 
@@ -119,14 +121,16 @@ def _plan_node(parent: Tree, plan: dict[str, Any]) -> None:
 def turn_tree(t: TurnTrace) -> Tree:
     style = STATUS_STYLE.get(t.status, "")
     took = f" · {(t.finished_at - t.started_at).total_seconds():.1f} s" if t.finished_at else ""
-    head = Text.assemble((f"Turn {t.number}", "bold"), f" · {stamp(t.started_at)} · {t.trigger}",
+    title = (f"sub-agent {printable(t.agent, one_line=True)}", "bold magenta") if t.agent else (f"Turn {t.number}",
+                                                                                                "bold")
+    head = Text.assemble(title, f" · {stamp(t.started_at)} · {t.trigger}",
                          printable(f" by {t.user}", one_line=True) if t.user else "", " · ", (t.status, style),
                          f" · stopped by {t.stopped_by}" if t.stopped_by and t.stopped_by != "user" else "",
                          f" · {len(t.steps)} model call(s)",
                          f" · {t.prompt_tokens}+{t.completion_tokens} tokens{took}",
                          (f" · trace {t.id}", "dim"))
     tree = Tree(head)
-    tree.add(Text.assemble(("user: ", "bold"), preview(t.text, 400)))
+    tree.add(Text.assemble(("task: " if t.agent else "user: ", "bold"), preview(t.text, 400)))
     for f in t.attachments:  # names and details come from whoever attached the file: shown printable
         tree.add(Text.assemble(("file: ", "bold"), printable(f"{f['name']} · {f['mimetype']} · {f['size']:,} bytes"
                                                              f" · {f['origin']} · {f['given']}: {f['detail']}",

@@ -73,12 +73,17 @@ class TurnRow(Base):
     owner: Mapped[str | None] = mapped_column(String(128))  # the process running it (`instances.id`; 0009)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # a sub-agent's turn (0018_delegation): the turn and the `delegate` call that handed it its task
+    parent_turn_id: Mapped[str | None] = mapped_column(String(32))
+    parent_call_id: Mapped[str | None] = mapped_column(String(128))
     __table_args__ = (
         Index("ix_turns_session_id_started_at", "session_id", "started_at"),
         # the running turns only (a turn that ends in the batch that starts it never enters it): the sweep
         # for turns of dead processes reads this, not the whole table
         Index("ix_turns_running", "owner", postgresql_where=sql("status = 'running'"),
               sqlite_where=sql("status = 'running'")),
+        Index("ix_turns_parent_turn_id", "parent_turn_id", postgresql_where=sql("parent_turn_id IS NOT NULL"),
+              sqlite_where=sql("parent_turn_id IS NOT NULL")),
     )
 
 
@@ -132,6 +137,7 @@ class LLMCallRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
     # added in 0005_summaries: turn | final (the last call without tools) | compaction (a summary)
     purpose: Mapped[str] = mapped_column(String(16), default="turn", server_default="turn")
+    parent_turn_id: Mapped[str | None] = mapped_column(String(32))  # a sub-agent's call: its parent turn (0018)
     __table_args__ = (Index("ix_llm_calls_session_id_id", "session_id", "id"),)
 
 
@@ -167,6 +173,7 @@ class ToolInvocationRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     duration_ms: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    parent_turn_id: Mapped[str | None] = mapped_column(String(32))  # a sub-agent's call: its parent turn (0018)
     __table_args__ = (Index("ix_tool_invocations_session_id_id", "session_id", "id"),)
 
 
@@ -348,6 +355,7 @@ class ApprovalRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    task: Mapped[str | None] = mapped_column(Text)  # a sub-agent asked: the task it was handed (0018_delegation)
     __table_args__ = (Index("ix_approvals_status_expires_at", "status", "expires_at"),
                       Index("ix_approvals_turn_id", "turn_id"))
 

@@ -19,7 +19,9 @@ class SqlRecorder(TurnHooks):
         self.store = store
 
     async def turn_started(self, run: RunContext, text: str) -> None:
-        await self.store.start_turn(run.session_id, run.turn_id, run.trigger, run.scope.user, text)
+        d = run.delegation
+        parent = (d.parent_turn, d.parent_call or "") if d is not None and d.parent_turn is not None else None
+        await self.store.start_turn(run.session_id, run.turn_id, run.trigger, run.scope.user, text, parent)
 
     async def attachments_read(self, run: RunContext, records: tuple[AttachmentRecord, ...]) -> None:
         record_attachments(self.store.writes, run.session_id, run.turn_id, records)
@@ -34,11 +36,11 @@ class SqlRecorder(TurnHooks):
             run.session_id, run.turn_id, run.agent, attempt.model, attempt.attempt,
             attempt.request.payload, response_dict(response) if response is not None else None,
             attempt.usage, attempt.latency_ms, response.finish_reason if response is not None else None, error,
-            attempt.request.purpose,
+            attempt.request.purpose, run.parent_turn_id,
         ))
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
-        await self.store.record_tool_call(run.session_id, run.turn_id, run.agent, result)
+        await self.store.record_tool_call(run.session_id, run.turn_id, run.agent, result, run.parent_turn_id)
 
     async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
         await self.store.record_plan(run.turn_id, plan)

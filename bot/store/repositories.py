@@ -106,6 +106,7 @@ class LLMCallRecord:
     finish_reason: str | None = None
     error: str | None = None
     purpose: str = "turn"  # turn | final (the last call without tools) | compaction (a summary)
+    parent_turn_id: str | None = None  # a sub-agent's call: the turn that handed it its task
 
 
 class RecentSessions:
@@ -366,11 +367,15 @@ class SqlStore:
         self.writes.put(_INSERT_MESSAGE, row, turn_id)
 
     # --- turns ----------------------------------------------------------------------------------------------
-    async def start_turn(self, session_id: str, turn_id: str, trigger: Trigger, user: str | None, text: str) -> None:
+    async def start_turn(self, session_id: str, turn_id: str, trigger: Trigger, user: str | None, text: str,
+                         parent: tuple[str, str] | None = None) -> None:
+        """`parent`: a sub-agent's turn names the turn and the `delegate` call that handed it its task."""
         now = utcnow()
         self.writes.put(_INSERT_TURN, {"id": turn_id, "session_id": session_id, "trigger": trigger,
                                        "user": _short(user, 255), "text": _text(text), "started_at": now,
-                                       "status": "running", "owner": self.owner}, turn_id)
+                                       "status": "running", "owner": self.owner,
+                                       "parent_turn_id": parent[0] if parent else None,
+                                       "parent_call_id": _short(parent[1], 128) if parent else None}, turn_id)
         if self._touches.due(session_id):  # `sessions.updated_at` (listing, prune) is kept to the minute
             self.writes.put(_TOUCH_SESSION, {"b_id": session_id, "updated_at": now}, turn_id)
 
@@ -399,15 +404,17 @@ class SqlStore:
             "response": record.response, "prompt_tokens": record.usage.prompt_tokens,
             "completion_tokens": record.usage.completion_tokens, "latency_ms": record.latency_ms,
             "finish_reason": _short(record.finish_reason, 32), "error": _text(record.error), "created_at": utcnow(),
-            "purpose": record.purpose,
+            "purpose": record.purpose, "parent_turn_id": record.parent_turn_id,
         }, record.turn_id)
 
-    async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult) -> None:
+    async def record_tool_call(self, session_id: str, turn_id: str, agent: str, result: ToolResult,
+                               parent_turn_id: str | None = None) -> None:
         self.writes.put(_INSERT_TOOL_CALL, {
             "session_id": session_id, "turn_id": turn_id, "agent": agent, "call_id": _short(result.call_id, 128),
             "tool": _short(result.tool, 64), "arguments": result.arguments, "result": _text(result.audit_text),
             "status": result.status, "reason": _text(result.reason), "attempts": result.attempts,
             "duration_ms": result.duration_ms, "created_at": result.finished_at or utcnow(),
+            "parent_turn_id": parent_turn_id,
         }, turn_id)
 
     # --- exactly-once platform events ----------------------------------------------------------------------

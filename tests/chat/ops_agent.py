@@ -3,8 +3,9 @@ roots moved into tmp_path, and an nginx error log there that has 502s in it."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
+
+from tests.helpers import copy_shipped_ops
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_TARGET = "slack:#ops-alerts"
@@ -29,8 +30,7 @@ def nginx_logs(tmp_path: Path) -> Path:
 def shipped_ops(agents: Path, logs: Path, *, front: str = "", notify_to: str | None = None) -> Path:
     """Copy agents/ops into `agents`, its roots pointed at `logs`. `front` adds front-matter lines (routing,
     access lists); `notify_to` replaces the shipped notify target (slack:#ops-alerts)."""
-    shutil.copytree(REPO / "agents" / "ops", agents / "ops", dirs_exist_ok=True)
-    md = agents / "ops" / "AGENT.md"
+    md = copy_shipped_ops(agents)
     text = md.read_text()
     assert text.count("/var/log/nginx") == 1 and SHIPPED_TARGET in text, "the shipped ops agent changed"
     text = text.replace("/var/log/nginx", str(logs))

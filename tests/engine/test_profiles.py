@@ -22,7 +22,8 @@ def test_shipped_agents_load_with_the_builtin_tools():
     ops = profiles["ops"]
     assert ops.tools["notify"].default == "slack:#ops-alerts"  # type: ignore[attr-defined]
     assert ops.max_iterations == 10 and ops.bootstrap and ops.skills
-    assert all(name in builtin_tools() for name in ops.tools)
+    assert all(name in builtin_tools() for name in ops.tools if name != "delegate")
+    assert ops.delegate == ("logs", "metrics") and {"logs", "metrics"} <= set(profiles)  # its sub-agents ship too
 
 
 def test_full_profile_with_bootstrap_skills_and_tool_settings(tmp_path: Path):

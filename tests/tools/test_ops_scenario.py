@@ -3,7 +3,6 @@ tools read real files, notify goes through AdapterNotifier to a recording chat a
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from bot.engine.service import TurnRequest
 from bot.tools import builtin_tools
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, call
-from tests.helpers import tool_messages
+from tests.helpers import copy_shipped_ops, tool_messages
 from tests.tools.conftest import RecordingChat
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,8 +35,7 @@ async def ops(
     logs.mkdir()
     (logs / "error.log").write_text(ERRORS)
     agents = tmp_path / "agents"
-    shutil.copytree(REPO / "agents" / "ops", agents / "ops")
-    md = agents / "ops" / "AGENT.md"
+    md = copy_shipped_ops(agents)
     md.write_text(md.read_text().replace("/var/log/nginx", str(logs)))
     app = await build_app(
         make_settings(

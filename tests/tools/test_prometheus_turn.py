@@ -6,7 +6,6 @@ read back from SQL (the model read a summary, the row holds the raw answer too).
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from tests.conftest import make_settings, rows
 from tests.fakes.loopback import LoopbackServer
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.fakes.prometheus import FIRING_RULE, PrometheusProcess
-from tests.helpers import tool_messages
+from tests.helpers import copy_shipped_ops, tool_messages
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,8 +52,7 @@ async def ops(tmp_path: Path, sqlite_url: str, fake_llm: FakeOpenAI, prom: Prome
     app_web.router.add_get("/healthz", lambda r: web.Response(text="ok"))
     site = LoopbackServer(app_web).start()
     agents = tmp_path / "agents"
-    shutil.copytree(REPO / "agents" / "ops", agents / "ops")
-    md = agents / "ops" / "AGENT.md"
+    md = copy_shipped_ops(agents)
     md.write_text(switch_on_metrics(md.read_text(), prom.url, f"{site.url}/healthz"))
     app = await build_app(make_settings(sqlite_url, fake_llm, agents, default_agent="ops"), registry=builtin_tools())
     yield app, site.url
@@ -111,8 +109,7 @@ async def test_a_gated_prometheus_query_waits_for_approval(tmp_path, prom):
 
 
 def test_the_shipped_block_loads_once_uncommented(tmp_path):
-    shutil.copytree(REPO / "agents" / "ops", tmp_path / "ops")
-    md = tmp_path / "ops" / "AGENT.md"
+    md = copy_shipped_ops(tmp_path)
     md.write_text(switch_on_metrics(md.read_text(), "http://p:9090", "http://h/"))
     assert "# prometheus" not in md.read_text()
     tools = ProfileLoader(tmp_path, builtin_tools()).load("ops").tools

@@ -95,11 +95,16 @@ class LiveView(TurnHooks):
 
     async def tool_started(self, run: RunContext, call: ToolCall) -> None:
         self.status.update(f"running {call.name}…")
-        view.print_text(self.console, view.tool_start(call.name, call.arguments))
+        view.print_text(self.console, view.tool_start(call.name, call.arguments, _depth(run)))
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
-        view.print_text(self.console, view.tool_end(result.status, result.content))
+        view.print_text(self.console, view.tool_end(result.status, result.content, _depth(run)))
         self.status.update("thinking…")
+
+
+def _depth(run: RunContext) -> int:
+    """0 for the turn's own calls; a sub-agent's are shown under the `delegate` call that ran it."""
+    return run.delegation.depth if run.delegation is not None else 0
 
 
 class ConsoleReply(ReplySurface):

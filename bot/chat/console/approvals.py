@@ -10,6 +10,7 @@ from typing import Literal
 from rich.console import Console
 from rich.markup import escape
 
+from bot.approvals import desk as desk_api
 from bot.approvals.records import Approval
 from bot.redact import printable
 
@@ -32,7 +33,8 @@ class ConsoleApprover:
 
     async def decide(self, approval: Approval) -> Verdict | str:
         self.console.print(f"[bold yellow]Approval needed:[/bold yellow] the agent wants to run "
-                           f"[cyan]{escape(printable(approval.tool, one_line=True))}[/cyan] "
+                           f"[cyan]{escape(printable(approval.tool, one_line=True))}[/cyan]"
+                           f"{escape(printable(desk_api.on_behalf(approval), one_line=True))} "
                            f"{escape(printable(approval.arguments, one_line=True))}", highlight=False)
         answer = await self.ask("approve? (y/N) ")
         who = terminal_user()

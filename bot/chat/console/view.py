@@ -85,13 +85,15 @@ def short(value: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def tool_start(name: str, arguments: object) -> Text:
-    return Text.assemble(("→ ", "dim"), (name, "dim"), ("(", "dim"), (short(arguments), "dim"), (")", "dim"))
+def tool_start(name: str, arguments: object, depth: int = 0) -> Text:
+    """`depth`: a sub-agent's call (1, 2, ...), indented under its parent's `delegate` call."""
+    return Text.assemble(("    " * depth, ""), ("→ ", "dim"), (name, "dim"), ("(", "dim"), (short(arguments), "dim"),
+                         (")", "dim"))
 
 
-def tool_end(status: str, content: object) -> Text:
+def tool_end(status: str, content: object, depth: int = 0) -> Text:
     style = STATUS_STYLE.get(status, "white")
-    return Text.assemble(("  ← ", style), (status, style), " ", (short(content), "dim"))
+    return Text.assemble(("    " * depth + "  ← ", style), (status, style), " ", (short(content), "dim"))
 
 
 def answer(text: str | None) -> Text:

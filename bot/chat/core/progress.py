@@ -72,11 +72,14 @@ class Step:
     mark: str = ""
     seconds: float | None = None
     note: str = ""
+    key: tuple[str, str] = ("", "")  # (turn id, call id): a sub-agent's calls have ids of their own
+    depth: int = 0  # a sub-agent's call: under its parent's `delegate` line (1, 2, ...)
 
     def line(self, mode: ProgressMode) -> str:
+        indent = "\u2003" * (self.depth - 1) + "↳ " if self.depth else ""
         if self.seconds is None:
-            return f"`{self.label}`…"
-        done = f"`{self.label}` {self.mark} {self.seconds:.1f} s"
+            return f"{indent}`{self.label}`…"
+        done = f"{indent}`{self.label}` {self.mark} {self.seconds:.1f} s"
         return f"{done} — {self.note}" if mode == "full" and self.note else done
 
 
@@ -122,11 +125,29 @@ class Progress(TurnHooks):
 
     async def tool_started(self, run: RunContext, call: ToolCall) -> None:
         label = f"{call.name} {argument_preview(call, self.redact)}".strip()
-        self.steps.append(Step(label, self.clock()))
+        d = run.delegation
+        step = Step(label, self.clock(), key=(run.turn_id, call.id), depth=d.depth if d is not None else 0)
+        self.steps.insert(self._place(run), step)
         self._kick()
 
+    def _place(self, run: RunContext) -> int:
+        """Where a new step goes: at the end, or a sub-agent's after its parent's `delegate` line and the steps
+        already under it (sub-agents that run at once each keep their own lines together)."""
+        d = run.delegation
+        if d is None or d.parent_turn is None:
+            return len(self.steps)
+        parent = next((i for i, s in enumerate(self.steps) if s.key == (d.parent_turn, d.parent_call)), None)
+        if parent is None:
+            return len(self.steps)
+        end = parent + 1
+        while end < len(self.steps) and self.steps[end].depth > self.steps[parent].depth:
+            end += 1
+        return end
+
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
-        step = next((s for s in reversed(self.steps) if s.seconds is None), None)
+        key = (run.turn_id, result.call_id)
+        step = next((s for s in self.steps if s.key == key and s.seconds is None), None) or next(
+            (s for s in reversed(self.steps) if s.seconds is None), None)
         if step is not None:
             step.seconds = max(result.duration_ms / 1000, 0.0) or self.clock() - step.started
             step.mark = MARKS.get(result.status, result.status)

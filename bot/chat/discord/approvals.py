@@ -31,7 +31,7 @@ def _code(text: str) -> str:
 
 def request_text(a: Approval) -> str:
     who = f"<@{a.requested_by}>" if a.requested_by and a.requested_by.isdigit() else (a.requested_by or "a run")
-    head = f"✋ **Approval needed:** {who} asked me to run `{a.tool}`:\n{_code(a.arguments)}"
+    head = f"✋ **Approval needed:** {who} asked me to run `{a.tool}`{desk_api.on_behalf(a)}:\n{_code(a.arguments)}"
     if a.status == "pending":
         approvers = desk_api.approver_names(a, mention)
         return f"{head}\nWho may approve: {approvers}. Expires in {desk_api.timeout_words(a.timeout_seconds)}."

@@ -55,7 +55,7 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
     approvers = desk_api.approver_names(a, mention)
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f":raised_hand: *Approval needed:* {who} asked "
-                                                               f"me to run `{defuse(a.tool)}`:"}},
+                                                               f"me to run `{defuse(a.tool)}`{_behalf(a)}:"}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _code(a.arguments)}},
     ]
     if decided:
@@ -74,9 +74,14 @@ def request_blocks(a: Approval, decided: bool) -> list[dict[str, Any]]:
     return blocks
 
 
+def _behalf(a: Approval) -> str:
+    """A sub-agent's request: its name and task, as text (no mention, link or broadcast survives)."""
+    return defuse(desk_api.on_behalf(a).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
 def fallback(a: Approval) -> str:
     if a.status == "pending":
-        return defuse(f"Approval needed to run {a.tool} {a.arguments}")
+        return defuse(f"Approval needed to run {a.tool}{desk_api.on_behalf(a)} {a.arguments}")
     return defuse(f"{a.tool}: {desk_api.status_line(a).replace('{by}', a.decided_by or '?')}")
 
 

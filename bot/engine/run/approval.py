@@ -18,6 +18,7 @@ class ApprovalRequest:
     tool: str
     arguments: str
     spec: ApprovalSpec
+    via: tuple[str, str] | None = None  # a sub-agent asked: (its name, the task it was handed)
 
 
 @dataclass(frozen=True, slots=True)

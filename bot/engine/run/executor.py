@@ -22,12 +22,15 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from bot.engine.errors import ToolDenied, ToolFailed, ToolRetry
+from bot.engine.errors import ApprovalPending, ToolDenied, ToolFailed, ToolRetry
 from bot.engine.messages import ToolCall, ToolResult, ToolStatus
 from bot.engine.run.approval import ApprovalDecision, ApprovalRequest, observation
 from bot.engine.run.context import RunContext, ToolContext
+from bot.engine.run.delegate import delegate_tool
+from bot.engine.run.delegate import side_effects as delegate_effects
 from bot.engine.run.tooling import Tool, ToolOutput, describe_validation_error
 from bot.engine.spec.approval import ApprovalSpec
+from bot.engine.spec.delegation import DELEGATE, DelegateSettings
 from bot.engine.spec.profiles import AgentProfile
 from bot.redact import cut, for_model
 
@@ -87,7 +90,11 @@ class ToolExecutor:
         self.redact = redact
 
     def tools_for(self, profile: AgentProfile) -> dict[str, Tool[Any]]:
-        return {name: self.registry[name] for name in profile.tools if name in self.registry}
+        tools = {name: self.registry[name] for name in profile.tools if name in self.registry}
+        settings = profile.tools.get(DELEGATE)
+        if isinstance(settings, DelegateSettings):  # `delegate:` in AGENT.md (bot/engine/run/delegate.py)
+            tools[DELEGATE] = delegate_tool(settings)
+        return tools
 
     async def execute(self, call: ToolCall, run: RunContext, reply: int = 0) -> ToolResult:
         """Every tool's result, built-in or MCP, failure or not, leaves here and nowhere else: escape sequences
@@ -115,7 +122,12 @@ class ToolExecutor:
         tool = self.registry.get(name)
         return tool is not None and tool.side_effects
 
-    def in_order(self, calls: Sequence[ToolCall]) -> list[AbstractAsyncContextManager[None]]:
+    def call_effects(self, call: ToolCall, run: RunContext | None = None) -> bool:
+        """Does this call change something? A `delegate` call does when its sub-agent could (delegate.py)."""
+        return delegate_effects(call, run) if call.name == DELEGATE else self.side_effects(call.name)
+
+    def in_order(self, calls: Sequence[ToolCall],
+                 run: RunContext | None = None) -> list[AbstractAsyncContextManager[None]]:
         """One slot per call of a group that runs at once, to hold while the call runs (its hooks too): a
         side-effecting call's slot waits until the side-effecting call before it in the group has finished;
         a read-only call's waits for nothing. A turn runs its groups one after another, so side effects
@@ -123,7 +135,7 @@ class ToolExecutor:
         slots: list[AbstractAsyncContextManager[None]] = []
         previous: asyncio.Event | None = None
         for call in calls:
-            if not self.side_effects(call.name):
+            if not self.call_effects(call, run):
                 slots.append(nullcontext())
                 continue
             done = asyncio.Event()
@@ -172,7 +184,7 @@ class ToolExecutor:
             args = tool.parse(raw)
         except ValidationError as exc:
             return fail(f"Error: invalid arguments for {call.name}: {describe_validation_error(exc)}.", raw)
-        ctx = ToolContext(run, run.profile.tools[call.name], redact=self.redact, reply=reply)
+        ctx = ToolContext(run, run.profile.tools[call.name], redact=self.redact, reply=reply, call_id=call.id)
         try:
             if tool.guard is not None:
                 await tool.guard(ctx, args)
@@ -246,6 +258,8 @@ class ToolExecutor:
             return self._denied(call, raw, exc, attempts)
         except ToolFailed as exc:
             return result(f"Error: {exc}")
+        except ApprovalPending:  # a sub-agent waits for a human: the turn parks with it (delegate.py)
+            raise
         except ToolRetry as exc:
             return result(f"Error: {exc} (gave up after {attempts} attempts)")
         except TimeoutError:

@@ -9,12 +9,14 @@ state.py). Either way the model gets one last call without tools to say what it 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from bot.engine.messages import Stop, StopReason, ToolCall
+from bot.engine.messages import Stop, StopReason, ToolCall, Usage
+from bot.engine.spec.limits import BudgetSpec
 
 # USD per one million (prompt, completion) tokens for a model, or None when it has no price.
 PriceOf = Callable[[str], tuple[float, float] | None]
@@ -22,6 +24,36 @@ GuardVerdict = Literal["ok", "warn", "stop"]  # the loop guard's word on one too
 BudgetKind = Literal["tool_calls", "tokens", "seconds", "cost"]
 BUDGET_STOPS: dict[BudgetKind, StopReason] = {
     "tool_calls": "budget:tool_calls", "tokens": "budget:tokens", "seconds": "budget:seconds", "cost": "budget:cost"}
+
+
+@dataclass(frozen=True, slots=True)
+class Used:
+    """What a turn, or a tree of turns (tree.py), has used of a budget: `started` on the monotonic clock;
+    `tool_calls` with those let through that have not finished yet."""
+
+    usage: Usage
+    cost: float
+    started: float
+    tool_calls: int
+
+
+def budget_stop(budget: BudgetSpec, used: Used, whose: str = "this turn") -> Stop | None:
+    """The stop for the first budget used up (tokens, cost, seconds, tool calls), or None."""
+    s, seconds = budget, time.monotonic() - used.started
+    if s.tokens is not None and used.usage.total_tokens >= s.tokens:
+        which: BudgetKind = "tokens"
+        detail = f"the token budget of {whose} ({used.usage.total_tokens:,} of {s.tokens:,} tokens used)"
+    elif s.cost is not None and used.cost >= s.cost:
+        which, detail = "cost", f"the cost budget of {whose} (${used.cost:.4f} of ${s.cost:.4f} spent)"
+    elif s.seconds is not None and seconds >= s.seconds:
+        which, detail = "seconds", f"the time budget of {whose} ({seconds:.0f} of {s.seconds:g} s)"
+    elif s.tool_calls is not None and used.tool_calls >= s.tool_calls:
+        which, detail = "tool_calls", f"the tool-call budget of {whose} ({used.tool_calls} of {s.tool_calls} calls)"
+    else:
+        return None
+    return Stop(BUDGET_STOPS[which], "reached " + detail)
+
+
 LOOP_STOP = Stop("loop", "the loop guard stopped the same tool calls coming back again and again")
 
 

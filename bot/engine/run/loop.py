@@ -167,7 +167,7 @@ class ReActLoop:
                 assert isinstance(result, ToolResult)
                 t.results.append(result)
                 if call.id not in done:
-                    t.tool_calls += 1
+                    t.count_call()
                 note = t.guard.note(call) if planned[i] == "warn" else ""
                 await self._add(t, Message.tool(call.id, call.name, result.content + note))
         return stop
@@ -175,12 +175,13 @@ class ReActLoop:
     @staticmethod
     def _park_if_pending(t: TurnState, batch: list[ToolCall], results: list[ToolResult | ApprovalPending],
                          done: dict[str, str]) -> None:
-        pending = tuple(r.approval_id for r in results if isinstance(r, ApprovalPending))
+        pending = tuple(a for r in results if isinstance(r, ApprovalPending) for a in r.approvals)
         if not pending:
             return
         finished = {c.id: r.content for c, r in zip(batch, results, strict=False) if isinstance(r, ToolResult)}
         ran = sum(1 for c in finished if c not in done)
-        raise TurnParked(t.parked({**done, **finished}, t.tool_calls + ran, pending))
+        children = {r.call_id: r.child for r in results if isinstance(r, ApprovalPending) and r.child is not None}
+        raise TurnParked(t.parked({**done, **finished}, t.tool_calls + ran, pending, children))
 
     def batches(self, calls: Sequence[ToolCall], parallel: bool) -> list[list[ToolCall]]:
         """The calls in the model's order, cut into groups that may run at once: a call of a tool that
@@ -216,7 +217,7 @@ class ReActLoop:
 
         if len(batch) <= 1:
             return [await one(call, nullcontext()) for call in batch]
-        slots = self.executor.in_order(batch)
+        slots = self.executor.in_order(batch, t.run)
         tasks = [asyncio.ensure_future(one(call, slot)) for call, slot in zip(batch, slots, strict=True)]
         try:
             return list(await asyncio.gather(*tasks))

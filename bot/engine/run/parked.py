@@ -27,6 +27,9 @@ class ParkedTurn:
     tool_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     approvals: tuple[int, ...] = ()  # the requests it waits for
+    # a `delegate` call waiting with its sub-agent's parked turn: call id -> that turn (bot/engine/run/delegate.py)
+    children: dict[str, dict[str, Any]] = field(default_factory=lambda: dict[str, dict[str, Any]]())
+    tree: dict[str, Any] | None = None  # what the whole tree of sub-agents used (the root's state only; tree.py)
 
     def pending_calls(self) -> list[ToolCall]:
         """The calls of the model's last message that have no result yet, in the model's order."""
@@ -39,14 +42,17 @@ class ParkedTurn:
     def to_dict(self) -> dict[str, Any]:
         return {"messages": [m.to_dict() for m in self.messages], "done": dict(self.done),
                 "iterations": self.iterations, "tool_calls": self.tool_calls,
-                "usage": [self.usage.prompt_tokens, self.usage.completion_tokens], "approvals": list(self.approvals)}
+                "usage": [self.usage.prompt_tokens, self.usage.completion_tokens], "approvals": list(self.approvals),
+                **({"children": dict(self.children)} if self.children else {}),
+                **({"tree": self.tree} if self.tree is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ParkedTurn:
         usage = data.get("usage") or [0, 0]
         return cls(tuple(Message.from_dict(m) for m in data.get("messages", ())), dict(data.get("done") or {}),
                    int(data.get("iterations", 0)), int(data.get("tool_calls", 0)), Usage(int(usage[0]), int(usage[1])),
-                   tuple(int(a) for a in data.get("approvals", ())))
+                   tuple(int(a) for a in data.get("approvals", ())), dict(data.get("children") or {}),
+                   data.get("tree"))
 
 
 class TurnParked(Exception):  # control flow, like StopIteration: the turn did not fail

@@ -18,7 +18,7 @@ from typing import Any
 from bot.engine.messages import Message, Stop, StopReason, ToolResult, TurnOutcome, Usage
 from bot.engine.run.calls import ModelCalls
 from bot.engine.run.context import RunContext
-from bot.engine.run.guards import BUDGET_STOPS, BudgetKind, LoopGuard, PriceOf
+from bot.engine.run.guards import LoopGuard, PriceOf, Used, budget_stop
 from bot.engine.run.hooks import TurnHooks
 from bot.engine.run.parked import ParkedTurn
 from bot.engine.spec.limits import BudgetSpec
@@ -51,39 +51,30 @@ class TurnState:
 
     # --- the budgets ----------------------------------------------------------------------------------------
     def charge(self, model: str, usage: Usage) -> None:
-        """A model call of this turn answered (the call path, `calls.py`)."""
+        """A model call of this turn answered (the call path, `calls.py`); a tree of sub-agents is charged too."""
         self.usage += usage
         per_million = self.price(model) if self.price is not None else None
+        cost = 0.0
         if per_million is not None:
-            self.cost += (usage.prompt_tokens * per_million[0] + usage.completion_tokens * per_million[1]) / 1e6
+            cost = (usage.prompt_tokens * per_million[0] + usage.completion_tokens * per_million[1]) / 1e6
+            self.cost += cost
+        if self.run.delegation is not None:
+            self.run.delegation.tree.charge(usage, cost)
+
+    def count_call(self) -> None:
+        """A tool call of this turn ran (the tool-call budget counts it; a tree of sub-agents too)."""
+        self.tool_calls += 1
+        if self.run.delegation is not None:
+            self.run.delegation.tree.tool_calls += 1
 
     def exceeded(self, pending: int = 0) -> Stop | None:
         """The stop for the first budget used up (tokens, cost, seconds, tool calls), or None. `pending`:
-        tool calls let through that have not finished yet (they run at the same time)."""
-        which = self._first(self.tool_calls + pending)
-        return None if which is None else Stop(BUDGET_STOPS[which], "reached " + self.describe(which, pending))
-
-    def _first(self, tool_calls: int) -> BudgetKind | None:
-        s = self.budget
-        if s.tokens is not None and self.usage.total_tokens >= s.tokens:
-            return "tokens"
-        if s.cost is not None and self.cost >= s.cost:
-            return "cost"
-        if s.seconds is not None and time.monotonic() - self.started >= s.seconds:
-            return "seconds"
-        if s.tool_calls is not None and tool_calls >= s.tool_calls:
-            return "tool_calls"
-        return None
-
-    def describe(self, which: BudgetKind, pending: int = 0) -> str:
-        s = self.budget
-        if which == "tokens":
-            return f"the token budget of this turn ({self.usage.total_tokens:,} of {s.tokens:,} tokens used)"
-        if which == "cost":
-            return f"the cost budget of this turn (${self.cost:.4f} of ${s.cost:.4f} spent)"
-        if which == "seconds":
-            return f"the time budget of this turn ({time.monotonic() - self.started:.0f} of {s.seconds:g} s)"
-        return f"the tool-call budget of this turn ({self.tool_calls + pending} of {s.tool_calls} calls)"
+        tool calls let through that have not finished yet (they run at the same time). In a tree of
+        sub-agents, the root's budget over the whole tree too (tree.py)."""
+        stop = budget_stop(self.budget, Used(self.usage, self.cost, self.started, self.tool_calls + pending))
+        if stop is not None:
+            return stop
+        return self.run.delegation.tree.exceeded(pending) if self.run.delegation is not None else None
 
     # --- how it ends ----------------------------------------------------------------------------------------
     def outcome(self, answer: str, stopped_by: StopReason | None = None, error: str | None = None) -> TurnOutcome:
@@ -93,10 +84,18 @@ class TurnState:
             self.error = error
         return TurnOutcome(answer, self.iterations, self.usage, self.error, self.stopped_by, tuple(self.results))
 
-    def parked(self, done: dict[str, str], tool_calls: int, approvals: tuple[int, ...]) -> ParkedTurn:
+    def parked(self, done: dict[str, str], tool_calls: int, approvals: tuple[int, ...],
+               children: dict[str, dict[str, Any]] | None = None) -> ParkedTurn:
         """The state to store while the turn waits for `approvals`: `done`, the calls of the pending group that
-        finished (their results); `tool_calls`, the count the budget reads, those calls included."""
-        return ParkedTurn(tuple(self.messages), done, self.iterations, tool_calls, self.usage, approvals)
+        finished (their results); `tool_calls`, the count the budget reads, those calls included; `children`,
+        the parked turns of its sub-agents that wait (by the parent's call id). The root of a tree of
+        sub-agents keeps what the tree used."""
+        d = self.run.delegation
+        tree = None
+        if d is not None and d.parent_turn is None:  # the calls of the group that finished count as they did here
+            tree = {**d.tree.counts(), "tool_calls": d.tree.tool_calls + tool_calls - self.tool_calls}
+        return ParkedTurn(tuple(self.messages), done, self.iterations, tool_calls, self.usage, approvals,
+                          children or {}, tree)
 
     def restore(self, parked: ParkedTurn) -> None:
         """Go on from a stored state (a resumed turn): its messages and the counts its limits read."""

@@ -25,6 +25,7 @@ from pydantic import (
 from bot.engine.errors import ProfileError, UnknownAgent
 from bot.engine.spec.alert_routes import AlertRoute, AlertRouteSpec, alert_routes
 from bot.engine.spec.cron import parse_cron, parse_every
+from bot.engine.spec.delegation import DEFAULT_DEPTH, DELEGATE, DELEGATE_TIMEOUT, MAX_DEPTH, DelegateSettings, SubAgent
 from bot.engine.spec.frontmatter import FRONT_FIRST_LINE, split_front_matter
 from bot.engine.spec.frontmatter import line_of as _line_of
 from bot.engine.spec.frontmatter import parse_yaml as _parse_yaml
@@ -166,6 +167,8 @@ class ProfileSpec(_Strict):
     mcp: dict[str, McpServerSpec] = Field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
     alerts: list[AlertRouteSpec] = Field(default_factory=lambda: cast(list[AlertRouteSpec], []))  # docs/alerts.md
     runbooks: RunbooksSpec = RunbooksSpec()  # docs/knowledge.md
+    delegate: list[str] = Field(default_factory=lambda: cast(list[str], []))  # sub-agents (docs/delegation.md)
+    max_delegation_depth: int = Field(default=DEFAULT_DEPTH, ge=1, le=MAX_DEPTH)  # read on the root agent only
 
     @field_validator("timezone")
     @classmethod
@@ -224,6 +227,8 @@ class AgentProfile:
     mcp: Mapping[str, McpServerSpec] = field(default_factory=lambda: cast(dict[str, McpServerSpec], {}))
     alerts: tuple[AlertRoute, ...] = ()  # alert groups this agent investigates (bot/engine/spec/alert_routes.py)
     runbooks: RunbookCatalog = EMPTY  # its runbooks/ folder and the shared one (bot/engine/spec/runbooks.py)
+    delegate: tuple[str, ...] = ()  # agents it may hand a sub-task to (the `delegate` tool; docs/delegation.md)
+    max_delegation_depth: int = DEFAULT_DEPTH  # how deep its tree of sub-agents may go when it is the root
 
 
 def _read_text(path: Path, owner: str, what: str, line: int | None) -> str:
@@ -250,6 +255,17 @@ def _load_skill(base: Path, name: str, owner: str, line: int | None) -> Skill:
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise ProfileError(str(path), f"front matter needs a non-empty {key!r}", first)
     return Skill(name=data["name"], description=data["description"], body=body)
+
+
+def _description(path: Path) -> str:
+    """The `description:` of another profile, read from its front matter alone (its own load checks the rest)."""
+    try:
+        front, _, _ = split_front_matter(path.read_text(encoding="utf-8"), str(path))
+        data, _ = _parse_yaml(front, str(path), FRONT_FIRST_LINE)
+    except (OSError, UnicodeDecodeError, ProfileError):
+        return ""
+    value = data.get("description")
+    return " ".join(value.split()) if isinstance(value, str) else ""
 
 
 class ProfileLoader:
@@ -311,6 +327,8 @@ class ProfileLoader:
             raise ProfileError(where, "the Markdown body (the system prompt) is empty", body_line)
         tools = self._tools(spec, sections, where, node, first)
         tools.update(self._mcp_tools(spec, where, node, first))
+        if spec.delegate:
+            tools[DELEGATE] = self._delegate(spec, path, node, first)
         base = path.parent
         bootstrap = tuple(
             (rel, _read_text(base / rel, where, "bootstrap file", _line_of(node, ("bootstrap", i), first)).strip())
@@ -349,7 +367,31 @@ class ProfileLoader:
             mcp=spec.mcp,
             alerts=alert_routes(spec.alerts),
             runbooks=self._runbooks(base, spec.runbooks),
+            delegate=tuple(spec.delegate),
+            max_delegation_depth=spec.max_delegation_depth,
         )
+
+    def _delegate(self, spec: ProfileSpec, path: Path, node: yaml.Node | None, first: int) -> DelegateSettings:
+        """The `delegate` tool's settings: each named agent must be a profile in the same folder; its
+        description (read from its front matter) is what the model sees in the tool's schema."""
+        where, own = str(path), spec.name or path.parent.name
+        if DELEGATE in self.registry:
+            raise ProfileError(where, f"a tool named {DELEGATE!r} is registered, so `delegate:` cannot add one", None)
+        agents: list[SubAgent] = []
+        for i, name in enumerate(spec.delegate):
+            line = _line_of(node, ("delegate", i), first)
+            if not NAME_RE.match(name):
+                raise ProfileError(where, f"delegate: {name!r} is not a valid agent name", line)
+            if name == own:
+                raise ProfileError(where, f"delegate: {name!r} is this agent itself", line)
+            if name in (a.name for a in agents):
+                raise ProfileError(where, f"delegate: {name!r} is named twice", line)
+            other = path.parent.parent / name / "AGENT.md"
+            if not other.is_file():
+                known = ", ".join(n for n in self.names() if n != own) or "none"
+                raise ProfileError(where, f"delegate: there is no agent {name!r} (known agents: {known})", line)
+            agents.append(SubAgent(name=name, description=_description(other)))
+        return DelegateSettings(agents=tuple(agents), timeout=DELEGATE_TIMEOUT)
 
     def _mcp_tools(self, spec: ProfileSpec, where: str, node: yaml.Node | None, first: int) -> dict[str, ToolSettings]:
         """The allowed tools of the `mcp:` servers, as `server__tool` (bot/mcp registers them once connected)."""

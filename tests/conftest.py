@@ -106,6 +106,11 @@ def via_pgbouncer(request: pytest.FixtureRequest) -> PgRoute:
     return request.param
 
 
+# a module's `pytestmark`: its PostgreSQL tests run direct and through PgBouncer in transaction pooling
+DIRECT_AND_TRANSACTION_POOLING = pytest.mark.parametrize(
+    "pg_route", ["direct", pytest.param("transaction", id="pgbouncer-transaction")])
+
+
 def pgbouncer(mode: Literal["transaction", "session"]) -> PgBouncer:
     if mode not in _POOLERS:
         _POOLERS[mode] = PgBouncer(mode, server_port=make_url(PG_ADMIN_URL).port or 5432).start()
@@ -117,20 +122,24 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         pooler.close()
 
 
-@pytest.fixture
-def pg_database(pg_route: PgRoute) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test; dropped afterwards. Through PgBouncer (`pg_route`), the URL
-    is a `PooledUrl`: its `direct` is the same database's direct URL (YOKEBOT_DATABASE_DIRECT_URL)."""
+def _database(route: PgRoute) -> Iterator[str]:
     need_pg()
     name = f"yokebot_test_{uuid.uuid4().hex[:10]}"
     asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
     try:
-        if pg_route == "direct":
+        if route == "direct":
             yield _pg_url(name)
         else:
-            yield PooledUrl(pgbouncer(pg_route).url(name), direct=_pg_url(name))
+            yield PooledUrl(pgbouncer(route).url(name), direct=_pg_url(name))
     finally:
         asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def pg_database(pg_route: PgRoute) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards. Through PgBouncer (`pg_route`), the URL
+    is a `PooledUrl`: its `direct` is the same database's direct URL (YOKEBOT_DATABASE_DIRECT_URL)."""
+    yield from _database(pg_route)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -138,6 +147,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite+aiosqlite:///{tmp_path / 'yokebot.db'}"
     return request.getfixturevalue("pg_database")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("direct", id="postgresql", marks=pytest.mark.postgres),
+                        pytest.param("transaction", id="pgbouncer-transaction", marks=pytest.mark.postgres),
+                        pytest.param("session", id="pgbouncer-session", marks=pytest.mark.postgres)])
+def db_url_via_pgbouncer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """`db_url`, and PostgreSQL through PgBouncer too: a module assigns it (`db_url = db_url_via_pgbouncer`)."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'yokebot.db'}"
+        return
+    yield from _database(request.param)
 
 
 @pytest.fixture

@@ -12,11 +12,12 @@ from bot.approvals.desk import ACTION_APPROVE, ACTION_DENY
 from tests.approvals.harness import BOSS, approval_rows, fast, gated_agent, slack_request, tool_rows
 from tests.approvals.test_slack import ASK_TS, click
 from tests.chat.slack_harness import ALICE, answered, mention, start_bot
+from tests.conftest import DIRECT_AND_TRANSACTION_POOLING
 from tests.fakes.openai_server import FakeOpenAI, call
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import RESTARTS, eventually, tool_messages
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, DIRECT_AND_TRANSACTION_POOLING]  # and through PgBouncer
 CAROL = "U_CAROL"
 
 

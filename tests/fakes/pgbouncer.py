@@ -122,7 +122,7 @@ class PgBouncer:
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
-        proc.send_signal(signal.SIGINT)  # exits at once, closing its connections
+        proc.send_signal(signal.SIGTERM)  # 1.18: immediate shutdown (SIGINT waits for its clients)
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:

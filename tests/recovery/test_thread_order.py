@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.chat.slack_harness import OPS, mention, start_bot
+from tests.conftest import DIRECT_AND_TRANSACTION_POOLING
 from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import eventually
+
+pytestmark = DIRECT_AND_TRANSACTION_POOLING  # and through PgBouncer: the locks and LISTEN on the direct URL
 
 FOLLOW_UPS = 12  # fewer than the agent's max_history_turns (20): each history holds every earlier turn
 GAP, MODEL_SECONDS = 0.3, 0.6  # a message arrives well before the one before it is answered

@@ -22,6 +22,7 @@ from bot.scheduling.model import Schedule
 from bot.scheduling.store import ScheduleStore
 from bot.store.db import create_engine, ensure_schema, upgrade
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.pgbouncer import direct_of
 from tests.helpers import write_agent
 from tests.scheduling.conftest import answer_every_time
 
@@ -137,9 +138,11 @@ async def _until(engine: Any, check: Any, timeout: float = 15.0) -> list[Any]:
 
 @pytest.mark.postgres
 @pytest.mark.slow
+@pytest.mark.parametrize("pg_route", ["direct", pytest.param("transaction", id="pgbouncer-transaction")])
 async def test_two_processes_run_every_planned_time_once_and_fail_over(
     pg_database: str, fake_llm: FakeOpenAI, tmp_path: Path
 ):
+    """Through PgBouncer in transaction pooling too: the leader's session lock is on the direct URL."""
     write_agent(
         tmp_path / "agents",
         "reporter",
@@ -153,6 +156,7 @@ schedules:
     answer_every_time(fake_llm, "all good")
     env = {
         "YOKEBOT_DATABASE_URL": pg_database,
+        **({"YOKEBOT_DATABASE_DIRECT_URL": direct} if (direct := direct_of(pg_database)) else {}),
         "YOKEBOT_AGENTS_DIR": str(tmp_path / "agents"),
         "OPENAI_BASE_URL": fake_llm.base_url,
         "OPENAI_API_KEY": "sk-test-key-123",
@@ -162,8 +166,8 @@ schedules:
         "YOKEBOT_SCHEDULE_MISFIRE_GRACE_SECONDS": "30",
         "YOKEBOT_LOG_LEVEL": "INFO",
     }
-    engine = create_engine(pg_database)
-    await ensure_schema(engine)  # as `yokebot db upgrade` would before starting several processes
+    engine = create_engine(pg_database, pooled=True)
+    await ensure_schema(engine, direct_url=direct_of(pg_database))  # as `yokebot db upgrade` would before starting several processes
     procs = [Proc("a", env, tmp_path), Proc("b", env, tmp_path)]
     try:
         leader_at = await _first_leader(procs)
@@ -197,7 +201,7 @@ schedules:
     assert by_first and by_second and max(by_first) < min(by_second)  # one leader at a time, then the other
     assert {r.runner for r in runs} == {first.runner, second.runner}
     # and the engine ran one turn per planned time at most: per_run sessions are keyed by planned time
-    engine = create_engine(pg_database)
+    engine = create_engine(pg_database, pooled=True)
     try:
         async with engine.connect() as conn:
             per_session = (

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, event, text
 
 from bot.store.repositories import SqlStore
+from tests.conftest import db_url_via_pgbouncer as db_url  # noqa: F401  (direct, and through PgBouncer)
 
 
 async def test_a_burst_with_duplicates_claims_each_key_once(engine):

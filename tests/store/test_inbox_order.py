@@ -9,6 +9,7 @@ import asyncio
 from bot.records.inbox import InboxItem, NewEvent, conversation_digest
 from bot.store.inbox import SqlInbox
 from bot.store.repositories import SqlStore
+from tests.conftest import db_url_via_pgbouncer as db_url  # noqa: F401  (direct, and through PgBouncer)
 from tests.helpers import eventually
 
 

@@ -15,6 +15,7 @@ from bot.engine.messages import Message
 from bot.store.db import create_engine, ensure_schema
 from bot.store.repositories import SqlStore
 from bot.store.writer import WriteFailed
+from tests.conftest import pgbouncer
 from tests.fakes.tcp_proxy import TcpProxy
 
 
@@ -277,15 +278,19 @@ async def test_sqlite_driver_inserts_write_what_sqlalchemy_writes(sqlite_url: st
 Proxied = tuple[SqlStore, AsyncEngine, TcpProxy]
 
 
-@pytest.fixture
-async def proxied(pg_database: str) -> AsyncIterator[Proxied]:
-    """A store on a migrated PostgreSQL database reached through a TCP proxy the test can cut."""
+@pytest.fixture(params=["direct", pytest.param("session", id="pgbouncer-session")])
+async def proxied(pg_database: str, request: pytest.FixtureRequest) -> AsyncIterator[Proxied]:
+    """A store on a migrated PostgreSQL database reached through a TCP proxy the test can cut: in front of
+    PostgreSQL, or of a PgBouncer in session pooling (whose process ids are its own: the writer asks the server
+    for the one to end). In transaction pooling the writer is on the direct URL (bot/store/pooling.py)."""
     direct = create_engine(pg_database)
     await ensure_schema(direct)
     await direct.dispose()
-    proxy = TcpProxy("127.0.0.1", 5432).start()
+    session = request.param == "session"
+    proxy = TcpProxy("127.0.0.1", pgbouncer("session").port if session else 5432).start()
     host_part, dbname = pg_database.rsplit("/", 1)
-    engine = create_engine(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}")
+    engine = create_engine(host_part.rsplit(":", 1)[0] + f":{proxy.port}/{dbname}", pooled=session,
+                           server_pids=session)
     store = SqlStore(engine)
     store.writes.backoff = 0.01
     try:

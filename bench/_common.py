@@ -13,11 +13,13 @@ import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from sqlalchemy.engine import make_url  # noqa: E402
 
 from bot.app import App, build_app  # noqa: E402
 from bot.config import Settings  # noqa: E402
@@ -25,6 +27,7 @@ from bot.engine.model.client import preload  # noqa: E402
 from bot.engine.run.context import ToolContext  # noqa: E402
 from bot.engine.run.tooling import Tool, tool  # noqa: E402
 from bot.gc_freeze import freeze_startup_objects  # noqa: E402
+from tests.fakes.pgbouncer import PgBouncer  # noqa: E402
 
 T = TypeVar("T")
 PG_ADMIN_URL = os.environ.get("YOKEBOT_BENCH_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
@@ -109,8 +112,10 @@ def bench_settings(db_url: str, base_url: str, agents: Path, **overrides: Any) -
 
 
 @asynccontextmanager
-async def bench_app(db_url: str, base_url: str, workdir: Path) -> AsyncIterator[App]:
-    app = await build_app(bench_settings(db_url, base_url, write_bench_agent(workdir)), registry=registry())
+async def bench_app(db_url: str, base_url: str, workdir: Path, direct_url: str | None = None) -> AsyncIterator[App]:
+    """`direct_url`: `db_url` goes through a pooler (YOKEBOT_DATABASE_DIRECT_URL)."""
+    settings = bench_settings(db_url, base_url, write_bench_agent(workdir), database_direct_url=direct_url)
+    app = await build_app(settings, registry=registry())
     await ready(app)
     try:
         yield app
@@ -165,6 +170,21 @@ async def pg_database() -> AsyncIterator[str]:
         yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     finally:
         await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def pgbouncer(mode: Literal["transaction", "session"] = "transaction") -> Iterator[PgBouncer]:
+    """A real PgBouncer (Debian's package) on a free port in front of the benchmark's PostgreSQL."""
+    pooler = PgBouncer(mode, server_port=make_url(PG_ADMIN_URL).port or 5432).start()
+    try:
+        yield pooler
+    finally:
+        pooler.close()
+
+
+def pooled(pooler: PgBouncer, direct_url: str) -> str:
+    """`direct_url`'s database through the pooler."""
+    return pooler.url(direct_url.rsplit("/", 1)[1])
 
 
 # --- measuring --------------------------------------------------------------------------------------------

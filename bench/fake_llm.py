@@ -42,12 +42,26 @@ def make_handler(fake: FakeOpenAI):
     return handler
 
 
+def answer_the_question(fake: FakeOpenAI):
+    """One call per turn: the answer names the question (`answer to: <its text>`), so that who answered what,
+    how often and in which order can be read from the posts (bench/scale_out.py)."""
+    def handler(body: dict[str, Any]) -> Step:
+        fake.requests.clear()
+        last_user = next(m for m in reversed(body["messages"]) if m.get("role") == "user")
+        question = str(last_user.get("content") or "").rsplit("> ", 1)[-1]
+        return Step("reply", content=f"answer to: {question}")
+
+    return handler
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="the scripted OpenAI-compatible server, in its own process")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds of model latency per call")
+    parser.add_argument("--answer-the-question", action="store_true",
+                        help="one call per turn, answered with the question's text (no tools)")
     args = parser.parse_args()
     fake = FakeOpenAI()
-    fake.handler = make_handler(fake)
+    fake.handler = answer_the_question(fake) if args.answer_the_question else make_handler(fake)
     fake.latency = args.latency
     fake.start()
     print(f"READY {fake.base_url}", flush=True)

@@ -6,9 +6,11 @@ The same 3-call, 2-tool turn against the scripted server (own process, zero late
   (a+) the same bare loop on the SDK's aiohttp transport (`http_client=DefaultAioHttpClient()`), which
       yokebot's model client uses: how much of the difference is the transport (b/a+, no target),
   (b) yokebot's AgentService with full auditing on SQLite,
-  (c) the same on PostgreSQL (a fresh database, dropped afterwards).
+  (c) the same on PostgreSQL (a fresh database, dropped afterwards),
+  (d) the same through a real PgBouncer in transaction pooling (its writer and locks on the direct URL, as
+      docs/scale-out.md sets it up).
 The variants run interleaved in rounds so that machine noise hits them alike; the figures that matter are
-the ratios b/a and c/a from the same run. Then a cProfile of (b): where the event loop's time goes."""
+the ratios b/a, c/a and d/c from the same run. Then a cProfile of (b): where the event loop's time goes."""
 
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ import argparse
 import cProfile
 import json
 import pstats
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -36,6 +40,8 @@ from bench._common import (
     median_ms,
     pg_available,
     pg_database,
+    pgbouncer,
+    pooled,
     sqlite_url,
     verdict,
     workdir,
@@ -48,6 +54,7 @@ from bot.app import App
 from bot.engine.service import TurnRequest
 
 TARGET_SQLITE, TARGET_PG = 0.75, 1.0  # the full audit faster than (PostgreSQL: no slower than) the bare loop
+TARGET_POOLED = 1.15  # PostgreSQL through a transaction-pooling PgBouncer against direct (issue 44)
 Turn = Callable[[], Awaitable[str]]
 
 
@@ -206,6 +213,13 @@ async def run(n: int, rounds: int, use_pg: bool, profile_turns: int, top: int) -
                 pg_url = await stack.enter_async_context(pg_database())
                 pg_app = await stack.enter_async_context(bench_app(pg_url, base_url, wd))
                 variants["c"] = YokeTurns(pg_app, "c")
+                if shutil.which("pgbouncer") or Path("/usr/sbin/pgbouncer").exists():
+                    pooler = stack.enter_context(pgbouncer("transaction"))
+                    direct = await stack.enter_async_context(pg_database())
+                    variants["d"] = YokeTurns(await stack.enter_async_context(
+                        bench_app(pooled(pooler, direct), base_url, wd, direct_url=direct)), "d")
+                else:
+                    print("PgBouncer is not installed: variant (d) skipped")
             elif use_pg:
                 print("PostgreSQL is not reachable: variant (c) skipped")
             times = await interleaved(variants, n, rounds)
@@ -221,6 +235,7 @@ def report(times: dict[str, list[float]]) -> dict[str, float]:
         "a+": "the same on the aiohttp transport",
         "b": "yokebot, SQLite, full audit",
         "c": "yokebot, PostgreSQL, full audit",
+        "d": "the same through PgBouncer (transaction)",
     }
     med = {k: median_ms(v) for k, v in times.items()}
     for k, v in med.items():
@@ -231,6 +246,10 @@ def report(times: dict[str, list[float]]) -> dict[str, float]:
     if "c" in med:
         out["c/a"] = med["c"] / med["a"]
         print(f"  c/a = {out['c/a']:.2f}   target <= {TARGET_PG}   {verdict(out['c/a'] <= TARGET_PG)}")
+    if "d" in med:
+        out["d/c"] = med["d"] / med["c"]
+        print(f"  d/c = {out['d/c']:.2f}   target <= {TARGET_POOLED}   {verdict(out['d/c'] <= TARGET_POOLED)}"
+              "   (through PgBouncer against direct, docs/scale-out.md)")
     if "a+" in med:
         out["b/a+"] = med["b"] / med["a+"]
         print(f"  b/a+ = {out['b/a+']:.2f}   (against the bare loop on yokebot's own HTTP transport; no target)")

@@ -149,15 +149,29 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("pg_database")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("direct", id="postgresql", marks=pytest.mark.postgres),
-                        pytest.param("transaction", id="pgbouncer-transaction", marks=pytest.mark.postgres),
-                        pytest.param("session", id="pgbouncer-session", marks=pytest.mark.postgres)])
-def db_url_via_pgbouncer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """`db_url`, and PostgreSQL through PgBouncer too: a module assigns it (`db_url = db_url_via_pgbouncer`)."""
+_SQLITE = "sqlite"
+_PG = pytest.param("direct", id="postgresql", marks=pytest.mark.postgres)
+_TRANSACTION = pytest.param("transaction", id="pgbouncer-transaction", marks=pytest.mark.postgres)
+_SESSION = pytest.param("session", id="pgbouncer-session", marks=pytest.mark.postgres)
+
+
+def _any_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'yokebot.db'}"
         return
     yield from _database(request.param)
+
+
+@pytest.fixture(params=[_SQLITE, _PG, _TRANSACTION, _SESSION])
+def db_url_via_pgbouncer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """`db_url`, and PostgreSQL through PgBouncer too: a module assigns it (`db_url = db_url_via_pgbouncer`)."""
+    yield from _any_database(request, tmp_path)
+
+
+@pytest.fixture(params=[_SQLITE, _PG, _TRANSACTION])
+def db_url_via_transaction_pooling(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """`db_url`, and PostgreSQL through PgBouncer in transaction pooling (for the slower tests)."""
+    yield from _any_database(request, tmp_path)
 
 
 @pytest.fixture

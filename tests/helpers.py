@@ -117,7 +117,7 @@ async def db_rows(url: str, sql: str) -> list[Any]:
 
     from bot.store.db import create_engine
 
-    engine = create_engine(url)
+    engine = create_engine(url, pooled=True)  # through a transaction pooler too (no named statement)
     try:
         async with engine.begin() as conn:
             return list((await conn.execute(text(sql))).all())

@@ -123,6 +123,10 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._lock = threading.Lock()
         self._sockets: list[web.WebSocketResponse] = []
+        # as Slack does with several Socket Mode connections (one app, several instances): each envelope goes over
+        # one of them, in turn; False: over every one (the inbox's claim makes one instance answer it)
+        self.spread = False
+        self._next_socket = 0
         app = web.Application(client_max_size=32 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
@@ -237,6 +241,11 @@ class FakeSlack:
     async def _send_all(self, text: str) -> None:
         if not self._sockets:
             raise RuntimeError("no Socket Mode client is connected")
+        if self.spread:
+            open_now = [ws for ws in self._sockets if not ws.closed]
+            self._next_socket += 1
+            await open_now[self._next_socket % len(open_now)].send_str(text)
+            return
         for ws in self._sockets:
             await ws.send_str(text)
 
@@ -481,13 +490,18 @@ class FakeSlack:
 def serve_stdio() -> None:
     """`python -m tests.fakes.slack_server`: the fake in a process of its own (bench/slack_ack.py), so its CPU
     never counts against the bot. Prints `READY <api_url>`, then answers one JSON line per request line
-    `{"op": "push_burst" | "post_burst" | "count" | "connections", "args": {...}}` until stdin closes."""
+    `{"op": "push_burst" | "post_burst" | "count" | "connections" | ..., "args": {...}}` until stdin closes.
+    `--spread`: each envelope over one Socket Mode connection, in turn (several instances, as Slack does)."""
     fake = FakeSlack().start()
+    fake.spread = "--spread" in sys.argv
     ops: dict[str, Any] = {
         "push_burst": fake.push_burst,
         "post_burst": fake.post_burst,
         "count": lambda method: len(fake.calls_to(method)),
         "connections": lambda: fake.connections,
+        "open_connections": lambda: len(fake._sockets),
+        # the answers posted so far, in order: (thread_ts, text)
+        "answers": lambda: [(c.params.get("thread_ts"), c.params.get("text")) for c in fake.posts()],
     }
     print(f"READY {fake.api_url}", flush=True)
     try:

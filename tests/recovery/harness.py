@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.openai_server import FakeOpenAI, Step
+from tests.fakes.pgbouncer import direct_of
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import free_port, write_agent
 
@@ -39,6 +40,7 @@ def run_env(tmp: Path, db_url: str, slack: FakeSlack, llm: FakeOpenAI, **extra: 
             "YOKEBOT_SCHEDULER_ENABLED": "false", "YOKEBOT_INBOX_LEASE_SECONDS": "2", "YOKEBOT_LOG_LEVEL": "INFO",
             # replies are counted as posted thread messages: no live status message (tests/chat/test_progress_*)
             "YOKEBOT_PROGRESS_LIVE": "false",
+            **({"YOKEBOT_DATABASE_DIRECT_URL": direct} if (direct := direct_of(db_url)) else {}),
             **extra}
 
 

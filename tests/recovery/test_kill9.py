@@ -3,7 +3,8 @@ acknowledged messages were never answered and their turns stayed `running` forev
 message gets exactly one reply: the answer (its turn is run again) or, when a side-effecting tool had
 already run, a plain note that the bot was restarted; nothing is left `running`; a redelivery by Slack is
 not answered twice. On SQLite (the restarted process owns the file, so it takes everything over at once)
-and on PostgreSQL (leases run out; YOKEBOT_INBOX_LEASE_SECONDS=2)."""
+and on PostgreSQL (leases run out; YOKEBOT_INBOX_LEASE_SECONDS=2), direct and through PgBouncer in transaction
+pooling (issue 44)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ class SlowModel:
             return Step("calls", calls=[call("notify", {"message": "disk /var is 99% full"})])
         return Step("reply", content=f"answer: {question.split('> ', 1)[-1]}", delay=delay)
 
+
+
+@pytest.fixture
+def db_url(db_url_via_transaction_pooling: str) -> str:
+    """SQLite, PostgreSQL, and PostgreSQL through PgBouncer in transaction pooling."""
+    return db_url_via_transaction_pooling
 
 
 def replies(slack: FakeSlack, ts: str) -> list[str]:
@@ -110,10 +117,9 @@ def test_kill9_with_turns_in_flight_then_restart_answers_every_acked_message_onc
     assert {n for _, n in history} == {1}
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_a_second_run_on_the_same_sqlite_file_is_refused(tmp_path: Path, db_url: str, fake_slack: FakeSlack,
+def test_a_second_run_on_the_same_sqlite_file_is_refused(tmp_path: Path, sqlite_url: str, fake_slack: FakeSlack,
                                                          fake_llm: FakeOpenAI):
-    env = run_env(tmp_path, db_url, fake_slack, fake_llm)
+    env = run_env(tmp_path, sqlite_url, fake_slack, fake_llm)
     first = Bot(env, tmp_path, "first")
     try:
         wait_until(lambda: fake_slack.connections >= 1, 20, "the first bot", first)

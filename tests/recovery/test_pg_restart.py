@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.chat.slack_harness import OPS, mention
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.fakes.pg_cluster import PgCluster
+from tests.fakes.pgbouncer import PgBouncer, PooledUrl
 from tests.fakes.slack_server import FakeSlack
 from tests.helpers import db_rows, eventually, free_port, write_agent
 
@@ -35,8 +37,22 @@ OUTAGE_SECONDS = 12.0
 MODEL_SECONDS = 1.5
 
 
+@pytest.fixture(params=["direct", pytest.param("transaction", id="pgbouncer-transaction")])
+def cluster_url(cluster: PgCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The private cluster's URL, or one through a PgBouncer in transaction pooling in front of it (with the
+    cluster's own as the direct URL): PgBouncer stays up while the server behind it stops and starts."""
+    if request.param == "direct":
+        yield cluster.url
+        return
+    pooler = PgBouncer("transaction", server_port=cluster.port).start()
+    try:
+        yield PooledUrl(pooler.url(), direct=cluster.url)
+    finally:
+        pooler.close()
+
+
 async def test_a_postgresql_restart_during_a_burst_loses_no_turn_and_apologises_for_none(
-        cluster: PgCluster, fake_slack: FakeSlack, fake_llm: FakeOpenAI, tmp_path: Path,
+        cluster: PgCluster, cluster_url: str, fake_slack: FakeSlack, fake_llm: FakeOpenAI, tmp_path: Path,
         caplog: pytest.LogCaptureFixture):
     agents = tmp_path / "agents"
     write_agent(agents, "ops", "description: ops\ntools: [current_time]")
@@ -46,7 +62,7 @@ async def test_a_postgresql_restart_during_a_burst_loses_no_turn_and_apologises_
         return Step("reply", content=f"answer: {question}", delay=MODEL_SECONDS)
 
     fake_llm.handler = answer
-    settings = make_settings(cluster.url, fake_llm, agents, default_agent="ops", http_port=free_port(),
+    settings = make_settings(cluster_url, fake_llm, agents, default_agent="ops", http_port=free_port(),
                              http_host="127.0.0.1", slack_api_url=fake_slack.api_url, scheduler_enabled=False,
                              slack_bot_token="xoxb-restart-test", slack_app_token="xapp-restart-test")
     assert settings.db_outage_seconds > OUTAGE_SECONDS + 10  # the default: the outage is to be waited out

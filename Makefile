@@ -1,19 +1,29 @@
-# Every target bootstraps .venv itself: `make chat` and `make test` work on a fresh clone.
+# Every target bootstraps .venv itself: `make chat` and `make test` work on a fresh clone. Running yokebot installs
+# only what it runs on (`pip install -e .`); the tests and the linters add the dev tools (`.[dev]`) on first use.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEV    := $(VENV)/.installed-dev
+PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
 
-.PHONY: install chat run test test-fast lint bench lock clean
+.PHONY: install install-dev chat demo run test test-fast lint bench lock clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "yokebot needs Python 3.11 or newer"'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(PIP) --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e .
 	@touch $(STAMP)
 
-install: $(STAMP)
+$(DEV): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[dev]'
+	@touch $(DEV) $(STAMP)
+
+install: $(STAMP)       ## what running yokebot needs
+install-dev: $(DEV)     ## and the tests, linters and benchmarks
 
 chat: $(STAMP)          ## talk to the default agent in the terminal (SQLite in ./yokebot.db)
 	$(BIN)/yokebot chat
@@ -28,23 +38,23 @@ TEST_WORKERS ?= 4
 
 # Many tests start yokebot as a subprocess; with PYTHONDONTWRITEBYTECODE set (as in many containers) each
 # one compiled bot/ again (~0.1 s of CPU each). Compiled once here, they read the cached bytecode.
-test: $(STAMP)          ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)
+test: $(DEV)            ## the whole suite, in parallel (PostgreSQL tests skip when no server is reachable)
 	@$(BIN)/python -m compileall -q bot >/dev/null
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=10
 
-test-fast: $(STAMP)     ## everything but the slow tests (real yokebot processes) and PostgreSQL (575 of ~730)
+test-fast: $(DEV)       ## everything but the slow tests (real yokebot processes) and PostgreSQL (575 of ~730)
 	@$(BIN)/python -m compileall -q bot >/dev/null
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not postgres"
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check bot tests $(wildcard bench)
 	$(BIN)/pyright
 	$(BIN)/lint-imports
 
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python -m bench $(ARGS)
 
-lock: $(STAMP)          ## re-pin requirements.lock (the container's dependencies) from pyproject.toml
+lock: $(DEV)            ## re-pin requirements.lock (the container's dependencies) from pyproject.toml
 	$(BIN)/pip install --quiet --dry-run --ignore-installed --report .lock.json '.[tokenizer,otel]'
 	$(BIN)/python -c 'import json; r = json.load(open(".lock.json")); pins = sorted((i["metadata"]["name"].lower(), i["metadata"]["version"]) for i in r["install"] if i["metadata"]["name"].lower() != "yokebot"); open("requirements.lock", "w").write("# Runtime dependencies of yokebot, pinned for the container image (Python 3.11, Linux).\n# Regenerate after changing pyproject.toml: make lock\n" + "".join(f"{n}=={v}\n" for n, v in pins))'
 	rm -f .lock.json

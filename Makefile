@@ -6,6 +6,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
 PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
+# a plain .pth path to the checkout: setuptools's default import hook warns about folders named like the package
+EDITABLE := --config-settings editable_mode=compat
 
 .PHONY: install install-dev chat demo run test test-fast lint bench lock clean
 
@@ -15,11 +17,11 @@ $(BIN)/python:
 	$(PIP) --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) -e .
+	$(PIP) -e . $(EDITABLE)
 	@touch $(STAMP)
 
 $(DEV): pyproject.toml | $(BIN)/python
-	$(PIP) -e '.[dev]'
+	$(PIP) -e '.[dev]' $(EDITABLE)
 	@touch $(DEV) $(STAMP)
 
 install: $(STAMP)       ## what running yokebot needs

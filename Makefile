@@ -5,9 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
-PIP    := $(BIN)/pip install --quiet --disable-pip-version-check
-# a plain .pth path to the checkout: setuptools's default import hook warns about folders named like the package
-EDITABLE := --config-settings editable_mode=compat
+# -qq: errors only (setuptools's notes about editable installs are not for the user of `make chat`)
+PIP    := $(BIN)/pip install -qq --disable-pip-version-check
 
 .PHONY: install install-dev chat demo run test test-fast lint bench lock clean
 
@@ -17,11 +16,11 @@ $(BIN)/python:
 	$(PIP) --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) -e . $(EDITABLE)
+	$(PIP) -e .
 	@touch $(STAMP)
 
 $(DEV): pyproject.toml | $(BIN)/python
-	$(PIP) -e '.[dev]' $(EDITABLE)
+	$(PIP) -e '.[dev]'
 	@touch $(DEV) $(STAMP)
 
 install: $(STAMP)       ## what running yokebot needs
@@ -29,6 +28,9 @@ install-dev: $(DEV)     ## and the tests, linters and benchmarks
 
 chat: $(STAMP)          ## talk to the default agent in the terminal (SQLite in ./yokebot.db)
 	$(BIN)/yokebot chat
+
+demo: $(STAMP)          ## the chat on a demo agent that reads a bundled sample nginx log (any machine)
+	$(BIN)/yokebot demo
 
 run: $(STAMP)           ## start adapters, scheduler and HTTP server
 	$(BIN)/yokebot run

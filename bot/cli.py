@@ -14,6 +14,7 @@ import typer
 from bot.commands.agents import agents_app
 from bot.commands.alerts import alerts_app
 from bot.commands.db import db_app
+from bot.commands.demo import demo_app
 from bot.commands.doctor import doctor_app
 from bot.commands.eval import eval_app
 from bot.commands.observe import observe_app, sessions_app
@@ -29,6 +30,7 @@ __all__ = ["COMMANDS", "app", "main", "run_async", "settings_or_exit", "setup_lo
 # (name, commands), in the order `yokebot --help` lists them
 COMMANDS: tuple[tuple[str | None, typer.Typer], ...] = (
     (None, terminal_app),  # chat, ask: bot/commands/terminal.py
+    (None, demo_app),  # demo: bot/commands/demo.py
     (None, serve_app),  # run: bot/commands/serve.py
     (None, doctor_app),  # doctor: bot/commands/doctor.py
     (None, observe_app),  # trace, usage: bot/commands/observe.py

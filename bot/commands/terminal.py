@@ -30,6 +30,12 @@ def chat(
     new: Annotated[bool, typer.Option("--new", help="Start a fresh conversation instead of continuing.")] = False,
 ) -> None:
     """Talk to an agent in the terminal. The conversation continues across restarts (same session)."""
+    settings = settings_or_exit()
+    run_chat(settings, agent or settings.default_agent, new)
+
+
+def run_chat(settings: Settings, name: str, new: bool = False) -> None:
+    """The terminal conversation with agent `name` (`yokebot chat`, and `yokebot demo` on its demo agent)."""
     from bot.app import build_app, posting
     from bot.chat.console.adapter import ConsoleAdapter, TerminalAlerts
     from bot.chat.console.approvals import ConsoleApprover
@@ -37,13 +43,11 @@ def chat(
     from bot.engine.model import preload
     from bot.tools.isolation import not_dumpable
 
-    settings = settings_or_exit()
     not_dumpable()  # same-user processes (an MCP server, a shell command) cannot read our /proc entries
-    agent_or_exit(settings, agent or settings.default_agent)
+    agent_or_exit(settings, name)
     log_stream = chat_log(settings)
 
     async def main() -> int | None:
-        name = agent or settings.default_agent
         # only this agent's MCP servers start; notify shows here the alerts no adapter of this process can post
         bot = await build_app(settings, metrics=False, mcp_for={name}, fallback=TerminalAlerts(out, hints()))
         try:

@@ -44,6 +44,21 @@ def test_no_platform_name_outside_the_platform_packages_and_the_registry():
     assert found == LEFT, f"a platform named outside bot/chat/<platform>/ and the registry: {found}"
 
 
+def test_no_platform_setting_is_read_outside_the_platform_packages_and_the_registry():
+    """`settings.slack_bot_token is None and settings.discord_bot_token is None` in shared code left a third
+    platform out (yokebot run warned that no platform was configured while Teams was): ask the registry."""
+    found: dict[str, list[int]] = {}
+    for path in sorted(BOT.rglob("*.py")):
+        rel = path.relative_to(BOT).as_posix()
+        if rel.startswith(ALLOWED) or rel == "config.py":
+            continue
+        lines = [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.Attribute) and any(node.attr.startswith(f"{n}_") for n in names())]
+        if lines:
+            found[rel] = lines
+    assert found == {}, f"a platform's settings read outside its package and the registry: {found}"
+
+
 def test_every_platform_package_has_the_same_plug():
     """The same module names and the same roles in each package (STYLE 23): a reader who knows one knows both."""
     modules = {name: {p.name for p in (BOT / "chat" / name).glob("*.py")} for name in names()}

@@ -73,13 +73,15 @@ async def test_a_personal_chat_and_a_group_chat_are_one_session_each(
 
 
 @pytest.mark.parametrize("forgery", ["no header", "another key", "expired", "wrong audience", "wrong issuer",
-                                     "unknown kid", "serviceurl not signed", "not a jwt"])
+                                     "unknown kid", "serviceurl not signed", "not a jwt", "key not for teams"])
 async def test_a_request_without_a_valid_token_is_a_401_and_stores_nothing(
         sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_teams: FakeTeams, forgery: str):
     app = await teams_app(sqlite_url, fake_llm, agents_dir, fake_teams)
     try:
         async with teams_bot(app) as (_, endpoint):
             activity = fake_teams.activity("delete everything", kind="personal")
+            if forgery == "key not for teams":  # a token for Web Chat (or another channel) replayed as Teams'
+                activity["channelId"] = "webchat"
             token: str | None = {
                 "no header": None,
                 "another key": fake_teams.token(activity, key=fake_teams.forged_key()),
@@ -89,7 +91,7 @@ async def test_a_request_without_a_valid_token_is_a_401_and_stores_nothing(
                 "unknown kid": fake_teams.token(activity, key=fake_teams.forged_key(), kid="evil"),
                 "serviceurl not signed": fake_teams.token(activity, serviceurl="https://other.example/"),
                 "not a jwt": "abc.def.ghi",
-            }[forgery]
+            }.get(forgery, "")
             assert await fake_teams.deliver(endpoint, activity, token=token) == 401
         assert await rows(app, "SELECT id FROM inbox") == []
         assert await rows(app, "SELECT id FROM sessions") == []

@@ -42,7 +42,8 @@ class InboundAuth:
         self.metadata_url, self.app_id, self.http = settings.teams_openid_metadata_url, settings.teams_app_id, http
         self.issuer: str | None = None
         self.keys: dict[str, dict[str, Any]] = {}
-        self.fetched = 0.0
+        self.fetched = 0.0  # when the keys were last read
+        self.tried = 0.0  # when they were last asked for (a failed read is not retried per request either)
         self._lock = asyncio.Lock()
 
     async def refresh(self) -> int:
@@ -60,8 +61,10 @@ class InboundAuth:
 
     async def _key(self, kid: str) -> dict[str, Any] | None:
         async with self._lock:
-            age = time.monotonic() - self.fetched
-            if not self.fetched or age > KEYS_FOR_SECONDS or (kid not in self.keys and age > REFETCH_AFTER_SECONDS):
+            now = time.monotonic()
+            stale = not self.fetched or now - self.fetched > KEYS_FOR_SECONDS or kid not in self.keys
+            if stale and (not self.tried or now - self.tried > REFETCH_AFTER_SECONDS):
+                self.tried = now
                 try:
                     await self.refresh()
                 except (aiohttp.ClientError, TimeoutError, KeyError, ValueError) as exc:

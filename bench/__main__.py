@@ -16,6 +16,7 @@ from bench import (
     prompt_scale,
     slack_ack,
     startup_cli,
+    teams_ack,
 )
 
 
@@ -36,6 +37,7 @@ def main() -> None:
     startup_cli.main(flags)
     progress.main(flags)
     mcp_ask.main(flags)
+    teams_ack.main(["--quick"] if args.quick else [])
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
 
 

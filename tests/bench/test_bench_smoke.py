@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from bench import context, overhead, progress, slack_ack
+from bench import context, overhead, progress, slack_ack, teams_ack
 
 
 def test_overhead_benchmark_runs_in_quick_mode(capsys):
@@ -24,6 +24,13 @@ def test_slack_ack_benchmark_runs_in_quick_mode(capsys):
     assert all(0 < r["p50"] <= r["p99"] <= r["max"] for r in result.values())
     assert out.count("ack p50") == 3 and "all 20 answered, once each" in out
     assert time.perf_counter() - started < 30
+
+
+def test_teams_ack_benchmark_runs_in_quick_mode(capsys):
+    result = teams_ack.main(["--quick"])  # raises if an activity is refused, not answered, or answered twice
+    out = capsys.readouterr().out
+    assert set(result) == {"floor", "auth", "yokebot"} and "answered: 20 of 20, each once: PASS" in out
+    assert all(0 < r["p50_ms"] <= r["p99_ms"] for r in result.values())
 
 
 def test_context_benchmark_runs_in_quick_mode(capsys):

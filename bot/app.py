@@ -25,7 +25,8 @@ from bot.chat.platforms import names as platform_names
 from bot.config import Settings
 from bot.engine.context import AttachmentLimits, PromptBuilder, family_window, learn_windows
 from bot.engine.errors import ConfigError, ProfileError, UnknownAgent
-from bot.engine.model import ChatModel, OpenAIChatModel, RetryingModel, RetryPolicy
+from bot.engine.model import ChatModel, Embeddings, OpenAIChatModel, RetryingModel, RetryPolicy
+from bot.engine.ports import Embedder
 from bot.engine.run import (
     CompositeHooks,
     PlanExecutor,
@@ -206,8 +207,9 @@ async def _engines(settings: Settings, *, runs_turns: bool) -> tuple[AsyncEngine
     return create_engine(url, pooled=pooling != "direct", server_pids=pooling == "session"), None
 
 
-async def open_store(settings: Settings, *, migrate: bool = True,
-                     runs_turns: bool = False) -> tuple[AsyncEngine, SqlStore]:
+async def open_store(settings: Settings, *, migrate: bool = True, runs_turns: bool = False,
+                     embedder: Embedder | None = None) -> tuple[AsyncEngine, SqlStore]:
+    """The database, migrated, and the store over it (`embedder`: the memories' vectors; `embedder(...)`)."""
     try:
         engine, direct = await _engines(settings, runs_turns=runs_turns)
     except (OSError, SQLAlchemyError) as exc:
@@ -226,7 +228,13 @@ async def open_store(settings: Settings, *, migrate: bool = True,
             if direct is not None:
                 await direct.dispose()
             raise _cannot_open(settings, exc) from None
-    return engine, SqlStore(engine, outage_seconds=settings.db_outage_seconds, direct=direct)
+    return engine, SqlStore(engine, outage_seconds=settings.db_outage_seconds, direct=direct, embedder=embedder)
+
+
+def embedder(settings: Settings, model: ChatModel) -> Embedder | None:
+    """The memories' embeddings from the model endpoint's `/v1/embeddings` (YOKEBOT_EMBEDDING_MODEL; unset: the
+    memories are ranked by keywords alone)."""
+    return Embeddings(model, settings.embedding_model) if settings.embedding_model else None
 
 
 def _cannot_open(settings: Settings, exc: BaseException) -> ConfigError:
@@ -276,12 +284,14 @@ async def build_app(
     tracing = _tracing(settings, redact, prometheus)
     if mcp is not None:
         redact_also(mcp.secret_values())  # the log redacts the servers' ${VAR} values too
-    engine, store = await open_store(settings, runs_turns=True)
+    ours: OpenAIChatModel | None = None
     if model is None:
-        model = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,
-                                timeout=settings.model_timeout_seconds, stream=settings.model_stream,
-                                headers=tracing.model_headers if tracing else None)
-        await _learn_windows(settings, profiles, model)
+        model = ours = OpenAIChatModel(api_key=settings.api_key(), base_url=settings.openai_base_url,
+                                       timeout=settings.model_timeout_seconds, stream=settings.model_stream,
+                                       headers=tracing.model_headers if tracing else None)
+    engine, store = await open_store(settings, runs_turns=True, embedder=embedder(settings, model))
+    if ours is not None:
+        await _learn_windows(settings, profiles, ours)
     retrying = RetryingModel(model, RetryPolicy(settings.model_max_attempts, settings.model_retry_base_seconds,
                                                 settings.model_retry_max_wait_seconds))
     executor = ToolExecutor(

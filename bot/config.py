@@ -103,6 +103,8 @@ class Settings(BaseSettings):
     model_retry_max_wait_seconds: float = 20.0
     model_timeout_seconds: float = 60.0
     model_stream: bool = False
+    # the endpoint's embeddings model for memory recall (docs/knowledge.md); unset: memories ranked by keywords
+    embedding_model: str | None = None
     progress_live: bool = True  # a status message and the answer as it is written (Slack, Discord)
     progress_steps: ProgressMode = "compact"  # tool steps shown in chat while working
     progress_interval_seconds: float = 1.0  # the least time between two progress edits of one reply

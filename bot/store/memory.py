@@ -60,6 +60,9 @@ _TYPES: dict[str, Any] = {"id": BigInteger, "created_at": DateTime(timezone=True
                           "embedding_model": String, "score": Float, "recent": Integer}
 _SCOPE = {"channel": " AND (m.channel IS NULL OR m.channel = :channel)", "shared": " AND m.channel IS NULL",
           "any": ""}
+_VECTOR = (update(MEM).where(MEM.c.id == bindparam("b_id"))
+           .values(embedding=bindparam("b_vector"), embedding_model=bindparam("b_model")))
+BACKFILL = 32  # facts without a vector (stored before embeddings were on, or while they failed) embedded at once
 _COUNT = (update(MEM).where(MEM.c.id == bindparam("b_id"))
           .values(recalls=MEM.c.recalls + bindparam("b_n", type_=Integer), last_recalled_at=bindparam("b_at")))
 
@@ -121,6 +124,21 @@ class SqlMemory:
         self._locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
         self._counts: dict[int, tuple[int, datetime]] = {}  # recalled, not yet written: id -> (times, last)
         self._counted = time.monotonic()
+        self._filling: set[int] = set()  # facts whose vectors are being made
+        self._backfills: set[asyncio.Task[None]] = set()
+
+    async def settled(self) -> None:
+        """Return once the vectors being made in the background are queued for writing."""
+        if self._backfills:
+            await asyncio.wait(list(self._backfills))
+
+    async def close(self) -> None:
+        """Queue the recall counts; stop the vectors still being made (the next recall makes them again)."""
+        self.write_counts()
+        for task in list(self._backfills):
+            task.cancel()
+        if self._backfills:
+            await asyncio.wait(list(self._backfills))
 
     # --- recall -------------------------------------------------------------------------------------------
     async def recall(self, agent: str, channel: str | None, query: str, limit: int) -> list[MemoryItem]:
@@ -174,7 +192,30 @@ class SqlMemory:
                 embedding.cancel()
             raise
         vectors = await embedding if embedding is not None else None
+        if vectors:
+            self._backfill([c.item for c in candidates if c.vector is None])
         return self._rank(candidates, pack(vectors[0]) if vectors else None, limit)
+
+    def _backfill(self, items: list[MemoryItem]) -> None:
+        """Make the vectors these candidates lack, in the background (this recall ranks them by keywords)."""
+        todo = list({i.id: i for i in items if i.id not in self._filling}.values())[:BACKFILL]
+        if not todo or self.embedder is None:
+            return
+        embedder = self.embedder
+        self._filling.update(i.id for i in todo)
+
+        async def fill() -> None:
+            try:
+                vectors = await embedder.embed([i.content for i in todo])
+                for item, vector in zip(todo, vectors or [], strict=False):
+                    self.store.writes.put(_VECTOR, {"b_id": item.id, "b_vector": pack(vector),
+                                                    "b_model": embedder.model})
+            finally:
+                self._filling.difference_update(i.id for i in todo)
+
+        task = asyncio.get_running_loop().create_task(fill())
+        self._backfills.add(task)
+        task.add_done_callback(self._backfills.discard)
 
     async def _candidates(self, agent: str, where: Where, channel: str | None, words: list[str], n: int
                           ) -> list[_Candidate]:

@@ -291,7 +291,7 @@ class SqlStore:
         await self.writes.flush(turn_id)
 
     async def close(self) -> None:
-        self.memory.write_counts()
+        await self.memory.close()
         await self.writes.close()
         if self.direct is not self.engine:  # its own: made for this store (bot/app.py `open_store`)
             await self.direct.dispose()

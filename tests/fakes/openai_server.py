@@ -8,14 +8,21 @@ vLLM, llama.cpp, Ollama and LiteLLM, which differ from OpenAI's.
 `enforce_window(n, flavour)` makes it count every prompt with its own tokenizer (not yokebot's: about
 one token per 4 characters plus 4 per message and 8 per tool call, as chat templates add) and refuse one
 over the window the way that server does: HTTP 400 with the body OpenAI, vLLM, llama.cpp, Ollama or
-LiteLLM sends. Usage then reports the real count, as those servers do."""
+LiteLLM sends. Usage then reports the real count, as those servers do.
+
+`POST /v1/embeddings` answers deterministic vectors (`embedding`: a hashed bag of the words' letter
+trigrams, so texts sharing words or word parts are near, `postgres` and `postgresql` too); its requests go to
+`embedding_requests`; `embeddings_status` set to an HTTP status makes it fail that way (404: a server
+without embeddings)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import itertools
 import json
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -84,6 +91,20 @@ class Step:
     release: threading.Event | None = None  # answer only once the test sets it (a model as slow as the test needs)
 
 
+EMBEDDING_DIMS = 256
+
+
+def embedding(text: str) -> list[float]:
+    """A hashed bag of the letter trigrams of the text's words (with their edges), counted, not normalised."""
+    vector = [0.0] * EMBEDDING_DIMS
+    for word in re.findall(r"[^\W_]+", text.lower()):
+        padded = f"<{word}>"
+        for i in range(len(padded) - 2):
+            digest = hashlib.blake2b(padded[i:i + 3].encode(), digest_size=4).digest()
+            vector[int.from_bytes(digest, "little") % EMBEDDING_DIMS] += 1.0
+    return vector
+
+
 def call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments)
     return {"id": call_id or f"call_{next(_ids)}", "type": "function", "function": {"name": name, "arguments": args}}
@@ -101,10 +122,13 @@ class FakeOpenAI:
         self.prompt_tokens: list[int] = []  # the server's count of every prompt it was sent
         self.refused = 0  # prompts refused as over the window
         self.models: list[str] | None = None  # GET /v1/models lists these; None: the route answers 404
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embeddings_status: int | None = None  # an HTTP status: /v1/embeddings fails with it
         self._lock = threading.Lock()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self.server = LoopbackServer(app)
 
     # --- scripting ------------------------------------------------------------------------------------
@@ -173,6 +197,20 @@ class FakeOpenAI:
         elif self.window is not None and self.flavour == "llamacpp":
             entry["meta"] = {"vocab_type": 2, "n_vocab": 128256, "n_ctx_train": self.window, "n_embd": 4096}
         return entry
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        with self._lock:
+            self.embedding_requests.append(body)
+        if self.embeddings_status is not None:
+            error = {"message": "embeddings are not served here", "type": "error", "code": None, "param": None}
+            return web.json_response({"error": error}, status=self.embeddings_status)
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        return web.json_response({
+            "object": "list", "model": body["model"],
+            "data": [{"object": "embedding", "index": i, "embedding": embedding(t)} for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": sum(len(t) // 4 for t in texts), "total_tokens": sum(len(t) // 4 for t in texts)},
+        })
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

@@ -1,16 +1,18 @@
 """The model over the wire: the client (the one module that imports openai), the wire shapes,
-retries, context-overflow recognition and pacing.
+retries, context-overflow recognition, pacing and the memories' embeddings.
 
 This is the room's face: code outside the engine imports these names from here, never a
 module inside the room."""
 
 from bot.engine.model.client import OpenAIChatModel, preload
+from bot.engine.model.embeddings import Embeddings
 from bot.engine.model.retrying import RetryingModel, RetryPolicy
 from bot.engine.model.windows import reported_windows, window_of
 from bot.engine.model.wire import ChatModel, ModelAttempt, response_dict
 
 __all__ = [
     "ChatModel",
+    "Embeddings",
     "ModelAttempt",
     "OpenAIChatModel",
     "RetryPolicy",

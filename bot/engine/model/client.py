@@ -30,7 +30,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -404,6 +404,22 @@ class OpenAIChatModel(ChatModel):
             raise
         except Exception as exc:
             raise classify(exc, request.model) from exc
+
+    async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        """`POST /embeddings` through the same client (auth, base URL, errors); one vector per text, in order."""
+        if self._client is None:
+            await asyncio.wrap_future(preload())
+        try:
+            body = await self.client.post("/embeddings", cast_to=object, body={"model": model, "input": list(texts)},
+                                          options=self._request_options())
+        except Exception as exc:
+            raise classify(exc, model) from exc
+        data = sorted(_list(_dict(body).get("data")), key=lambda d: _count(_dict(d).get("index")))
+        vectors = [[float(x) for x in _list(_dict(d).get("embedding"))] for d in data]
+        if len(vectors) != len(texts) or not all(vectors):
+            raise ModelError(f"the embeddings endpoint answered {len(vectors)} vectors for {len(texts)} texts",
+                             detail=json.dumps(body)[:500])
+        return vectors
 
     async def close(self) -> None:
         if self._client is not None:

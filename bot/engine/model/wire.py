@@ -4,7 +4,7 @@ and the OpenAI chat wire format (what is sent, and what the audit records as sen
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
@@ -53,6 +53,11 @@ class ChatModel(Protocol):
         """Release what the model holds (an HTTP client); by default nothing (as openai-agents' `Model.close`).
         A model that holds nothing inherits this by naming `ChatModel` as its base."""
         return None
+
+    async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text from the endpoint's embeddings model `model`; by default the model has none
+        (ModelError: the memories fall back to keywords, bot/engine/model/embeddings.py)."""
+        raise ModelError("this model client has no embeddings endpoint")
 
 
 OnDelta = Callable[[str], Awaitable[None]]

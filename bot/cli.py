@@ -17,6 +17,7 @@ from bot.commands.db import db_app
 from bot.commands.demo import demo_app
 from bot.commands.doctor import doctor_app
 from bot.commands.eval import eval_app
+from bot.commands.memory import memory_app
 from bot.commands.observe import observe_app, sessions_app
 from bot.commands.runbooks import runbooks_app
 from bot.commands.schedule import schedule_app
@@ -41,6 +42,7 @@ COMMANDS: tuple[tuple[str | None, typer.Typer], ...] = (
     ("mcp", mcp_app),  # bot/mcp/cli.py
     ("alerts", alerts_app),  # bot/commands/alerts.py
     ("runbooks", runbooks_app),  # bot/commands/runbooks.py
+    ("memory", memory_app),  # bot/commands/memory.py
     ("sessions", sessions_app),  # bot/commands/observe.py
 )
 

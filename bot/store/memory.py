@@ -334,6 +334,13 @@ class SqlMemory:
         self._changes[agent] = self._changes.get(agent, 0) + 1
 
     # --- listing (the CLI) --------------------------------------------------------------------------------
+    async def get(self, memory_id: int) -> MemoryItem | None:
+        t = MEM
+        rows = await self.store.rows(select(t.c.id, t.c.agent, t.c.channel, t.c.content, t.c.created_at)
+                                     .where(t.c.id == memory_id), {})
+        return MemoryItem(rows[0].id, rows[0].agent, rows[0].channel, rows[0].content, rows[0].created_at) if rows \
+            else None
+
     async def newest(self, agent: str | None, channel: str | None, limit: int) -> list[MemoryItem]:
         """The newest facts, of one agent (None: every agent's) and one channel (None: every channel)."""
         t = MEM

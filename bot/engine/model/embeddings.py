@@ -9,6 +9,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from bot.engine.model.client import preload
 from bot.engine.model.wire import ChatModel
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ class Embeddings:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]] | None:
         try:
+            await asyncio.wrap_future(preload())  # the SDK's import (once, in a thread) is not the endpoint's time
             vectors = await asyncio.wait_for(self.client.embed(self._model, texts), self.timeout)
         except Exception as exc:  # whatever it was, the memories go on by keywords
             if not self._failing:

@@ -118,9 +118,9 @@ def _sockets(pid: int) -> set[str]:
         return set()
 
 
-def _tcp_peers(pid: int) -> list[int]:
-    """The remote ports of the established TCP connections of a process."""
-    inodes, ports = _sockets(pid), []
+def _established(pid: int) -> list[tuple[int, int]]:
+    """(local port, remote port) of each established TCP connection of a process."""
+    inodes, out = _sockets(pid), []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -129,15 +129,15 @@ def _tcp_peers(pid: int) -> list[int]:
         for line in lines:
             fields = line.split()
             if fields[3] == "01" and fields[9] in inodes:  # ESTABLISHED
-                ports.append(int(fields[2].rsplit(":", 1)[1], 16))
-    return ports
+                out.append((int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)))
+    return out
 
 
 def sample(instances: list[Instance], pg_port: int, pooler_port: int | None) -> None:
     for inst in instances:
         if inst.proc.poll() is not None:
             continue
-        peers = _tcp_peers(inst.proc.pid)
+        peers = [remote for _local, remote in _established(inst.proc.pid)]
         inst.most["postgresql"] = max(inst.most["postgresql"], peers.count(pg_port))
         if pooler_port is not None:
             inst.most["pgbouncer"] = max(inst.most["pgbouncer"], peers.count(pooler_port))
@@ -202,7 +202,7 @@ async def pooler_server_connections(pooler: PgBouncer | None, direct_url: str) -
 
     conn = await asyncpg.connect(PG_ADMIN_URL.replace("postgresql+asyncpg", "postgresql"), timeout=5)
     try:
-        ports = {port for pid in _pids_of(pooler) for port in _local_ports(pid)}
+        ports = {local for pid in _pids_of(pooler) for local, _remote in _established(pid)}
         rows = await conn.fetch("SELECT client_port FROM pg_stat_activity WHERE datname = $1",
                                 direct_url.rsplit("/", 1)[1])
         return sum(1 for r in rows if r["client_port"] in ports)
@@ -216,20 +216,6 @@ def _pids_of(pooler: PgBouncer) -> list[int]:
         return [int(pidfile.read_text().strip())]
     except (OSError, ValueError):
         return []
-
-
-def _local_ports(pid: int) -> set[int]:
-    inodes, ports = _sockets(pid), set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if fields[3] == "01" and fields[9] in inodes:
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 async def variant(n: int, llm_url: str, wd: Path, args: argparse.Namespace, pooler: PgBouncer | None,

@@ -46,7 +46,12 @@ A = cast(Table, ApprovalRow.__table__)
 
 _START = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
 _FINISH = update(INBOX).where(INBOX.c.id == bindparam("b_id"))
-_RENEW = (update(INBOX).where(INBOX.c.lease_owner == bindparam("b_owner"), INBOX.c.state.in_(OPEN_STATES))
+# The rows the writer is updating at this moment are skipped, not waited for (renewed at the next beat, a third
+# of a lease later): the writer's batch and this UPDATE lock many of the same rows, in orders of their own, and a
+# burst of a thousand events had PostgreSQL end one of them as a deadlock (bench/scale_out.py).
+_RENEW = (update(INBOX).where(INBOX.c.id.in_(
+              select(INBOX.c.id).where(INBOX.c.lease_owner == bindparam("b_owner"), INBOX.c.state.in_(OPEN_STATES))
+              .with_for_update(skip_locked=True)))
           .values(lease_until=bindparam("b_until")))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from sqlalchemy import text
+
 from bot.records.inbox import NewEvent
 from bot.store.inbox import SqlInbox
 from bot.store.repositories import SqlStore
@@ -75,3 +77,23 @@ async def test_a_renewed_lease_is_not_taken_over(store: SqlStore):
         await alive.stop_heartbeat()
     await asyncio.sleep(0.4)
     assert len(await SqlInbox(store).take_over()) == 1
+
+
+async def test_a_renewal_does_not_wait_for_a_row_another_transaction_holds(store: SqlStore):
+    """The writer's batch and the renewal both lock many of an instance's rows: a renewal that waited for the
+    batch's rows (in an order of its own) ended in PostgreSQL's "deadlock detected" in a burst of a thousand
+    events. Now it renews the rows it can lock at once and leaves the held one to the next beat."""
+    inbox = SqlInbox(store, lease_seconds=30)
+    held, free = await inbox.claim(event(1)), await inbox.claim(event(2))
+    assert held is not None and free is not None
+    if store.engine.dialect.name != "postgresql":
+        return  # SQLite: one writer at a time, no row locks
+    leases = "SELECT id, lease_until FROM inbox ORDER BY id"
+    before = dict(await store.rows(text(leases), {}))
+    async with store.direct.connect() as conn:  # as the writer's batch does, in the middle of its transaction
+        await conn.execute(text("SELECT 1 FROM inbox WHERE id = :id FOR UPDATE"), {"id": held.id})
+        async with asyncio.timeout(5):  # before: waited for the lock as long as that transaction lasted
+            await inbox.renew()
+        await conn.rollback()
+    after = dict(await store.rows(text(leases), {}))
+    assert after[held.id] == before[held.id] and after[free.id] > before[free.id]

@@ -147,3 +147,20 @@ async def test_every_outgoing_text_is_defused(sqlite_url: str, fake_llm: FakeOpe
         assert not any(s.activity.get("entities") for s in fake_teams.sent + fake_teams.updates)
     finally:
         await app.close()
+
+
+async def test_a_body_that_is_too_big_or_not_an_activity_is_refused_after_the_token(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_teams: FakeTeams):
+    import aiohttp
+
+    app = await teams_app(sqlite_url, fake_llm, agents_dir, fake_teams)
+    try:
+        async with teams_bot(app) as (_, endpoint):
+            activity = fake_teams.activity("x" * 300_000, kind="personal")  # over 256 KB, validly signed
+            assert await fake_teams.deliver(endpoint, activity) == 413
+            headers = {"Authorization": f"Bearer {fake_teams.token(activity)}"}
+            async with aiohttp.ClientSession() as http, http.post(endpoint, data=b"[1, 2", headers=headers) as resp:
+                assert resp.status == 400
+        assert await rows(app, "SELECT id FROM inbox") == [] and fake_llm.requests == []
+    finally:
+        await app.close()

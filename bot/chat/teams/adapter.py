@@ -141,7 +141,10 @@ class TeamsAdapter:
         if (request.content_length or 0) > MAX_BODY_BYTES:
             return _status(413)
         try:
-            activity = json.loads(await request.content.read(MAX_BODY_BYTES + 1))
+            body = await request.read()  # whole (aiohttp caps it at client_max_size); a partial read is not JSON
+            if len(body) > MAX_BODY_BYTES:
+                return _status(413)
+            activity = json.loads(body)
         except ValueError:
             return _status(400, "the body is not a JSON activity")
         if not isinstance(activity, dict):

@@ -291,7 +291,16 @@ class SpanHooks(TurnHooks):
         return attributes
 
     def _open(self, run: RunContext, attributes: dict[str, Any]) -> None:
-        """The turn's root span; its trace id comes from the turn id, so a resumed turn's span joins it."""
+        """The turn's root span; its trace id comes from the turn id, so a resumed turn's span joins it. A
+        sub-agent's turn (docs/delegation.md) is a child of its parent's `execute_tool delegate` span: one trace."""
+        d = run.delegation
+        if d is not None and d.parent_turn is not None:
+            attributes["yokebot.parent_turn.id"] = d.parent_turn
+            parent = self.turns.get(d.parent_turn)
+            call = parent.tools.get(d.parent_call or "") if parent is not None else None
+            if call is not None:
+                self.turns[run.turn_id] = _Turn(self._start(f"invoke_agent {run.agent}", call, attributes))
+                return
         root = self._start(f"invoke_agent {run.agent}", None, attributes, trace_id=trace_id_for(run.turn_id))
         self.turns[run.turn_id] = _Turn(root)
 

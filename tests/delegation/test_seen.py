@@ -98,3 +98,37 @@ async def test_three_sub_agents_at_300_ms_each_run_at_the_same_time(tree_bot: Ap
     took = time.monotonic() - started
     assert result.answer == "done" and [r.content for r in result.tool_calls] == ["40 rps"] * 3
     assert took < 0.9 + 0.6, took  # one after another would be 0.9 s of model time alone
+
+
+async def test_otel_exports_the_sub_agents_invoke_agent_span_under_the_parents_delegate_span(
+        tmp_path: Path, fake_llm: FakeOpenAI, tree_dirs: tuple[Path, Path]):
+    from bot.app import build_app
+    from tests.conftest import make_settings, rows
+    from tests.fakes.otlp_server import FakeOtlp
+    from tests.helpers import registry
+
+    otlp = FakeOtlp().start()
+    try:
+        settings = make_settings(f"sqlite+aiosqlite:///{tmp_path / 'otel.db'}", fake_llm, tree_dirs[0],
+                                 otel_endpoint=otlp.endpoint)
+        app = await build_app(settings, registry=registry())
+        fake_llm.calls(d("metrics", "rate?", "d1"))
+        fake_llm.calls(call("echo", {"text": "40"}, "e1"))
+        fake_llm.reply("40 rps")
+        fake_llm.reply("The rate is 40 rps.")
+        try:
+            result = await app.service.handle(ask("rate?"))
+            (child,) = await rows(app, "SELECT id FROM turns WHERE parent_turn_id = :p", p=result.turn_id)
+        finally:
+            await app.close()  # flushes
+        spans = otlp.wait_for(8)
+    finally:
+        otlp.stop()
+    named = {s.name: s for s in spans}
+    root, delegate, sub = named["invoke_agent lead"], named["execute_tool delegate"], named["invoke_agent metrics"]
+    assert {s.trace_id for s in spans} == {result.turn_id}  # one trace for the whole tree
+    assert delegate.parent_id == root.span_id and sub.parent_id == delegate.span_id
+    assert sub.attributes["yokebot.turn.id"] == child.id and sub.attributes["yokebot.parent_turn.id"] == result.turn_id
+    assert named["execute_tool echo"].parent_id == sub.span_id
+    chats = [s for s in spans if s.name == "chat test-model"]
+    assert sorted(c.parent_id for c in chats) == sorted([root.span_id, root.span_id, sub.span_id, sub.span_id])

@@ -8,6 +8,7 @@ import time
 from bench import (
     concurrency,
     context,
+    delegation,
     mcp_ask,
     memory_startup,
     model_overhead,
@@ -38,6 +39,7 @@ def main() -> None:
     progress.main(flags)
     mcp_ask.main(flags)
     teams_ack.main(["--quick"] if args.quick else [])
+    delegation.main(flags)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
 
 

@@ -83,9 +83,9 @@ def child_server(module: str, *args: str, what: str) -> Iterator[tuple[subproces
 
 
 @contextmanager
-def fake_llm(latency: float = 0.0) -> Iterator[str]:
+def fake_llm(latency: float = 0.0, *flags: str) -> Iterator[str]:
     """Start `python -m bench.fake_llm` and yield its base URL; stop it on exit."""
-    with child_server("bench.fake_llm", "--latency", str(latency), what="the fake model server") as (_, url):
+    with child_server("bench.fake_llm", "--latency", str(latency), *flags, what="the fake model server") as (_, url):
         yield url
 
 

@@ -54,14 +54,39 @@ def answer_the_question(fake: FakeOpenAI):
     return handler
 
 
+def make_tree_handler(fake: FakeOpenAI):
+    """Benchmark 11 (bench/delegation.py): the lead's user text says what to do (`echo N`: N echo calls;
+    `delegate N`: N delegate calls in one reply), then it answers; a sub-agent answers at once."""
+    def handler(body: dict[str, Any]) -> Step:
+        fake.requests.clear()
+        messages = body["messages"]
+        if "You are the sub-agent" in messages[0]["content"]:
+            return Step("reply", content=SUB_ANSWER)
+        last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        kind, n = str(messages[last_user]["content"]).split()
+        done = tool_results_this_turn(messages)
+        if kind == "echo" and done < int(n):
+            return Step("calls", calls=[call("echo", {"text": f"e{done}"})])
+        if kind == "delegate" and done == 0:
+            return Step("calls", calls=[call("delegate", {"agent": "sub", "task": f"part {i}"}) for i in range(int(n))])
+        return Step("reply", content=FINAL_ANSWER)
+
+    return handler
+
+
+SUB_ANSWER = "sub-agent: all fine"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="the scripted OpenAI-compatible server, in its own process")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds of model latency per call")
     parser.add_argument("--answer-the-question", action="store_true",
                         help="one call per turn, answered with the question's text (no tools)")
+    parser.add_argument("--tree", action="store_true", help="answer the delegation benchmark's lead and sub-agent")
     args = parser.parse_args()
     fake = FakeOpenAI()
-    fake.handler = answer_the_question(fake) if args.answer_the_question else make_handler(fake)
+    fake.handler = (answer_the_question(fake) if args.answer_the_question else
+                    make_tree_handler(fake) if args.tree else make_handler(fake))
     fake.latency = args.latency
     fake.start()
     print(f"READY {fake.base_url}", flush=True)

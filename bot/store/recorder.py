@@ -17,6 +17,7 @@ from bot.store.repositories import LLMCallRecord, SqlStore
 class SqlRecorder(TurnHooks):
     def __init__(self, store: SqlStore) -> None:
         self.store = store
+        self._children: dict[str, list[str]] = {}  # a turn still running -> its finished sub-agents' turns
 
     async def turn_started(self, run: RunContext, text: str) -> None:
         d = run.delegation
@@ -46,4 +47,11 @@ class SqlRecorder(TurnHooks):
         await self.store.record_plan(run.turn_id, plan)
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
+        children = self._children.pop(run.turn_id, [])
+        if run.parent_turn_id is not None:  # a sub-agent's turn: its rows go with its tree's, which waits for all
+            self.store.queue_finish(run.turn_id, outcome)  # of them when it ends (the writer keeps their order)
+            self._children.setdefault(run.parent_turn_id, []).extend([run.turn_id, *children])
+            return
         await self.store.finish_turn(run.turn_id, outcome)
+        for child in children:  # committed with the tree's: a row of theirs refused fails the tree's turn
+            await self.store.flush(child)

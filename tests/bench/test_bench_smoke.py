@@ -56,3 +56,12 @@ def test_progress_benchmark_runs_in_quick_mode(capsys):
     assert set(result) == {"a", "b", "c"}
     assert result["b"]["first_s"] < result["a"]["first_s"] and result["c"]["first_s"] < result["a"]["first_s"]
     assert "first visible text < 1 s with progress" in out
+
+
+def test_delegation_benchmark_runs_in_quick_mode(capsys):
+    from bench import delegation
+
+    result = delegation.main(["--quick"])  # raises if a turn or a sub-agent answers wrongly
+    out = capsys.readouterr().out
+    assert set(result) == {"overhead", "at_once"} and "b - c =" in out and "three/one =" in out
+    assert result["at_once"]["ratio"] < 2.0  # three sub-agents one after another would be 3x

@@ -145,3 +145,17 @@ async def test_a_sub_agents_answer_passes_redaction_and_the_model_input_gate(db_
         assert result.answer == "ok"
 
 
+
+
+async def test_plan_mode_hands_a_step_to_a_sub_agent(db_url: str, fake_llm: FakeOpenAI, tmp_path: Path):
+    async with tree(db_url, fake_llm, tmp_path, lead="mode: plan") as app:
+        fake_llm.reply("1. Ask metrics for the request rate\n2. Say what it means")
+        fake_llm.calls(call("delegate", {"agent": "metrics", "task": "What is the request rate now?"}, "d1"))
+        fake_llm.reply("40 requests a second")  # metrics
+        fake_llm.reply("metrics says 40 rps")  # step 1's finding
+        fake_llm.reply("40 rps is normal")  # step 2
+        result = await app.service.handle(ask("how busy are we?"))
+        assert result.answer.splitlines()[1] == "1. Ask metrics for the request rate: metrics says 40 rps"
+        assert [(c.tool, c.content) for c in result.tool_calls] == [("delegate", "40 requests a second")]
+        child = await rows(app, "SELECT text FROM turns WHERE parent_turn_id = :p", p=result.turn_id)
+        assert [c.text for c in child] == ["What is the request rate now?"]

@@ -10,6 +10,7 @@ from bench import (
     context,
     delegation,
     mcp_ask,
+    memory_recall,
     memory_startup,
     model_overhead,
     overhead,
@@ -38,6 +39,7 @@ def main() -> None:
     startup_cli.main(flags)
     progress.main(flags)
     mcp_ask.main(flags)
+    memory_recall.main(flags)
     teams_ack.main(["--quick"] if args.quick else [])
     delegation.main(flags)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")

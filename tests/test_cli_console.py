@@ -313,3 +313,22 @@ def test_piped_tables_keep_each_row_on_one_line(tmp_path: Path, fake_llm: FakeOp
     assert listed.returncode == 0, listed.stderr
     row = next(line for line in listed.stdout.splitlines() if session in line)  # the whole id, on one line
     assert "cli" in row and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row)  # ... with its platform and its date
+
+
+def test_chat_says_where_its_agent_came_from_and_when_it_starts_a_new_database(tmp_path: Path, fake_llm: FakeOpenAI):
+    ops_with_notify(tmp_path)
+    fake_llm.reply("hello").reply("again").reply("elsewhere")
+    env = base_env(tmp_path, fake_llm)
+    first = yokebot("chat", env=env, stdin="hi\n")
+    assert first.returncode == 0, first.stderr
+    text = " ".join(first.stdout.split())
+    assert f"agent ops from {(tmp_path / 'agents' / 'ops' / 'AGENT.md').resolve()}" in text
+    assert f"no database at {(tmp_path / 'cli.db').resolve()} yet: a new one starts there" in text
+    again = yokebot("chat", env=env, stdin="hi\n")
+    assert "no database at" not in again.stdout  # the same folder: the conversation continues
+    elsewhere = env | {"YOKEBOT_DATABASE_URL": "sqlite+aiosqlite:///./yokebot.db"}
+    (tmp_path / "other").mkdir()
+    asked = yokebot("ask", "hi", env=elsewhere, cwd=tmp_path / "other")  # started in another folder
+    assert asked.returncode == 0, asked.stderr
+    said = "".join(asked.stderr.split())  # a path may wrap
+    assert "nodatabaseat" in said and str((tmp_path / "other" / "yokebot.db").resolve()) in said

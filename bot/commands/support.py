@@ -50,6 +50,23 @@ def run_async(factory: Callable[[], Awaitable[T]]) -> T:
         raise typer.Exit(130) from None
 
 
+def where_from(settings: Settings, agent: str) -> tuple[str, ...]:
+    """What a terminal command says at start so that it finds itself: where the agent's profile was read from,
+    and, when the SQLite file does not exist yet, that a new database is being started there (a relative
+    default such as ./yokebot.db, in another folder, would otherwise begin an empty history without a word)."""
+    from sqlalchemy.engine import make_url
+
+    notes = [f"agent {agent} from {(settings.agents_dir.expanduser() / agent / 'AGENT.md').resolve()}"]
+    url = make_url(settings.database_url)
+    database = url.database or ""
+    if url.get_backend_name() == "sqlite" and database not in ("", ":memory:"):
+        path = Path(database).expanduser().resolve()
+        if not path.exists():
+            notes.append(f"no database at {path} yet: a new one starts there (a conversation kept elsewhere "
+                         "is not continued; run from its folder or set YOKEBOT_DATABASE_URL)")
+    return tuple(notes)
+
+
 def settings_or_exit() -> Settings:
     from bot.config import load_settings, unknown_variables
 

@@ -40,11 +40,13 @@ def run_chat(settings: Settings, name: str, new: bool = False) -> None:
     from bot.chat.console.adapter import ConsoleAdapter, TerminalAlerts
     from bot.chat.console.approvals import ConsoleApprover
     from bot.chat.platforms import hints
+    from bot.commands.support import where_from
     from bot.engine.model import preload
     from bot.tools.isolation import not_dumpable
 
     not_dumpable()  # same-user processes (an MCP server, a shell command) cannot read our /proc entries
     agent_or_exit(settings, name)
+    found = where_from(settings, name)  # before the database file is made
     log_stream = chat_log(settings)
 
     async def main() -> int | None:
@@ -54,7 +56,7 @@ def run_chat(settings: Settings, name: str, new: bool = False) -> None:
             profile = bot.profile(name)
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             preload()  # the model SDK loads in a thread while the prompt waits for the first line
-            console = ConsoleAdapter(bot.service, name, out, thread=thread, notes=shell_notes(profile.tools))
+            console = ConsoleAdapter(bot.service, name, out, thread=thread, notes=(*found, *shell_notes(profile.tools)))
             bot.approvals.register_inline("console", ConsoleApprover(out, console.ask_user))  # gated tools ask here
             async with posting(bot):  # notify posts where a token is set, as `yokebot run` would
                 await console.repl()
@@ -115,6 +117,10 @@ def ask(
     setup_logging(settings, quiet=True)
     if session is None:
         agent_or_exit(settings, agent or settings.default_agent)
+    from bot.commands.support import where_from
+
+    for note in where_from(settings, agent or settings.default_agent)[1:]:  # a new database: said, on stderr
+        err.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
 
     async def main() -> TurnResult:
         name = agent or settings.default_agent

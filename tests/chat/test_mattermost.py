@@ -8,10 +8,11 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from bot.chat.core.pipeline import REFUSED
 from bot.chat.mattermost.manifest import doctor
 from tests.chat.mattermost_harness import mattermost, mm_settings
 from tests.conftest import rows
-from tests.fakes.mattermost import BOT, DM, OTHER_BOT, TOWN, FakeMattermost
+from tests.fakes.mattermost import ALICE, BOB, BOT, CAROL, DM, OPS_ALERTS, OTHER_BOT, TEAM, TOWN, FakeMattermost
 from tests.fakes.openai_server import FakeOpenAI
 from tests.helpers import eventually
 
@@ -82,3 +83,26 @@ async def test_doctor_checks_the_token_and_says_what_to_fix(
     [away] = await doctor(settings.model_copy(update={"mattermost_url": "http://127.0.0.1:9"}))
     assert not away.ok and "cannot reach Mattermost" in away.detail
     assert await doctor(settings.model_copy(update={"mattermost_bot_token": None})) == []
+
+
+async def test_access_lists_name_team_and_channel_ids_and_a_dm_author_is_looked_up_by_team(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_mattermost: FakeMattermost):
+    fake = fake_mattermost
+    settings = mm_settings(sqlite_url, fake_llm, agents_dir, fake, mattermost_allowed_teams=TEAM,
+                           mattermost_allowed_channels=f"{TOWN},dm")
+    async with mattermost(settings):
+        fake_llm.reply("hello bob")
+        fake_llm.reply("hello alice")
+        by_bob = fake.mention("status?", user=BOB)  # in the team's channel: allowed
+        await eventually(lambda: fake.messages(TOWN, root=by_bob), what="Bob's answer")
+        from_carol = fake.say("let me in", user=CAROL, channel=DM)  # a DM from someone of another team
+        from_alice = fake.dm("and me?")  # a DM from a team member: her teams are looked up over REST
+        await eventually(lambda: ("+", from_alice, "white_check_mark") in fake.reactions, what="Alice's answer")
+        await eventually(lambda: len(fake.messages(DM)) == 2, what="Carol told")
+        in_alerts = fake.mention("and here?", channel=OPS_ALERTS)  # a channel not on the list
+        await eventually(lambda: fake.messages(OPS_ALERTS, root=in_alerts), what="the refusal in #ops-alerts")
+    assert fake.messages(TOWN, root=by_bob) == ["hello bob"]
+    assert fake.messages(DM) == [REFUSED, "hello alice"] or fake.messages(DM) == ["hello alice", REFUSED]
+    assert fake.messages(OPS_ALERTS, root=in_alerts) == [REFUSED]
+    assert len(fake_llm.requests) == 2 and from_carol in fake.posts  # no model call for a refused post
+    assert any(r.path == f"/api/v4/users/{ALICE}/teams" for r in fake.requests)

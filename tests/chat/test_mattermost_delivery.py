@@ -142,3 +142,17 @@ async def test_no_broadcast_survives_the_final_streamed_and_status_paths_or_noti
     assert len(fake.shown(final["id"])) >= 2  # streamed by edits
     assert shown and all(no_ping_in(t) for t in shown), [t for t in shown if not no_ping_in(t)]
     assert all(p in mm_defuse(p).replace("\u2060", "") for p in PINGS)  # reads the same, pings nobody
+
+
+async def test_an_alert_root_its_notes_and_its_edit_ping_nobody(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_mattermost: FakeMattermost):
+    fake = fake_mattermost
+    async with mattermost(mm_settings(sqlite_url, fake_llm, agents_dir, fake)) as (_, adapter):
+        threads = adapter.alert_threads()
+        root = await threads.open("#ops-alerts", "🔴 **Alert firing:** `disk` @all @channel look", "disk")
+        await threads.note(root, "still firing @here")
+        await threads.edit(root, "✅ **Resolved** @ALL")
+    assert (root.channel, root.thread) == (OPS_ALERTS, root.ref)  # by name; the root post is the thread
+    shown = fake.shown(root.ref) + fake.messages(OPS_ALERTS, root=root.ref)
+    assert len(shown) == 3 and all(no_ping_in(t) for t in shown), shown
+    assert shown[0].replace("\u2060", "") == "🔴 **Alert firing:** `disk` @all @channel look"

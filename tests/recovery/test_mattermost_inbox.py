@@ -12,20 +12,12 @@ from pathlib import Path
 from tests.fakes.mattermost import DM, OPS_ALERTS, TOKEN, TOWN, FakeMattermost
 from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.helpers import db_rows, write_agent
+from tests.recovery.harness import OPS_AGENT as HARNESS_AGENT
 from tests.recovery.harness import Bot, free_port, wait_until
 from tests.recovery.test_discord_inbox import ALERT, SlowModel
 from tests.recovery.test_instances import readyz
 
-OPS_AGENT = """
-description: ops
-max_iterations: 4
-tools:
-  notify: {}
-  current_time: {}
-notify:
-  default: "mattermost:#ops-alerts"
-  allowed: ["mattermost:#ops-alerts"]
-"""
+OPS_AGENT = HARNESS_AGENT.replace("slack:#ops-alerts", "mattermost:#ops-alerts")  # alerts to Mattermost
 
 
 def mattermost_env(tmp: Path, db_url: str, fake: FakeMattermost, llm: FakeOpenAI) -> dict[str, str]:

@@ -77,7 +77,8 @@ class MattermostAdapter:
         self.ready = asyncio.Event()  # the first `hello`
         self.watermark: int | None = None  # create_at (ms, the server's clock) of the newest post seen
         self._runner: asyncio.Task[None] | None = None
-        self._catching_up: asyncio.Task[None] | None = None
+        self._catching_up: asyncio.Task[None] | None = None  # the latest; each waits for the one before
+        self._catch_ups: set[asyncio.Task[None]] = set()
         self._threads_in: set[str] = set()  # threads the bot is known to be in (follow-ups need no mention)
 
     # --- lifecycle ------------------------------------------------------------------------------------------
@@ -115,7 +116,7 @@ class MattermostAdapter:
         """Stop taking posts, drain the turns in flight (REST stays up to post), then disconnect."""
         self.stopping = True
         self.pipeline.close()
-        for task in (self._runner, self._catching_up):
+        for task in (self._runner, *self._catch_ups):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -168,21 +169,26 @@ class MattermostAdapter:
         self.connected = True
         self.ready.set()
         since = self.watermark if self.watermark is not None else int(time.time() * 1000) - FIRST_CATCH_UP_MS
-        if self._catching_up is None or self._catching_up.done():
-            self._catching_up = asyncio.create_task(self._catch_up(since), name="mattermost-catch-up")
+        task = asyncio.create_task(self._catch_up(since, self._catching_up), name="mattermost-catch-up")
+        self._catch_ups.add(task)
+        task.add_done_callback(self._catch_ups.discard)
+        self._catching_up = task
 
     async def _posted(self, data: Json) -> None:
         post = event_post(data)
         await self._received(post, str(data.get("channel_type") or ""), str(data.get("team_id") or ""),
                              event_mentions(data))
 
-    async def _catch_up(self, since: int) -> None:
-        """The posts of the bot's channels since `since` (REST): those the stream did not bring are taken now."""
+    async def _catch_up(self, since: int, before: asyncio.Task[None] | None = None) -> None:
+        """The posts of the bot's channels created since `since` (REST): those the stream did not bring are taken
+        now (one seen already is a duplicate claim). After the catch-up of an earlier connection, if it runs."""
+        if before is not None and not before.done():
+            await asyncio.wait({before})
         try:
             channels = await self.api.my_channels()
             for channel in channels:
                 for post in await self.api.posts_since(str(channel.get("id")), since):
-                    if int(post.get("create_at") or 0) >= since and not post.get("edit_at"):
+                    if int(post.get("create_at") or 0) >= since:
                         await self._received(post, str(channel.get("type") or ""), str(channel.get("team_id") or ""),
                                              [])
         except MattermostError as exc:

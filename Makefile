@@ -46,7 +46,7 @@ test: $(DEV)            ## the whole suite, in parallel (PostgreSQL tests skip w
 	@$(BIN)/python -m compileall -q bot >/dev/null
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=10
 
-test-fast: $(DEV)       ## everything but the slow tests (real yokebot processes) and PostgreSQL (575 of ~730)
+test-fast: $(DEV)       ## everything but the slow tests (real yokebot processes) and PostgreSQL
 	@$(BIN)/python -m compileall -q bot >/dev/null
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m "not slow and not postgres"
 

@@ -127,7 +127,7 @@ async def check_database(settings: Settings) -> Check:
     via = f"; {pooler.detail}" if pooler else ""
     if current != head:
         return warn("database", f"{where} is at schema {current or 'empty'}, the code wants {head}{via}",
-                    "run `yokebot db upgrade` (SQLite is also migrated at the first start)")
+                    "nothing to do: every command migrates it on first use (`yokebot db upgrade` does it now)")
     return ok("database", f"{where} answers, schema {head}{via}")
 
 

@@ -54,3 +54,20 @@ def test_every_module_path_the_docs_cite_exists():
     for doc in DOCS:
         for path in re.findall(r"\bbot/[\w/]+\.py\b", doc.read_text()):
             assert (ROOT / path).is_file(), f"{doc.name} cites {path}, which does not exist"
+
+
+def test_every_setting_is_named_in_the_readme_or_a_doc_it_links():
+    """A setting nobody can find is a setting nobody sets: each `Settings` field's variable (YOKEBOT_*, or its own
+    name such as SLACK_BOT_TOKEN) appears in README.md or in a doc the README links."""
+    from bot.config import Settings
+
+    readme = (ROOT / "README.md").read_text()
+    linked = {ROOT / p for p in re.findall(r"\]\((docs/[\w./-]+\.md)\)", readme)}
+    text = readme + "".join(p.read_text() for p in linked if p.is_file())
+    missing: list[str] = []
+    for name, field in Settings.model_fields.items():
+        choices = getattr(field.validation_alias, "choices", None)  # OTEL_EXPORTER_OTLP_TRACES_X or _X: either
+        variables = [str(c) for c in choices if str(c).isupper()] if choices else [f"YOKEBOT_{name.upper()}"]
+        if not any(v in text for v in variables):
+            missing.append(variables[0])
+    assert missing == []

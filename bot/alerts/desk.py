@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from bot.alerts import knowledge, render
+from bot.alerts.incidents import Incidents
 from bot.alerts.investigate import Investigations
 from bot.alerts.payloads import BadPayload, Notification, Redact, Source, parse
 from bot.alerts.routing import Routed, route_for
@@ -54,8 +55,9 @@ class AlertDesk:
     def __init__(self, store: AlertStore, profiles: Mapping[str, AgentProfile], threads: Mapping[str, AlertThreads],
                  investigations: Investigations | None, *, per_10m: int, redact: Redact,
                  counter: EventCounter | None = None, retry_seconds: float = 30.0,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC), incidents: Incidents | None = None) -> None:
         self.store, self.profiles, self.threads, self.investigations = store, profiles, threads, investigations
+        self.incidents = incidents or Incidents(store, redact)
         self.redact = redact
         self.per_10m, self.counter, self.clock, self.retry_seconds = per_10m, counter, clock, retry_seconds
         self.locks = KeyedLocks()
@@ -106,6 +108,7 @@ class AlertDesk:
         self._tasks = []
         if self.investigations is not None:
             await self.investigations.drain()
+        await self.incidents.drain()
 
     async def _leases(self, period: float) -> None:
         while True:
@@ -219,6 +222,7 @@ class AlertDesk:
         root = await threads.open(routed.route.channel, render.root_text(n, skipped=skipped), group.title)
         await self.store.set(group, root_platform=root.platform, root_channel=root.channel, root_ref=root.ref,
                              thread=root.thread, root_owner=None, alerts=_statuses(n))
+        await self.incidents.opened(n, group, root, self.clock())
         if allowed:
             await self._investigate(n, group, routed, root, threads)
             return "thread opened, investigation started"
@@ -232,7 +236,9 @@ class AlertDesk:
         if self.investigations is None or key in self._handed:
             return
         trigger, target = threads.target(root)
-        briefing = await knowledge.brief(n, self.profiles[routed.agent], self.redact)
+        await self.incidents.opened(n, group, root, self.clock())  # made above, unless that pass was cut short
+        history = await self.incidents.history(n, group, self.clock())
+        briefing = await knowledge.brief(n, self.profiles[routed.agent], self.redact, history=history)
         started = await self.investigations.start(key, root, routed.agent, trigger, target,
                                                   render.prompt(n, routed.route, briefing.text), group.title,
                                                   [g.to_dict() for g in briefing.given])
@@ -262,6 +268,7 @@ class AlertDesk:
             return "repeat: already resolved"
         found = self._root(group)
         await self.store.set(group, state="resolved", resolved_at=now, alerts={**group.alerts, **_statuses(n)})
+        await self.store.incident_resolved(group, now)
         if found is None:
             return "resolved before its thread was opened"
         root, threads = found
@@ -273,6 +280,7 @@ class AlertDesk:
     async def _refired(self, n: Notification, group: Group, now: datetime) -> str:
         found = self._root(group)
         await self.store.set(group, state="firing", resolved_at=None, alerts={**group.alerts, **_statuses(n)})
+        await self.store.incident_resolved(group, None)
         if found is None:
             return "fired again"
         root, threads = found

@@ -20,6 +20,7 @@ from bot.chat.core.base import EventCounter, Inbound
 from bot.chat.core.inbox_turns import InboxTurns, Resumable
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
 from bot.chat.core.threads import Root
+from bot.engine.messages import TurnOutcome
 from bot.engine.run import CompositeHooks, RunContext, TurnHooks
 from bot.engine.service import AgentService, TurnRequest
 from bot.records.inbox import Inbox, InboxItem, NewEvent
@@ -43,26 +44,40 @@ class RouteAgent(FixedAgent):
 
 # the runbooks a turn was given (turn id, session id, `Given` dicts): AlertStore.record_given
 RecordGiven = Callable[[str, str, Sequence[Mapping[str, Any]]], Awaitable[None]]
+# the investigation (its event key, `GROUP:GENERATION`) answered: bot/alerts/incidents.py `Incidents.answered`
+Answered = Callable[[str, RunContext, TurnOutcome], Awaitable[None]]
 
 
-class GivenRecorded(TurnHooks):
-    """The investigation's turn hook: which runbooks and pages it started with, on its `turn_runbooks` rows."""
+class Recorded(TurnHooks):
+    """The investigation's turn hook: which runbooks and pages it started with (its `turn_runbooks` rows), and
+    its answer, the incident's conclusion."""
 
-    def __init__(self, record: RecordGiven, given: Sequence[Mapping[str, Any]]) -> None:
-        self.record, self.given = record, given
+    def __init__(self, event_key: str, given: Sequence[Mapping[str, Any]], record: RecordGiven | None,
+                 answered: Answered | None) -> None:
+        self.event_key, self.given, self.record, self.answered = event_key, given, record, answered
 
     async def turn_started(self, run: RunContext, text: str) -> None:
+        if self.record is None or not self.given:
+            return
         try:
             await self.record(run.turn_id, run.session_id, self.given)
         except Exception as exc:  # the investigation goes on; only `trace` misses the list
             log.warning("could not record the runbooks of turn %s: %s", run.turn_id, type(exc).__name__)
 
+    async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
+        if self.answered is None or not outcome.answer.strip() or outcome.error:
+            return
+        try:
+            await self.answered(self.event_key, run, outcome)
+        except Exception as exc:  # the answer is delivered all the same; the incident keeps no conclusion
+            log.warning("could not record the conclusion of turn %s: %s", run.turn_id, type(exc).__name__)
+
 
 class Briefed:
     """The investigations' exactly-once step: the inbox's (InboxTurns), plus the turn hook above."""
 
-    def __init__(self, claims: InboxTurns, record: RecordGiven | None) -> None:
-        self.claims, self.record = claims, record
+    def __init__(self, claims: InboxTurns, record: RecordGiven | None, answered: Answered | None) -> None:
+        self.claims, self.record, self.answered = claims, record, answered
         self.given: dict[str, list[dict[str, Any]]] = {}  # event key -> what its prompt holds (from the row)
 
     async def take(self, inbound: Inbound) -> bool:
@@ -71,10 +86,9 @@ class Briefed:
     async def started(self, inbound: Inbound, request: TurnRequest,
                       hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
         request, hooks = await self.claims.started(inbound, request, hooks)
-        given = self.given.pop(inbound.claim_key or "", [])
-        if self.record is not None and given:
-            hooks = CompositeHooks(GivenRecorded(self.record, given)).plus(hooks)
-        return request, hooks
+        key = inbound.claim_key or ""
+        ours = Recorded(key, self.given.pop(key, []), self.record, self.answered)
+        return request, CompositeHooks(ours).plus(hooks)
 
     async def finish(self, inbound: Inbound, ok: bool) -> None:
         await self.claims.finish(inbound, ok)
@@ -85,9 +99,10 @@ class Investigations:
 
     def __init__(self, service: AgentService, inbox: Inbox, claims: InboxTurns, chat: Mapping[str, Resumable],
                  *, max_concurrent: int, drain_seconds: float, counter: EventCounter | None = None,
-                 default_agent: str = "ops", record: RecordGiven | None = None) -> None:
+                 default_agent: str = "ops", record: RecordGiven | None = None,
+                 answered: Answered | None = None) -> None:
         self.inbox, self.claims, self.chat = inbox, claims, chat
-        self.once = Briefed(claims, record)
+        self.once = Briefed(claims, record, answered)
         self.pipeline = Pipeline(service, RouteAgent(default_agent), once=self.once, counter=counter,
                                  limits=PipelineLimits(max_concurrent, drain_seconds), platform=PLATFORM)
 

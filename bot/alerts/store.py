@@ -16,13 +16,14 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.alerts.tables import AlertGroupRow, AlertNotificationRow, TurnRunbookRow
+from bot.alerts.tables import AlertGroupRow, AlertNotificationRow, IncidentRow, TurnRunbookRow
 from bot.store.claims import BatchedInsert, Key
 from bot.store.models import utcnow
 
 N = cast(Table, AlertNotificationRow.__table__)
 G = cast(Table, AlertGroupRow.__table__)
 RB = cast(Table, TurnRunbookRow.__table__)
+INC = cast(Table, IncidentRow.__table__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,36 @@ class Stored:
     source: str
     body: str
     attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """An alert group's thread as remembered (`incidents`; docs/knowledge.md)."""
+
+    id: int
+    group_id: int
+    generation: int
+    source: str
+    agent: str
+    alertname: str
+    identity: str
+    group_labels: Mapping[str, str]
+    labels: Mapping[str, str]
+    conclusion: str | None
+    summarized: bool
+    answer_chars: int
+    started_at: datetime
+    resolved_at: datetime | None
+    thread_link: str | None
+    session_id: str | None
+    turn_id: str | None
+
+
+def _incident(row: Any) -> Incident:
+    return Incident(row.id, row.group_id, row.generation, row.source, row.agent, row.alertname, row.identity,
+                    dict(row.group_labels or {}), dict(row.labels or {}), row.conclusion, bool(row.summarized),
+                    int(row.answer_chars or 0), _aware(row.started_at), _aware(row.resolved_at), row.thread_link,
+                    row.session_id, row.turn_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +117,7 @@ class AlertStore:
         insert = sqlite_insert if engine.dialect.name == "sqlite" else pg_insert
         self._insert_group = insert(G).on_conflict_do_nothing().returning(*G.c)
         self._insert_given = insert(RB).on_conflict_do_nothing()
+        self._insert_incident = insert(INC).on_conflict_do_nothing()
         self._single = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else None)
         self._accepts: BatchedInsert[Key, int] = BatchedInsert(self._insert_bodies)
@@ -221,3 +253,45 @@ class AlertStore:
             {"turn_id": turn_id, "position": i, "session_id": session_id, "kind": str(g["kind"])[:16],
              "ref": str(g["ref"]), "title": str(g["title"]), "why": str(g["why"]), "given": bool(g["given"]),
              "created_at": now} for i, g in enumerate(given)])
+
+    # --- incidents ------------------------------------------------------------------------------------------------
+    async def open_incident(self, group: Group, *, alertname: str, identity: str, group_labels: Mapping[str, str],
+                            labels: Mapping[str, str], started_at: datetime, thread_link: str | None) -> None:
+        """The group's thread as an incident: one row per (group, generation), whoever asks first, once."""
+        now = utcnow()
+        await self._one(self._insert_incident, {
+            "group_id": group.id, "generation": group.generation, "source": group.source, "agent": group.agent,
+            "alertname": alertname[:255], "identity": identity, "group_labels": dict(group_labels),
+            "labels": dict(labels), "conclusion": None, "summarized": False, "answer_chars": 0,
+            "started_at": started_at, "resolved_at": None, "thread_link": thread_link, "session_id": None,
+            "turn_id": None, "updated_at": now})
+
+    async def conclude(self, group_id: int, generation: int, conclusion: str, *, summarized: bool,
+                       answer_chars: int, session_id: str, turn_id: str) -> None:
+        """The investigation answered (or its answer was summarized): the conclusion, its session and turn."""
+        await self._one(update(INC).where(INC.c.group_id == group_id, INC.c.generation == generation).values(
+            conclusion=conclusion, summarized=summarized, answer_chars=answer_chars, session_id=session_id,
+            turn_id=turn_id, updated_at=utcnow()))
+
+    async def incident_resolved(self, group: Group, at: datetime | None) -> None:
+        """Resolved at `at`; None: firing again (within the cool-down, in the same thread)."""
+        await self._one(update(INC).where(INC.c.group_id == group.id, INC.c.generation == group.generation)
+                        .values(resolved_at=at, updated_at=utcnow()))
+
+    async def incidents(self, *, identity: str | None = None, other_than: str | None = None,
+                        alertname: str | None = None, since: datetime | None = None,
+                        concluded: bool = False, limit: int = 100) -> list[Incident]:
+        """Incidents, newest first: of one alert (`identity`), of every other alert (`other_than`), by name."""
+        query = select(INC)
+        if identity is not None:
+            query = query.where(INC.c.identity == identity)
+        if other_than is not None:
+            query = query.where(INC.c.identity != other_than)
+        if alertname is not None:
+            query = query.where(INC.c.alertname == alertname)
+        if since is not None:
+            query = query.where(INC.c.started_at >= since)
+        if concluded:
+            query = query.where(INC.c.conclusion.is_not(None))
+        rows = await self._one(query.order_by(INC.c.started_at.desc(), INC.c.id.desc()).limit(limit))
+        return [_incident(r) for r in rows]

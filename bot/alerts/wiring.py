@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from typing import TYPE_CHECKING, Protocol
 
 from bot.alerts.desk import AlertDesk
+from bot.alerts.incidents import Incidents, Summaries
 from bot.alerts.investigate import PLATFORM, Investigations
 from bot.alerts.store import AlertStore
 from bot.alerts.webhooks import Webhooks
@@ -51,16 +52,18 @@ class Alerts:
         self.bot = bot
         s = bot.settings
         self.store = AlertStore(bot.engine, bot.store.owner, s.inbox_lease_seconds)
+        redact = bot.service.loop.executor.redact  # the one tool output passes
+        loop = bot.service.loop
+        self.incidents = Incidents(self.store, redact, Summaries(loop.model, loop.default_model, bot.service.hooks))
         self.investigations = Investigations(
             bot.service, bot.inbox, bot.inbox_turns, {p.platform: p for p in platforms},
             max_concurrent=s.alert_max_concurrent,
             drain_seconds=max((p.pipeline.limits.drain_seconds for p in platforms), default=0.0),
             counter=bot.metrics, default_agent=s.default_agent,  # answered through the platform the route names
-            record=self.store.record_given)
+            record=self.store.record_given, answered=self.incidents.answered)
         self.desk = AlertDesk(self.store, bot.profiles, {p.platform: p.alert_threads() for p in platforms},
-                              self.investigations, per_10m=s.alert_max_per_10m,
-                              redact=bot.service.loop.executor.redact,  # the one tool output passes
-                              counter=bot.metrics, retry_seconds=s.inbox_lease_seconds)
+                              self.investigations, per_10m=s.alert_max_per_10m, redact=redact,
+                              counter=bot.metrics, retry_seconds=s.inbox_lease_seconds, incidents=self.incidents)
         self.webhooks = Webhooks(self.desk, token)
 
     def attach(self, resumable: MutableMapping[str, Resumable]) -> None:

@@ -1,7 +1,9 @@
-"""`yokebot alerts test FILE.json` and `yokebot alerts list` (docs/alerts.md)."""
+"""`yokebot alerts test FILE.json`, `yokebot alerts list` (docs/alerts.md) and `yokebot alerts history [ALERTNAME]`
+(docs/knowledge.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -116,4 +118,51 @@ def alerts_list(limit: Annotated[int, typer.Option("--limit", "-n", help="How ma
         thread = f"{g.root_platform}:{g.root_channel}:{g.thread}" if g.root_ref else "-"
         table.add_row(str(g.id), g.source, _shown(g.title[:60]), g.agent, g.state, g.investigation,
                       _shown(thread), g.updated_at.strftime("%Y-%m-%d %H:%M:%S"))
+    out.print(table)
+
+
+@alerts_app.command("history")
+def alerts_history(
+    alertname: Annotated[str | None, typer.Argument(help="Only this alert (its alertname).")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many incidents.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON: one object per incident.")] = False,
+) -> None:
+    """Past incidents, newest first: each alert group's thread with its labels, the investigation's conclusion,
+    when it started and resolved, the thread and the session (docs/knowledge.md)."""
+    from rich.table import Table
+
+    from bot.alerts.store import AlertStore
+    from bot.commands.support import readable_url
+    from bot.redact import printable_json
+    from bot.store.db import create_engine, ensure_schema
+
+    settings = settings_or_exit()
+
+    async def incidents() -> list[Any]:
+        engine = create_engine(readable_url(settings))
+        try:
+            await ensure_schema(engine)
+            return await AlertStore(engine, "cli").incidents(alertname=alertname, limit=limit)
+        finally:
+            await engine.dispose()
+
+    found = run_async(incidents)
+    if as_json:
+        rows = [{"alertname": i.alertname, "group_labels": dict(i.group_labels), "labels": dict(i.labels),
+                 "conclusion": i.conclusion, "summarized": i.summarized, "started_at": i.started_at.isoformat(),
+                 "resolved_at": i.resolved_at.isoformat() if i.resolved_at else None, "thread": i.thread_link,
+                 "session_id": i.session_id, "agent": i.agent, "source": i.source} for i in found]
+        print(printable_json(json.dumps(rows, ensure_ascii=False, indent=2)))
+        return
+    if not found:
+        out.print("No incidents yet" + (f" of {_shown(alertname)}" if alertname else "") + ": each alert group's "
+                  "thread becomes one (docs/knowledge.md).", highlight=False)
+        return
+    table = Table("alert", "labels", "conclusion", "started (UTC)", "resolved (UTC)", "thread", "session")
+    for i in found:
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(i.labels.items()) if k != "alertname")
+        table.add_row(_shown(i.alertname), _shown(labels[:80]), _shown(i.conclusion or "-"),
+                      i.started_at.strftime("%Y-%m-%d %H:%M"),
+                      i.resolved_at.strftime("%Y-%m-%d %H:%M") if i.resolved_at else "firing",
+                      _shown(i.thread_link or "-"), i.session_id or "-")
     out.print(table)

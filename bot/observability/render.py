@@ -80,7 +80,7 @@ def _tool_node(parent: Tree, t: ToolStep, turn_started: datetime | None = None) 
     node.add(Text(f"→ {preview(t.result)}", style="red" if t.status == "error" else "dim"))
 
 
-PURPOSE_LABEL = {"compaction": "summary call ", "final": "last call, no tools "}
+PURPOSE_LABEL = {"compaction": "summary call ", "final": "last call, no tools ", "incident": "incident summary "}
 
 
 def _memory_node(parent: Tree, m: MemoryStep) -> None:

@@ -77,6 +77,10 @@ def test_kill9_mid_investigation_then_restart_investigates_once_in_the_same_thre
     inbox = _rows(db_url, "SELECT platform, state, attempts FROM inbox")
     assert [(r.platform, r.state, r.attempts) for r in inbox] == [("alerts", "answered", 2)]
     assert json.loads(body)["groupKey"] == _rows(db_url, "SELECT group_key FROM alert_groups")[0].group_key
+    # one incident record across the kill, concluded by the answer that was delivered, on its turn
+    incidents = _rows(db_url, "SELECT i.conclusion, t.status FROM incidents i JOIN turns t ON t.id = i.turn_id")
+    assert [(r.conclusion, r.status) for r in incidents] == [
+        ("api-1 answers 5xx since its 21:00 deploy; roll it back.", "ok")]
 
 
 def _rows(url: str, sql: str) -> list[Any]:

@@ -8,12 +8,13 @@ from bot.engine.model.client import OpenAIChatModel, preload
 from bot.engine.model.embeddings import Embeddings
 from bot.engine.model.retrying import RetryingModel, RetryPolicy
 from bot.engine.model.windows import reported_windows, window_of
-from bot.engine.model.wire import ChatModel, ModelAttempt, response_dict
+from bot.engine.model.wire import ChatModel, ModelAttempt, ModelRequest, response_dict
 
 __all__ = [
     "ChatModel",
     "Embeddings",
     "ModelAttempt",
+    "ModelRequest",
     "OpenAIChatModel",
     "RetryPolicy",
     "RetryingModel",

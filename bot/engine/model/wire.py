@@ -13,8 +13,9 @@ from bot.engine.errors import ModelError
 from bot.engine.messages import Message, ModelResponse, Usage
 
 K = TypeVar("K")
-# what a call is for (not sent; `llm_calls.purpose`): the turn's own, the last call without tools, a summary
-CallPurpose = Literal["turn", "final", "compaction"]
+# what a call is for (not sent; `llm_calls.purpose`): the turn's own, the last call without tools, a summary of
+# older turns, an incident's conclusion in a few sentences (bot/alerts/incidents.py)
+CallPurpose = Literal["turn", "final", "compaction", "incident"]
 
 
 @dataclass(frozen=True)

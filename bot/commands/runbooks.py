@@ -35,7 +35,8 @@ def _profiles(agent: str | None) -> dict[str, AgentProfile]:
     from bot.tools import builtin_tools
 
     settings = settings_or_exit()
-    logging.getLogger("bot.engine.spec.runbooks").setLevel(logging.ERROR)  # listed below, not logged too
+    loader_log, quiet = logging.getLogger("bot.engine.spec.runbooks"), logging.Filter("-")  # matches no record
+    loader_log.addFilter(quiet)  # the files that did not load are listed by the command, not logged too
     try:
         profiles = load_profiles(settings, builtin_tools())
         if agent is not None:
@@ -43,6 +44,8 @@ def _profiles(agent: str | None) -> dict[str, AgentProfile]:
     except YokebotError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
+    finally:
+        loader_log.removeFilter(quiet)
     return profiles
 
 

@@ -48,7 +48,8 @@ def _code(text: str) -> str:
 
 
 def request_text(a: Approval) -> str:
-    head = f"✋ **Approval needed:** {who(a.requested_by)} asked me to run `{a.tool}`:\n{_code(a.arguments)}"
+    head = (f"✋ **Approval needed:** {who(a.requested_by)} asked me to run `{a.tool}`{desk_api.on_behalf(a)}:\n"
+            f"{_code(a.arguments)}")
     if a.status == "pending":
         approvers = desk_api.approver_names(a, lambda i: f"`{i}`")
         return f"{head}\nWho may approve: {approvers}. Expires in {desk_api.timeout_words(a.timeout_seconds)}."

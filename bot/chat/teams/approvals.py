@@ -35,7 +35,8 @@ def _text(text: str, **extra: Any) -> dict[str, Any]:
 def card(a: Approval) -> dict[str, Any]:
     arguments = a.arguments if len(a.arguments) <= MAX_CODE_CHARS else a.arguments[:MAX_CODE_CHARS] + " …(cut)"
     body: list[dict[str, Any]] = [
-        _text(f"✋ **Approval needed:** {a.requested_by or 'a run'} asked me to run `{a.tool}`:"),
+        _text(f"✋ **Approval needed:** {a.requested_by or 'a run'} asked me to run "
+              f"`{a.tool}`{desk_api.on_behalf(a)}:"),
         _text(arguments, fontType="Monospace"),
     ]
     if a.status != "pending":

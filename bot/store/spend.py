@@ -4,7 +4,8 @@
   for a channel's), after the write-behind queue has committed what was queued: this process's own calls are in.
 - `take` / `release`: a scope's slot, which a turn near a cap holds while it runs, so that of turns reaching a
   cap together on several instances at most one goes through. PostgreSQL: a session advisory lock, on a
-  connection of its own (the lock is the connection's: it goes with a dead process); SQLite: a POSIX lock on
+  connection of its own to the direct URL (YOKEBOT_DATABASE_DIRECT_URL behind a transaction pooler; the lock is
+  the connection's: it goes with a dead process); SQLite: a POSIX lock on
   one byte of `<database>.spend.lock` chosen by the scope (the kernel drops it with the process, kill -9
   included). In one process the caps themselves let one turn per scope hold it.
 - `first`: the first refusal of a period, claimed once among every instance (a `processed_events` row)."""
@@ -99,7 +100,7 @@ class SqlSpendLedger:
     def __init__(self, store: SqlStore) -> None:
         self.store = store
         self._queries: dict[tuple[bool, bool, bool], Select[Any, Any, Any, Any, Any, Any, Any]] = {}
-        url = store.engine.url.render_as_string(hide_password=False)
+        url = store.direct.url.render_as_string(hide_password=False)  # session-scoped locks: never via a pooler
         self._slots: _PgSlots | _FileSlots = (_PgSlots(url) if store.engine.dialect.name == "postgresql"
                                              else _FileSlots(sqlite_file(url)))
 

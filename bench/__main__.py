@@ -17,6 +17,7 @@ from bench import (
     progress,
     prompt_scale,
     slack_ack,
+    spend,
     startup_cli,
     teams_ack,
 )
@@ -42,6 +43,7 @@ def main() -> None:
     memory_recall.main(flags)
     teams_ack.main(["--quick"] if args.quick else [])
     delegation.main(flags)
+    spend.main(flags)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s")
 
 

@@ -39,9 +39,9 @@ async def test_the_first_refusal_posts_one_notice_across_instances(
     fake_llm.reply("ok", usage=(1000, 500))
     assert (await ask(one, "spend it")).answer == "ok"
     refusals = await asyncio.gather(*(ask(app, f"again {n}", thread=f"t{n}") for n in range(3) for app in (one, two)))
-    assert {r.stopped_by for r in refusals} == {"budget:daily_tokens"}
-    assert {r.answer for r in refusals} == {REFUSED.format(agent="capped")}
-    assert len(fake_llm.requests) == 1
+    assert {r.stopped_by for r in refusals} == {"budget:daily_tokens"}, refusals
+    assert {r.answer for r in refusals} == {REFUSED.format(agent="capped")}, refusals
+    assert len(fake_llm.requests) == 1, fake_llm.requests
     notices = [p["text"] for p in fake_slack.posts("C_GENERAL")]
     assert notices == [NOTICE.format(agent="capped")]
 

@@ -41,7 +41,8 @@ async def make_app(db_url: str, fake_llm: FakeOpenAI, agents_dir: Path) -> Async
     apps: list[App] = []
 
     async def make(**overrides: Any) -> App:
-        values: dict[str, Any] = {"model_prices": PRICES, **overrides}
+        # a model call is not retried for a slow fake on a loaded machine (a retry would be a second request)
+        values: dict[str, Any] = {"model_prices": PRICES, "model_timeout_seconds": 60, **overrides}
         app = await build_app(make_settings(db_url, fake_llm, agents_dir, **values), registry=registry())
         apps.append(app)
         return app

@@ -54,5 +54,5 @@ async def test_metrics_export_the_spend_ratio_of_every_instance(make_app: AppFac
         async def seen() -> bool:
             return await ratio() == 0.25
 
-        await eventually(seen, what="the other instance's spend in the ratio")
+        await eventually(seen, timeout=30, what="the other instance's spend in the ratio")
         assert await ratio(agent="*") == 0.125

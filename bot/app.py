@@ -153,7 +153,8 @@ def side_effecting(registry: Mapping[str, Tool[Any]], name: str) -> bool:
 
 def load_profiles(settings: Settings, registry: dict[str, Tool[Any]]) -> dict[str, AgentProfile]:
     profiles = ProfileLoader(settings.agents_dir, registry, platforms=platform_names(), ids=platform_id,
-                             runbooks_dir=settings.runbooks_dir).load_all()
+                             runbooks_dir=settings.runbooks_dir,
+                             guardrails_file=settings.guardrails_file).load_all()
     for profile in profiles.values():
         refuse_unpriced_caps(settings, profile)
     return profiles

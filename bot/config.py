@@ -65,6 +65,7 @@ class Settings(BaseSettings):
     database_direct_url: str | None = None
     agents_dir: Path = Path("./agents")
     runbooks_dir: Path | None = None  # runbooks every agent has, beside its own runbooks/ (docs/knowledge.md)
+    guardrails_file: Path | None = None  # the shared default of every agent's `guardrails:` (docs/guardrails.md)
     default_agent: str = "ops"
     model: str = DEFAULT_MODEL
     http_port: int = 8080

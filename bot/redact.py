@@ -99,6 +99,13 @@ class SecretRedactor:
             text = pattern.sub(repl, text)
         return text
 
+    def find(self, text: str) -> tuple[int, int] | None:
+        """Where the first secret this redactor would replace is (a guardrail's `secrets` rule), or None."""
+        spots = [(i, i + len(v)) for v in self.values if (i := text.find(v)) >= 0]
+        if (m := _ANY.search(text)) is not None:
+            spots.append(m.span())
+        return min(spots) if spots else None
+
 
 PATTERNS_ONLY = SecretRedactor()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bot.engine.errors import ToolRetry
+from bot.engine.guard import CLOSE, OPEN
 from bot.engine.run.context import ToolContext
 from bot.engine.run.tooling import Tool, tool
 from bot.tools import builtin_tools
@@ -99,8 +100,18 @@ async def eventually(predicate: Any, timeout: float = 10.0, what: str = "conditi
         await asyncio.sleep(0.02)
 
 
+def unwrap(text: str) -> str:
+    """A tool result as the tool wrote it: the untrusted-content markers around it taken off (the markers
+    themselves are tested in tests/engine/test_guardrails.py and tests/security/test_untrusted_markers.py)."""
+    end = text.rfind("\n" + CLOSE)
+    if text.startswith(OPEN) and end > 0:  # a note of ours may follow the block (the loop guard's)
+        return text[text.index("\n") + 1: end] + text[end + len(CLOSE) + 1:]
+    return text
+
+
 def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
-    return [m for m in request["messages"] if m["role"] == "tool"]
+    """The tool messages of a model request, their contents unwrapped (`unwrap`)."""
+    return [{**m, "content": unwrap(m["content"])} for m in request["messages"] if m["role"] == "tool"]
 
 
 def free_port() -> int:

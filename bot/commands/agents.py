@@ -54,7 +54,8 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
         err.print(f"[red]error:[/red] {escape(no_agents(settings))}", highlight=False)
         raise typer.Exit(1)
     try:
-        profile = ProfileLoader(settings.agents_dir, builtin_tools(), ids=is_id).load(name)
+        profile = ProfileLoader(settings.agents_dir, builtin_tools(), ids=is_id,
+                                guardrails_file=settings.guardrails_file).load(name)
     except YokebotError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None

@@ -107,6 +107,19 @@ class ModelResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class GuardEvent:
+    """A guardrail's decision (docs/guardrails.md): which rule (`rule`: its name, or its stage and type) matched
+    at which stage, what it did, and the text around the match with the match replaced by its mark."""
+
+    stage: str  # input, tool_args, tool_result, output
+    rule: str
+    type: str  # pii, secrets, injection, regex
+    action: str  # block, redact, warn
+    excerpt: str
+    kind: str = ""  # the PII kind (email, phone, ...) of a pii rule's first match
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResult:
     """What a tool call came to. `content` is what the model reads back; `started_at` / `finished_at` (UTC)
     say when it ran (calls of one model message may run at the same time)."""
@@ -122,6 +135,7 @@ class ToolResult:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     detail: str | None = None  # more than the model reads, for the audit row only (ToolOutput.detail)
+    guarded: tuple[GuardEvent, ...] = ()  # what the tool_result guardrails decided (the loop reports them)
 
     @property
     def audit_text(self) -> str:
@@ -138,7 +152,7 @@ class ToolResult:
 # What ended a turn: as stored in `turns.stopped_by` and shown by `ask --json` and `trace`.
 StopReason = Literal["answer", "iteration_limit", "budget:tool_calls", "budget:tokens", "budget:seconds",
                      "budget:cost", "budget:daily_cost", "budget:monthly_cost", "budget:daily_tokens", "loop", "error",
-                     "interrupted", "user"]
+                     "interrupted", "user", "guardrail"]
 TurnStatus = Literal["ok", "limit", "error", "stopped"]
 # The cancellation message of a turn its user stopped (Ctrl-C in `yokebot chat`): `task.cancel(USER_STOP)`. The
 # service records such a turn as `stopped` by `user`, not as an error; any other cancellation is a shutdown.

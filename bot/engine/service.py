@@ -15,6 +15,7 @@ from bot.engine import replies
 from bot.engine.children import ChildTurns
 from bot.engine.context.attachments import AttachmentLimits, AttachmentSource, Prepared, for_turn
 from bot.engine.errors import SessionNotFound, YokebotError
+from bot.engine.guard import Block, Verdict, check, input_blocked, screen
 from bot.engine.messages import USER_STOP, Scope, Thread, Trigger, TurnOutcome, TurnResult, conversation_key
 from bot.engine.model.pacing import STARTS
 from bot.engine.ports import (
@@ -27,6 +28,7 @@ from bot.engine.ports import (
     SessionStore,
 )
 from bot.engine.run.context import ApprovalGate, RunContext
+from bot.engine.run.guarding import TurnGuard
 from bot.engine.run.hooks import CompositeHooks, TurnHooks
 from bot.engine.run.loop import ReActLoop
 from bot.engine.run.parked import ParkedTurn, Parking, TurnParked
@@ -280,13 +282,39 @@ class AgentService:
                     return None
                 state = parked.state  # decided while it parked: go on here at once
 
+    @staticmethod
+    async def _input(req: TurnRequest, asked: Verdict, files: Prepared | None,
+                     guard: TurnGuard) -> tuple[TurnRequest, Prepared | None, Block | None]:
+        """The `input` stage: the message (checked already: `asked`) and its attached files' text, as the model
+        may read them."""
+        said = req.text
+        req = dataclasses.replace(req, text=asked.text) if asked.changed else req
+        if files is None:
+            return req, None, asked.block
+        body = files.message.content  # the message, then a block per file
+        own = body.startswith(said)
+        rest = await guard.told(await screen("input", guard.rails.input, body[len(said):] if own else body,
+                                             guard.secrets))
+        if asked.changed or rest.changed:
+            message = dataclasses.replace(files.message, content=(asked.text if own else "") + rest.text)
+            files = dataclasses.replace(files, message=message)
+        return req, files, asked.block or rest.block
+
     async def _turn(self, req: TurnRequest, session: SessionRecord, run: RunContext,
                     turn_hooks: TurnHooks, files: Prepared | None = None) -> TurnResult:
         profile = run.profile
         if req.parked is None:  # a resumed turn has its row, and its messages so far, already
-            await turn_hooks.turn_started(run, req.text)
+            guard = TurnGuard(run, turn_hooks, self.loop.executor.secrets)
+            asked = check("input", profile.guardrails.input, req.text, guard.secrets)  # before anything stores it
+            await turn_hooks.turn_started(run, asked.text)
+            await guard.told(asked)
             if files is not None:
                 await turn_hooks.attachments_read(run, files.records)
+            req, files, block = await self._input(req, asked, files, guard)
+            if block is not None:  # the model never sees it; the user hears which rule, never the match
+                outcome = TurnOutcome(input_blocked(block), stopped_by="guardrail")
+                await turn_hooks.turn_finished(run, outcome)
+                return TurnResult(session.id, run.turn_id, outcome)
         else:
             await turn_hooks.turn_resumed(run)
         if req.parked is None and is_reset(req.text):  # no model call: every platform gets it, even with the model down

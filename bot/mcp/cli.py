@@ -35,7 +35,8 @@ async def offered_tools(settings: Settings, agent: str, server: str) -> tuple[li
     from bot.mcp.schema import schema_problem
     from bot.tools import builtin_tools
 
-    profile = ProfileLoader(settings.agents_dir, builtin_tools(), ids=is_id).load(agent)
+    profile = ProfileLoader(settings.agents_dir, builtin_tools(), ids=is_id,
+                            guardrails_file=settings.guardrails_file).load(agent)
     spec = profile.mcp.get(server)
     if spec is None:
         known = ", ".join(profile.mcp) or "none"

@@ -8,7 +8,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from bot.engine.messages import ToolResult, TurnOutcome
+from bot.engine.messages import GuardEvent, ToolResult, TurnOutcome
 from bot.engine.model import ModelAttempt
 from bot.engine.run import RunContext, TurnHooks
 
@@ -58,6 +58,13 @@ class MetricsHooks(TurnHooks):
             m.child(m.tool_seconds, result.tool).observe(result.duration_ms / 1000)
         log.info("tool call: tool=%s status=%s attempts=%d ms=%.0f%s", result.tool, result.status,
                  result.attempts, result.duration_ms, f" reason={result.reason}" if result.reason else "")
+
+    async def guardrail(self, run: RunContext, event: GuardEvent) -> None:
+        if (m := self.metrics) is not None:
+            m.child(m.guardrail_events, event.stage, event.type, event.action).inc()
+        level = logging.WARNING if event.action == "block" else logging.INFO
+        log.log(level, "guardrail: stage=%s rule=%s type=%s action=%s", event.stage, event.rule, event.type,
+                event.action)
 
     async def turn_finished(self, run: RunContext, outcome: TurnOutcome) -> None:
         seconds = time.perf_counter() - self._started.pop(run.turn_id, time.perf_counter())

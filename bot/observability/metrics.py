@@ -48,6 +48,8 @@ class Metrics:
         self.otel_dropped = Counter("yokebot_otel_spans_dropped", "Trace spans not delivered to the OTLP "
                                     "endpoint (queue_full: the exporter fell behind; export_failed).", ["reason"],
                                     registry=r)
+        self.guardrail_events = Counter("yokebot_guardrail_events", "Guardrail decisions (docs/guardrails.md).",
+                                        ["stage", "type", "action"], registry=r)
         self.schedule_runs = Counter("yokebot_schedule_runs", "Scheduled agent runs.", ["schedule", "status"],
                                      registry=r)
 

@@ -42,7 +42,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import Attributes, AttributeValue
 
 from bot.engine.errors import ApprovalPending, ConfigError
-from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome
+from bot.engine.messages import GuardEvent, Message, ToolCall, ToolResult, TurnOutcome
 from bot.engine.model import ModelAttempt
 from bot.engine.run import ApprovalDecision, ApprovalGate, ApprovalRequest, RunContext, TurnHooks
 from bot.engine.service import CURRENT_TURN
@@ -422,6 +422,20 @@ class SpanHooks(TurnHooks):
             span.set_attribute("error.type", result.status)
             span.set_status(Status(StatusCode.ERROR, self.redact(result.reason or result.status)))
         span.end()
+
+    async def guardrail(self, run: RunContext, event: GuardEvent) -> None:
+        """A span event on the turn's current span (a plan step's, else the turn's): the rule and what it did;
+        the excerpt (the match already replaced by its mark) only when content is captured."""
+        turn = self.turns.get(run.turn_id)
+        if turn is None:
+            return
+        attributes = {"yokebot.guardrail.stage": event.stage, "yokebot.guardrail.rule": self.redact(event.rule),
+                      "yokebot.guardrail.type": event.type, "yokebot.guardrail.action": event.action}
+        if event.kind:
+            attributes["yokebot.guardrail.kind"] = event.kind
+        if self.content:
+            attributes["yokebot.guardrail.excerpt"] = self.redact(event.excerpt)
+        turn.parent.add_event("yokebot.guardrail", attributes)
 
     def approval(self, run: RunContext, request: ApprovalRequest, decision: ApprovalDecision | None,
                  start: int) -> None:

@@ -12,7 +12,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.engine.errors import SessionNotFound, YokebotError
 from bot.observability.timeparse import as_utc
-from bot.store.models import AttachmentRow, LLMCallRow, SessionRow, SummaryRow, ToolInvocationRow, TurnRow
+from bot.store.models import (
+    AttachmentRow,
+    GuardrailEventRow,
+    LLMCallRow,
+    SessionRow,
+    SummaryRow,
+    ToolInvocationRow,
+    TurnRow,
+)
 
 S, T = SessionRow.__table__, TurnRow.__table__
 L, TI, SUM = LLMCallRow.__table__, ToolInvocationRow.__table__, SummaryRow.__table__
@@ -20,6 +28,7 @@ AT = AttachmentRow.__table__
 # the runbooks an alert investigation's turn was given (bot/alerts/tables.py, which this package does not import)
 RB = table("turn_runbooks", column("turn_id"), column("position"), column("kind"), column("ref"), column("title"),
            column("why"), column("given"))
+GE = GuardrailEventRow.__table__
 
 
 # --- sessions --------------------------------------------------------------------------------------------
@@ -160,6 +169,8 @@ class TurnTrace:
     # the runbooks and runbook pages an alert investigation started with: kind, ref, title, why, given
     runbooks: list[dict[str, Any]] = field(default_factory=lambda: list[dict[str, Any]]())
     agent: str | None = None  # a sub-agent's turn: which agent ran it (a session's own turns: the session's)
+    # guardrail decisions: stage, rule, type, kind, action, excerpt (`guardrail_events`, docs/guardrails.md)
+    guardrails: list[dict[str, Any]] = field(default_factory=lambda: list[dict[str, Any]]())
 
     @property
     def prompt_tokens(self) -> int:
@@ -242,6 +253,8 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
                                     .order_by(AT.c.id))).all()
         given = (await conn.execute(select(RB).where(RB.c.turn_id.in_(ids)).order_by(RB.c.turn_id,
                                                                                        RB.c.position))).all()
+        rails = (await conn.execute(select(GE).where(GE.c.session_id == session.id, GE.c.turn_id.in_(ids))
+                                    .order_by(GE.c.id))).all()
         out: list[TurnTrace] = []
         for number, r in picked:
             t = _turn(number, r, llm, tools)
@@ -250,6 +263,8 @@ async def trace(engine: AsyncEngine, session_ref: str, turn: int | None = None) 
                                                          "detail")} for f in files if f.turn_id == r.id]
             t.runbooks = [{"kind": g.kind, "ref": g.ref, "title": g.title, "why": g.why, "given": bool(g.given)}
                           for g in given if g.turn_id == r.id]
+            t.guardrails = [{k: getattr(g, k) for k in ("stage", "rule", "type", "kind", "action", "excerpt")}
+                            for g in rails if g.turn_id == r.id]
             out.append(t)
         await _sub_agents(conn, out)
     return SessionTrace(session, out)

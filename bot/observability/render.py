@@ -140,6 +140,10 @@ def turn_tree(t: TurnTrace) -> Tree:
         tree.add(Text.assemble((f"{kind}: ", "bold"), printable(f"{r['ref']} · {r['title']} · {r['why']}",
                                                                   one_line=True),
                                ("" if r["given"] else " · not in the prompt", "dim")))
+    for g in t.guardrails:  # the excerpt has its match replaced by the mark; rule names are the profile's
+        tree.add(Text.assemble(("guardrail: ", "bold yellow" if g["action"] == "block" else "bold"),
+                               printable(f"{g['stage']} · {g['rule']} · {g['action']}"
+                                         f"{' · ' + g['kind'] if g['kind'] else ''}: {g['excerpt']}", one_line=True)))
     if t.plan:
         _plan_node(tree, t.plan)
     for step in t.steps:

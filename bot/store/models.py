@@ -194,6 +194,23 @@ class AttachmentRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class GuardrailEventRow(Base):
+    """A guardrail's decision in a turn (docs/guardrails.md): stage, rule, action and a redacted excerpt."""
+
+    __tablename__ = "guardrail_events"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    turn_id: Mapped[str] = mapped_column(String(32), index=True)
+    agent: Mapped[str] = mapped_column(String(64))
+    stage: Mapped[str] = mapped_column(String(16))  # input, tool_args, tool_result, output
+    rule: Mapped[str] = mapped_column(String(255))  # its name, or its stage and type
+    type: Mapped[str] = mapped_column(String(16))  # pii, secrets, injection, regex
+    kind: Mapped[str] = mapped_column(String(32), default="")  # the PII kind
+    action: Mapped[str] = mapped_column(String(16))  # block, redact, warn
+    excerpt: Mapped[str] = mapped_column(Text, default="")  # the match replaced by its mark
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class MemoryRow(Base):
     __tablename__ = "memories"
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

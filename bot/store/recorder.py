@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from bot.engine.context import AttachmentRecord
-from bot.engine.messages import Message, ToolResult, TurnOutcome
+from bot.engine.messages import GuardEvent, Message, ToolResult, TurnOutcome
 from bot.engine.model import ModelAttempt, response_dict
 from bot.engine.run import RunContext, TurnHooks
 from bot.store.attachments import record_attachments
+from bot.store.guardrails import record_guardrail
 from bot.store.repositories import LLMCallRecord, SqlStore
 
 
@@ -42,6 +43,9 @@ class SqlRecorder(TurnHooks):
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
         await self.store.record_tool_call(run.session_id, run.turn_id, run.agent, result, run.parent_turn_id)
+
+    async def guardrail(self, run: RunContext, event: GuardEvent) -> None:
+        record_guardrail(self.store.writes, run.session_id, run.turn_id, run.agent, event)
 
     async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
         await self.store.record_plan(run.turn_id, plan)

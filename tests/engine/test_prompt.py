@@ -12,7 +12,7 @@ from bot.engine.messages import Message, ToolCall
 from bot.engine.service import TurnRequest
 from tests.conftest import make_settings
 from tests.fakes.openai_server import FakeOpenAI, call
-from tests.helpers import registry, write_agent
+from tests.helpers import registry, unwrap, write_agent
 
 FIXED = datetime(2026, 11, 30, 8, 15, tzinfo=UTC)
 
@@ -61,7 +61,8 @@ skills: [haiku]
     assert positions == sorted(positions)
     assert "Not for this channel" not in text and "Not for this agent" not in text
     # history: only the last 2 earlier turns (2 and 3) + the current one; turn 2's tool pair intact
-    rest = [(m["role"], m.get("content"), m.get("tool_call_id")) for m in sent["messages"][1:]]
+    rest = [(m["role"], unwrap(m.get("content") or "") if m["role"] == "tool" else m.get("content"),
+             m.get("tool_call_id")) for m in sent["messages"][1:]]
     assert rest == [
         ("user", "question 2", None), ("assistant", "", None), ("tool", "t2", "call_2"),
         ("assistant", "answer 2", None), ("user", "question 3", None), ("assistant", "answer 3", None),

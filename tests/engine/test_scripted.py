@@ -25,6 +25,7 @@ from bot.engine.service import AgentService, TurnRequest
 from bot.engine.spec.profiles import AgentProfile
 from bot.engine.spec.toolsettings import ToolSettings
 from bot.engine.testing import MemorySessions, RecordingHooks, ScriptedModel, call
+from tests.helpers import unwrap
 
 
 class EchoSettings(ToolSettings):
@@ -86,7 +87,7 @@ async def test_a_multi_step_turn_tells_the_hooks_everything_in_order():
     assert bot.recorded.outcomes == [result.outcome]
     assert result.usage.prompt_tokens == 20
     # the second request carried the tool's answer back to the model
-    assert model.requests[1].messages[-1].content == "> hi (for scripted in c1)"
+    assert unwrap(model.requests[1].messages[-1].content) == "> hi (for scripted in c1)"
 
 
 async def test_the_next_turn_sees_the_history_the_hooks_kept():

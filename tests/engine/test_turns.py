@@ -9,7 +9,7 @@ from bot.app import App
 from bot.engine.service import TurnRequest
 from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, call
-from tests.helpers import tool_messages
+from tests.helpers import tool_messages, unwrap
 
 
 def req(text: str, thread: str = "t1", **kw: object) -> TurnRequest:
@@ -30,7 +30,8 @@ async def test_multi_step_turn_feeds_results_back_and_audits_everything(any_bot:
     # the model saw each result with the right tool_call_id, after the assistant message that asked for it
     second, third = fake_llm.requests[1], fake_llm.requests[2]
     assert second["messages"][-2]["tool_calls"][0]["id"] == "call_a"
-    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_a", "content": "first"}
+    assert tool_messages(second)[-1] == {"role": "tool", "tool_call_id": "call_a", "content": "first"}
+    assert second["messages"][-1]["content"].startswith("\u27e6untrusted tool echo\u27e7\n")  # data, marked
     assert [m["tool_call_id"] for m in tool_messages(third)] == ["call_a", "call_b"]
 
     llm = await rows(any_bot, "SELECT model, attempt, error, prompt_tokens, finish_reason FROM llm_calls "
@@ -171,7 +172,7 @@ async def test_concurrent_turns_on_one_session_do_not_interleave(bot: App, fake_
         last = body["messages"][-1]
         if last["role"] == "user":
             return Step("calls", calls=[call("echo", {"text": last["content"]})])
-        return Step("reply", content=f"done {last['content']}")
+        return Step("reply", content=f"done {unwrap(last['content'])}")
 
     fake_llm.handler = handler
     results = await asyncio.gather(*(bot.service.handle(req(f"job {i}")) for i in range(3)))
@@ -273,9 +274,10 @@ async def test_a_streaming_model_tells_its_text_to_the_hooks_as_it_arrives(sqlit
     (with the error) before the fragments of the next attempt; the answer is the last attempt's whole text."""
     from bot.app import build_app
     from bot.engine.testing import RecordingHooks
-    from tests.conftest import make_settings
-    from tests.helpers import registry
+    from tests.conftest import TEST_AGENT, make_settings
+    from tests.helpers import registry, write_agent
 
+    write_agent(agents_dir, "tester", TEST_AGENT + "guardrails: {output: []}\n")  # every fragment, as it comes
     app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir, model_stream=True), registry=registry())
     try:
         fake_llm.reply("The first try breaks off here", cut_after=2)

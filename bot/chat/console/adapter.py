@@ -127,9 +127,13 @@ class ConsoleReply(ReplySurface):
         self.status.stop()
         streamed, self.view.streamed = self.view.streamed, ""
         if streamed:
+            if text.startswith(streamed):  # on screen already as it was written (the guardrails may hold a tail)
+                rest = text[len(streamed):]
+                self.console.print(Text(printable(rest)), highlight=False, emoji=False, soft_wrap=True)
+                return
             self.console.print()  # end the streamed line
             if streamed.strip() == text.strip():
-                return  # it is on screen already, as it was written
+                return
         view.print_text(self.console, view.answer(text))
 
     async def done(self, ok: bool) -> None:

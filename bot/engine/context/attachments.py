@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from bot.engine.context.tokens import default_window
+from bot.engine.guard import untrusted
 from bot.engine.messages import ImagePart, Message
 from bot.engine.spec.profiles import AgentProfile
 from bot.engine.spec.toolsettings import ToolSettings
@@ -341,7 +342,7 @@ def _text_file(b: _Build, src: AttachmentSource, name: str, got: Fetched, share:
     b.texts[name] = AttachedText(name, lines, note)
     shown, detail, given = _show(name, lines, share)
     header = f'--- attached file "{name}" ({human_size(len(raw))}, {len(lines):,} lines{", " + note if note else ""})'
-    b.blocks.append(f"{header}: {detail} ---\n{shown}\n--- end of \"{name}\" ---")
+    b.blocks.append(untrusted(f"{header}: {detail} ---\n{shown}\n--- end of \"{name}\" ---", f"file {name}"))
     b.records.append(AttachmentRecord(name, kind, len(raw), digest, src.origin, given,
                                       detail + (f"; {note}" if note else "")))
     return len(shown)

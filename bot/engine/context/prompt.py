@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from bot.engine.context.history import repair_tool_pairs
+from bot.engine.guard import UNTRUSTED_NOTE
 from bot.engine.messages import Message, Scope
 from bot.engine.ports import MemoryItem, MemoryStore
 from bot.engine.spec.profiles import AgentProfile
@@ -74,6 +75,7 @@ class PromptBuilder:
             parts.append(f"## {name}\n\n{text}")
         for skill in profile.skills:
             parts.append(f"## Skill: {skill.name}\n_{skill.description}_\n\n{skill.body}")
+        parts.append(UNTRUSTED_NOTE)  # what the markers around tool results, files and alerts mean
         parts.append(date_line(self.clock(), profile.timezone))
         return "\n\n".join(parts)
 

@@ -23,6 +23,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ValidationError
 
 from bot.engine.errors import ApprovalPending, ToolDenied, ToolFailed, ToolRetry
+from bot.engine.guard import Secrets, Verdict, result_withheld, screen
 from bot.engine.messages import ToolCall, ToolResult, ToolStatus
 from bot.engine.run.approval import ApprovalDecision, ApprovalRequest, observation
 from bot.engine.run.context import RunContext, ToolContext
@@ -31,8 +32,9 @@ from bot.engine.run.delegate import side_effects as delegate_effects
 from bot.engine.run.tooling import Tool, ToolOutput, describe_validation_error
 from bot.engine.spec.approval import ApprovalSpec
 from bot.engine.spec.delegation import DELEGATE, DelegateSettings
+from bot.engine.spec.guardrails import GuardRule
 from bot.engine.spec.profiles import AgentProfile
-from bot.redact import cut, for_model
+from bot.redact import LOOKAHEAD, PATTERNS_ONLY, SecretRedactor, cut, for_model
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class ToolExecutor:
         self.registry = registry
         self.policy = policy or ToolPolicy()
         self.redact = redact
+        # what the guardrails' `secrets` rules find and replace: the app's redactor (its configured values too)
+        self.secrets: Secrets = redact if isinstance(redact, SecretRedactor) else PATTERNS_ONLY
 
     def tools_for(self, profile: AgentProfile) -> dict[str, Tool[Any]]:
         tools = {name: self.registry[name] for name in profile.tools if name in self.registry}
@@ -103,10 +107,20 @@ class ToolExecutor:
         started_at, started = datetime.now(UTC), time.perf_counter()
         result = await self._execute(call, run, reply)
         duration = time.perf_counter() - started
+        rules = run.profile.guardrails.tool_result
+        content = await self._screened(rules, result.content, self.policy.max_output_chars)
+        detail = await self._screened(rules, result.detail, self.policy.max_detail_chars) if result.detail else None
+        if content.block is not None:  # the model is told it was withheld, and so is the audit
+            text, detail = result_withheld(call.name, content.block), None
+            result = replace(result, reason=f"result withheld by the guardrail {content.block.label}")
+        else:
+            text = self._cap(content.text, total=self._sliced(result.content, self.policy.max_output_chars))
         return replace(
             result,
-            content=self._cap(for_model(result.content)),
-            detail=self._cap(for_model(result.detail), self.policy.max_detail_chars) if result.detail else None,
+            content=text,
+            detail=self._cap(detail.text, self.policy.max_detail_chars,
+                             self._sliced(result.detail or "", self.policy.max_detail_chars)) if detail else None,
+            guarded=content.events,
             arguments=self._redact_args(result.arguments),
             duration_ms=duration * 1000,
             started_at=started_at,
@@ -144,11 +158,22 @@ class ToolExecutor:
         return slots
 
     # --- sandbox: redact before cutting, and the audit row's arguments too ---------------------
-    def _cap(self, text: str, limit: int | None = None) -> str:
+    async def _screened(self, rules: tuple[GuardRule, ...], text: str, limit: int) -> Verdict:
+        """The `tool_result` guardrails over what can be shown of `text`: its cut (and the redactor's lookahead),
+        never the whole of a 10 MB result; escape sequences out first, so a match split by one is whole."""
+        return await screen("tool_result", rules, for_model(text[: limit + LOOKAHEAD]), self.secrets)
+
+    @staticmethod
+    def _sliced(text: str, limit: int) -> int | None:
+        """How long `text` was, if `_screened` read only its beginning; None: it read all of it."""
+        return len(text) if len(text) > limit + LOOKAHEAD else None
+
+    def _cap(self, text: str, limit: int | None = None, total: int | None = None) -> str:
+        """`total`: how long the text was before it was sliced for the guardrails (None: it was not)."""
         head, was_cut = cut(text, limit or self.policy.max_output_chars, self.redact)
-        if not was_cut:
+        if not was_cut and total is None:
             return head
-        return f"{head}\n[output cut: about {len(text) - len(head)} more characters were not shown]"
+        return f"{head}\n[output cut: about {max(total or 0, len(text)) - len(head)} more characters were not shown]"
 
     def _redact_args(self, args: Any) -> Any:
         if isinstance(args, str):

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.engine.context.attachments import AttachmentRecord
-from bot.engine.messages import Message, ToolCall, ToolResult, TurnOutcome
+from bot.engine.messages import GuardEvent, Message, ToolCall, ToolResult, TurnOutcome
 from bot.engine.model.wire import ModelAttempt
 from bot.engine.run.context import RunContext
 
@@ -46,6 +46,10 @@ class TurnHooks:
         return None
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
+        return None
+
+    async def guardrail(self, run: RunContext, event: GuardEvent) -> None:
+        """A guardrail rule matched (docs/guardrails.md): its stage, rule, action and a redacted excerpt."""
         return None
 
     async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
@@ -122,6 +126,9 @@ class CompositeHooks(TurnHooks):
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
         await self._each(lambda h: h.tool_finished(run, result))
+
+    async def guardrail(self, run: RunContext, event: GuardEvent) -> None:
+        await self._each(lambda h: h.guardrail(run, event))
 
     async def plan_made(self, run: RunContext, plan: dict[str, Any]) -> None:
         await self._each(lambda h: h.plan_made(run, plan))

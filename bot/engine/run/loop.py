@@ -30,12 +30,14 @@ from bot.engine.context.prompt import PromptBuilder
 from bot.engine.context.tokens import Calibration, TokenCounter, default_window
 from bot.engine.context.window import SummaryStore, ThreadWindow
 from bot.engine.errors import ApprovalPending, ModelError
-from bot.engine.messages import ImagePart, Message, Stop, Thread, ToolCall, ToolResult, TurnOutcome
+from bot.engine.guard import untrusted
+from bot.engine.messages import ImagePart, Message, Stop, StopReason, Thread, ToolCall, ToolResult, TurnOutcome
 from bot.engine.model.retrying import RetryingModel
 from bot.engine.model.wire import ModelAttempt
 from bot.engine.run.calls import CallSettings, ModelCalls
 from bot.engine.run.context import RunContext
 from bot.engine.run.executor import ToolExecutor
+from bot.engine.run.guarding import TurnGuard
 from bot.engine.run.guards import LOOP_STOP, GuardVerdict, LoopGuard, PriceOf
 from bot.engine.run.hooks import TurnHooks
 from bot.engine.run.parked import ParkedTurn, TurnParked
@@ -62,11 +64,16 @@ class ReActLoop:
         profile = run.profile
         model = profile.model or self.default_model
 
+        guard = TurnGuard(run, hooks, self.executor.secrets)
+        held = guard.stream()  # the output guardrails let streamed text through a sentence at a time
+
         async def report(attempt: ModelAttempt) -> None:
-            await hooks.model_attempt(run, attempt)
+            held.reset()
+            await hooks.model_attempt(run, guard.scrubbed(attempt))
 
         async def delta(fragment: str) -> None:
-            await hooks.text_delta(run, fragment)
+            if shown := held.feed(fragment):
+                await hooks.text_delta(run, shown)
 
         window = ThreadWindow(thread, spec=profile.context, window=profile.context_window or default_window(model),
                               model=model, counter=self.counter(model), calibration=self.calibration,
@@ -135,10 +142,11 @@ class ReActLoop:
                 answer = replies.model_failed(err)
                 await self._add(t, Message.assistant(answer))
                 return t.outcome(answer, "error", str(err))
-            await self._add(t, response.message)
             if not response.message.tool_calls:
-                return t.outcome(response.message.content, "answer")
-            stop = await self._tools(t, response.message.tool_calls)
+                return await self._answer(t, response.message, "answer")
+            message, t.withheld = await TurnGuard(t.run, t.hooks, self.executor.secrets).calls(response.message)
+            await self._add(t, message)
+            stop = await self._tools(t, message.tool_calls)
             if stop is not None:
                 return await self._finish(t, stop)
 
@@ -169,7 +177,9 @@ class ReActLoop:
                 if call.id not in done:
                     t.count_call()
                 note = t.guard.note(call) if planned[i] == "warn" else ""
-                await self._add(t, Message.tool(call.id, call.name, result.content + note))
+                # the tool's own output is data, between markers it cannot close; our sentences (denied, not run) not
+                content = untrusted(result.content, f"tool {call.name}") if result.status == "ok" else result.content
+                await self._add(t, Message.tool(call.id, call.name, content + note))
         return stop
 
     @staticmethod
@@ -209,9 +219,11 @@ class ReActLoop:
             async with slot:  # a side-effecting call waits for the side-effecting calls before it
                 await t.hooks.tool_started(t.run, call)
                 try:
-                    result = await self.executor.execute(call, t.run, t.iterations)
+                    result = t.withheld.pop(call.id, None) or await self.executor.execute(call, t.run, t.iterations)
                 except ApprovalPending as pending:
                     return pending
+                for event in result.guarded:
+                    await t.hooks.guardrail(t.run, event)
                 await t.hooks.tool_finished(t.run, result)
                 return result
 
@@ -255,8 +267,13 @@ class ReActLoop:
         except ModelError:
             pass
         answer = answer or replies.stopped_early(t.iterations, stop.detail, t.results)
-        await self._add(t, Message.assistant(answer))
-        return t.outcome(answer, stop.reason)
+        return await self._answer(t, Message.assistant(answer), stop.reason)
+
+    async def _answer(self, t: TurnState, message: Message, reason: StopReason) -> TurnOutcome:
+        """The turn's answer through the output guardrails: redacted, or replaced by one sentence."""
+        message, block = await TurnGuard(t.run, t.hooks, self.executor.secrets).answer(message)
+        await self._add(t, message)
+        return t.outcome(message.content, "guardrail" if block is not None else reason)
 
     async def _spent(self, t: TurnState, stop: Stop) -> TurnOutcome:
         """A spend cap ended the turn (spend.py): its sentence is the answer; no last call."""

@@ -44,6 +44,7 @@ class TurnState:
     started: float = field(default_factory=time.monotonic)
     stopped_by: StopReason = "answer"
     error: str | None = None
+    withheld: dict[str, ToolResult] = field(default_factory=lambda: dict[str, ToolResult]())  # tool_args blocks
 
     @property
     def budget(self) -> BudgetSpec:

@@ -29,6 +29,7 @@ from bot.engine.spec.delegation import DEFAULT_DEPTH, DELEGATE, DELEGATE_TIMEOUT
 from bot.engine.spec.frontmatter import FRONT_FIRST_LINE, split_front_matter
 from bot.engine.spec.frontmatter import line_of as _line_of
 from bot.engine.spec.frontmatter import parse_yaml as _parse_yaml
+from bot.engine.spec.guardrails import Guardrails, GuardrailsSpec
 from bot.engine.spec.limits import BudgetSpec, ContextSpec, MemorySpec
 from bot.engine.spec.mcp import McpServerSpec, McpSpecError, mcp_tool_settings
 from bot.engine.spec.progress import ProgressMode
@@ -169,6 +170,7 @@ class ProfileSpec(_Strict):
     runbooks: RunbooksSpec = RunbooksSpec()  # docs/knowledge.md
     delegate: list[str] = Field(default_factory=lambda: cast(list[str], []))  # sub-agents (docs/delegation.md)
     max_delegation_depth: int = Field(default=DEFAULT_DEPTH, ge=1, le=MAX_DEPTH)  # read on the root agent only
+    guardrails: GuardrailsSpec | None = None  # docs/guardrails.md
 
     @field_validator("timezone")
     @classmethod
@@ -229,6 +231,7 @@ class AgentProfile:
     runbooks: RunbookCatalog = EMPTY  # its runbooks/ folder and the shared one (bot/engine/spec/runbooks.py)
     delegate: tuple[str, ...] = ()  # agents it may hand a sub-task to (the `delegate` tool; docs/delegation.md)
     max_delegation_depth: int = DEFAULT_DEPTH  # how deep its tree of sub-agents may go when it is the root
+    guardrails: Guardrails = field(default_factory=Guardrails)  # each stage's rules (bot/engine/spec/guardrails.py)
 
 
 def _read_text(path: Path, owner: str, what: str, line: int | None) -> str:
@@ -275,12 +278,14 @@ class ProfileLoader:
 
     def __init__(self, agents_dir: Path, registry: Mapping[str, ToolSpec], *,
                  platforms: Collection[str] | None = None, ids: IdRule | None = None,
-                 runbooks_dir: Path | None = None) -> None:
+                 runbooks_dir: Path | None = None, guardrails_file: Path | None = None) -> None:
+        """`guardrails_file`: YOKEBOT_GUARDRAILS_FILE, the shared default of every agent's `guardrails:`."""
         self.agents_dir = agents_dir
         self.registry = registry
         self.context = platform_context(platforms, ids)  # pydantic's validation context: the known platforms
         self.runbooks_dir = runbooks_dir  # YOKEBOT_RUNBOOKS_DIR: every agent's too
         self._shared: tuple[list[Runbook], list[str]] | None = None  # that folder, read once per loader
+        self.guardrails = load_guardrails_file(guardrails_file) if guardrails_file is not None else Guardrails()
 
     def _runbooks(self, base: Path, spec: RunbooksSpec) -> RunbookCatalog:
         own = load_folder(base / "runbooks")
@@ -369,6 +374,7 @@ class ProfileLoader:
             runbooks=self._runbooks(base, spec.runbooks),
             delegate=tuple(spec.delegate),
             max_delegation_depth=spec.max_delegation_depth,
+            guardrails=spec.guardrails.over(self.guardrails) if spec.guardrails is not None else self.guardrails,
         )
 
     def _delegate(self, spec: ProfileSpec, path: Path, node: yaml.Node | None, first: int) -> DelegateSettings:
@@ -453,3 +459,27 @@ class ProfileLoader:
             what = ".".join(str(p) for p in (*prefix, *sub))
             msg = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
             raise ProfileError(where, f"{what}: {msg}", _line_of(node, (*prefix, *sub), first)) from None
+
+
+def load_guardrails_file(path: Path) -> Guardrails:
+    """`YOKEBOT_GUARDRAILS_FILE`: a YAML mapping of stages (under a top-level `guardrails:` key, or alone), the
+    same as an AGENT.md's `guardrails:`. A bad file is one ProfileError naming it and the line."""
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(where, f"the guardrails file cannot be read ({exc}); check YOKEBOT_GUARDRAILS_FILE"
+                           ) from None
+    data, node = _parse_yaml(text, where, 1)
+    loc: tuple[Any, ...] = ()
+    if "guardrails" in data:
+        loc, data = ("guardrails",), data["guardrails"]
+    try:
+        spec = GuardrailsSpec.model_validate(data or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        sub = (*loc, *err["loc"])
+        what = ".".join(str(p) for p in sub)
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise ProfileError(where, f"{what}: {msg}", _line_of(node, sub, 1)) from None
+    return spec.over(Guardrails())

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from bot.app import App, build_app
 from bot.chat.console.adapter import ConsoleAdapter
 from bot.observability.queries import trace
+from bot.observability.render import turn_tree
 from bot.store.models import GuardrailEventRow
 from tests.chat.slack_harness import OPS, answered, mention, start_bot
 from tests.chat.test_discord import answered as discord_answered
@@ -146,6 +147,11 @@ async def check_cases(app: App, llm: FakeOpenAI, turn: Turn) -> None:
     blocked_in = next(r for r in rows if r.stage == "input")
     turns = (await trace(app.engine, blocked_in.session_id)).turns
     assert any(g["rule"] == "no-launch-codes" and g["action"] == "block" for t in turns for g in t.guardrails)
+    shown = Console(record=True, width=200)
+    for t in turns:
+        shown.print(turn_tree(t))
+    printed = shown.export_text()
+    assert "guardrail: input · no-launch-codes · block" in printed and "LAUNCH-0042" not in printed
     if app.metrics is not None:
         assert app.metrics.value("yokebot_guardrail_events_total", stage="output", type="regex",
                                  action="block") == 1

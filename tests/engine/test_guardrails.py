@@ -3,16 +3,23 @@ text, the streamed answer's hold, the untrusted-content markers, and bad rules r
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
+from bot.app import build_app
 from bot.engine.errors import ProfileError
 from bot.engine.guard import CLOSE, OPEN, StreamHold, check, check_args, untrusted
+from bot.engine.run import ToolContext, tool
+from bot.engine.service import TurnRequest
 from bot.engine.spec.guardrails import GuardRule
 from bot.engine.spec.profiles import ProfileLoader, load_guardrails_file
 from bot.redact import PATTERNS_ONLY
-from tests.helpers import registry, write_agent
+from tests.conftest import make_settings
+from tests.fakes.openai_server import FakeOpenAI, call
+from tests.helpers import registry, tool_messages, unwrap, write_agent
 
 PII = GuardRule("pii", "redact", kinds=("email", "phone", "credit_card", "iban", "ip"))
 
@@ -71,6 +78,9 @@ def test_arguments_are_redacted_value_by_value_so_the_json_stays_valid():
     out = check_args((GuardRule("pii", "redact", kinds=("email",)),), '{"to": "ann@example.com", "n": 2}',
                      PATTERNS_ONLY)
     assert json.loads(out.text) == {"to": "[PII:email]", "n": 2}
+    escaped = check_args((GuardRule("pii", "block", kinds=("email",)),), '{"to": "ann\\u0040example.com"}',
+                         PATTERNS_ONLY)  # what the tool would get is checked, not the escapes
+    assert escaped.block is not None
 
 
 def test_spoofed_markers_cannot_close_the_block():
@@ -131,3 +141,35 @@ def test_an_agents_stage_replaces_the_shared_one_and_the_rest_is_shared(tmp_path
     assert rails.input == (GuardRule("injection", "warn"),)
     assert rails.output == (GuardRule("secrets", "block", name="no-keys"),)
     assert rails.tool_result == (GuardRule("secrets", "redact"),)  # neither sets it: as always
+
+
+@tool("big_log", "Returns a 10 MB log. Use it in tests.")
+async def big_log(ctx: ToolContext) -> str:
+    return "GET /api by ann@example.com 200 ok\n" * 300_000  # 10.5 MB
+
+
+async def test_a_10_mb_result_is_checked_within_its_cut_and_never_stalls_the_loop(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path):
+    write_agent(agents_dir, "tester", "tools: [big_log]\nguardrails:\n  tool_result: [{type: pii, action: redact}]\n")
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir), registry={**registry(), "big_log": big_log})
+    lateness: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            at = time.perf_counter()
+            await asyncio.sleep(0.005)
+            lateness.append(time.perf_counter() - at - 0.005)
+
+    tick = asyncio.create_task(ticker())
+    try:
+        fake_llm.calls(call("big_log", {}))
+        fake_llm.reply("A busy log.")
+        result = await app.service.handle(TurnRequest("test", "c1", "t1", "read the log", "tester"))
+    finally:
+        tick.cancel()
+        await app.close()
+    seen = unwrap(tool_messages(fake_llm.requests[1])[0]["content"])
+    assert result.answer == "A busy log." and "ann@example.com" not in seen
+    assert seen.startswith("GET /api by [PII:email] 200 ok\n") and len(seen) < 20_000
+    assert "more characters were not shown" in seen
+    assert max(lateness) < 1.0  # never scanned whole on the event loop (that takes ~15 s on this text)

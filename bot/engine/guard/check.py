@@ -127,8 +127,8 @@ async def screen(stage: Stage, rules: tuple[GuardRule, ...], text: str, secrets:
 def check_args(rules: tuple[GuardRule, ...], text: str, secrets: Secrets) -> Verdict:
     """The `tool_args` stage over a call's JSON arguments: each string value on its own, so a mark never
     breaks the JSON (a text that is not JSON is checked as it is; the executor refuses it anyway)."""
-    if not rules or not text or not scanner(rules).maybe(text, secrets):
-        return Verdict(text)
+    if not rules or not text or ("\\u" not in text and not scanner(rules).maybe(text, secrets)):
+        return Verdict(text)  # (an escaped character could hide a match from the quick pass: decoded first)
     try:
         data: Any = json.loads(text)
     except (ValueError, RecursionError):

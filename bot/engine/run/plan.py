@@ -14,6 +14,7 @@ from bot.engine.errors import ModelError
 from bot.engine.messages import Message, Thread, TurnOutcome
 from bot.engine.run.calls import ModelCalls
 from bot.engine.run.context import RunContext
+from bot.engine.run.guarding import TurnGuard
 from bot.engine.run.hooks import TurnHooks
 from bot.engine.run.loop import ReActLoop
 from bot.engine.run.state import TurnState
@@ -133,13 +134,14 @@ class PlanExecutor:
             answer = replies.model_failed(err)
             await hooks.message_appended(run, Message.assistant(answer))
             return state.outcome(answer, "error", str(err))
-        plan.steps = [PlanStep(i, s) for i, s in enumerate(steps or [text], 1)]
+        guard = TurnGuard(run, hooks, self.loop.executor.secrets)  # the plan is the model's text: the output rules
+        plan.steps = [PlanStep(i, guard.scrub("output", s)) for i, s in enumerate(steps or [text], 1)]
         await hooks.message_appended(run, Message.assistant("Plan:\n" + plan.listing()))
         stopped = await self._execute(run, calls, question, plan, state, hooks)
-        answer = compose_answer(plan, stopped)
-        await hooks.message_appended(run, Message.assistant(answer))
+        answer, block = await guard.answer(Message.assistant(compose_answer(plan, stopped)))
+        await hooks.message_appended(run, answer)
         await hooks.plan_made(run, plan.to_dict())
-        return state.outcome(answer)
+        return state.outcome(answer.content, "guardrail" if block is not None else None)
 
     async def _execute(self, run: RunContext, calls: ModelCalls, question: Message, plan: Plan, state: TurnState,
                        hooks: TurnHooks) -> str | None:

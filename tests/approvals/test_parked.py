@@ -26,7 +26,7 @@ from tests.conftest import rows
 from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.fakes.otlp_server import FakeOtlp
 from tests.fakes.slack_server import FakeSlack
-from tests.helpers import RESTARTS, eventually, write_agent
+from tests.helpers import RESTARTS, eventually, tool_messages, unwrap, write_agent
 
 WAITING = 9
 CAP = 8
@@ -47,7 +47,7 @@ class ParkingModel:
         service = asked.group(1)
         if not results:
             return Step("calls", calls=[call("restart_service", {"service": service}, f"call_{service}")])
-        return Step("reply", content=f"{service}: {results[-1]['content']}")
+        return Step("reply", content=f"{service}: {unwrap(results[-1]['content'])}")
 
 
 def thread_texts(fake: FakeSlack, ts: str) -> list[str]:
@@ -232,7 +232,7 @@ async def test_two_gated_calls_in_one_message_park_until_both_are_decided_and_ea
         await eventually(lambda: "Both done." in thread_texts(fake_slack, asked), what="the answer")
         assert RESTARTS == {"svc-a": 1, "svc-b": 1}
         assert len(await slack_requests(fake_slack)) == 2
-        results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+        results = [m["content"] for m in tool_messages(fake_llm.requests[1])]
         assert results == ["svc-a restarted (run 1)", "svc-b restarted (run 1)"]  # in the model's order
         assert [r.outcome for r in await approval_rows(bot.app)] == ["ran", "ran"]
     finally:

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, call
+from tests.helpers import tool_messages
 from tests.test_cli import base_env, yokebot
 
 # The worked example of docs/approvals.md, with /bin/echo standing in for systemctl so the test can run it.
@@ -43,7 +44,7 @@ def audit(tmp_path: Path) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]
 
 
 def seen_by_model(fake: FakeOpenAI) -> str:
-    return next(m["content"] for m in fake.requests[1]["messages"] if m["role"] == "tool")
+    return next(m["content"] for m in tool_messages(fake.requests[1]))
 
 
 def test_chat_asks_inline_and_yes_runs_the_command_once(tmp_path: Path, fake_llm: FakeOpenAI):

@@ -14,7 +14,7 @@ from bot.app import App, build_app, side_effecting
 from bot.engine.service import TurnRequest
 from tests.conftest import make_settings, rows
 from tests.fakes.openai_server import FakeOpenAI, call
-from tests.helpers import eventually, registry, write_agent
+from tests.helpers import eventually, registry, tool_messages, write_agent
 from tests.mcp.conftest import FAST, TOKEN, Servers
 
 
@@ -55,7 +55,7 @@ async def test_tool_call_end_to_end_with_its_audit_row(ops_bot: App, fake_llm: F
     assert add["description"] == "Add two integers."
     assert add["parameters"]["properties"] == {"a": {"type": "integer"}, "b": {"type": "integer"}}
     assert add["parameters"]["required"] == ["a", "b"]
-    assert fake_llm.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "42"}
+    assert tool_messages(fake_llm.requests[1])[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "42"}
     audit = await rows(ops_bot, "SELECT tool, arguments, result, status, duration_ms FROM tool_invocations "
                                 "WHERE session_id = :s", s=result.session_id)
     assert [(a.tool, json.loads(a.arguments) if isinstance(a.arguments, str) else a.arguments, a.result, a.status)

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
-import re2
-
-from bot.engine.spec.guardrails import GuardRule, PiiKind
+from bot.engine.spec.guardrails import GuardRule, PiiKind, compile_pattern
 from bot.redact import MARK
 
 Span = tuple[int, int, str]
@@ -32,12 +30,6 @@ class Secrets(Protocol):
 
     def __call__(self, text: str) -> str: ...
     def find(self, text: str) -> tuple[int, int] | None: ...
-
-
-def _re(pattern: str) -> Any:
-    opts = re2.Options()
-    opts.log_errors = False
-    return re2.compile(pattern, opts)
 
 
 def _luhn(digits: str) -> bool:
@@ -81,7 +73,7 @@ _PII: dict[PiiKind, tuple[str, Callable[[str], bool] | None]] = {
 }
 
 # Instructions aimed at the model, as attackers write them into logs, alert annotations, files and web pages.
-_INJECTION = _re(
+_INJECTION = compile_pattern(
     r"(?i)\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+|my\s+|of\s+)*"
     r"(?:previous|prior|above|earlier|preceding|former|system|original|safety)?\s*"
     r"(?:instructions?|prompts?|messages|rules|directions|guidelines|context)\b"
@@ -125,11 +117,11 @@ class _Finder:
 
 def _finder(rule: GuardRule) -> _Finder:
     if rule.type == "pii":
-        return _Finder(rule, tuple((_re(_PII[k][0]), _PII[k][1], f"[PII:{k}]") for k in rule.kinds))
+        return _Finder(rule, tuple((compile_pattern(_PII[k][0]), _PII[k][1], f"[PII:{k}]") for k in rule.kinds))
     if rule.type == "injection":
         return _Finder(rule, ((_INJECTION, None, "[INJECTION]"),))
     if rule.type == "regex":
-        return _Finder(rule, ((_re(rule.pattern), None, f"[REDACTED:{rule.name or 'regex'}]"),))
+        return _Finder(rule, ((compile_pattern(rule.pattern), None, f"[REDACTED:{rule.name or 'regex'}]"),))
     return _Finder(rule, ())
 
 
@@ -152,5 +144,5 @@ class Scanner:
 def scanner(rules: tuple[GuardRule, ...]) -> Scanner:
     finders = tuple(_finder(r) for r in rules)
     patterns = [p.pattern for f in finders for p, _, _ in f.parts]
-    union = _re("|".join(f"(?:{p})" for p in dict.fromkeys(patterns))) if patterns else None
+    union = compile_pattern("|".join(f"(?:{p})" for p in dict.fromkeys(patterns))) if patterns else None
     return Scanner(finders, union, any(r.type == "secrets" for r in rules))

@@ -9,10 +9,7 @@ their look-alikes cannot occur inside (they become plain brackets), and a writte
 
 from __future__ import annotations
 
-from typing import Any
-
-import re2
-
+from bot.engine.spec.guardrails import compile_pattern
 from bot.redact import printable
 
 OPEN, CLOSE = "\u27e6untrusted", "\u27e6/untrusted\u27e7"
@@ -20,14 +17,8 @@ OPEN, CLOSE = "\u27e6untrusted", "\u27e6/untrusted\u27e7"
 _BRACKETS = {0x27E6: "[", 0x27E7: "]", 0x301A: "[", 0x301B: "]", 0x27EC: "[", 0x27ED: "]", 0x2983: "{", 0x2984: "}"}
 
 
-def _re(pattern: str) -> Any:
-    opts = re2.Options()
-    opts.log_errors = False
-    return re2.compile(pattern, opts)
-
-
 # a marker spelled with any opening bracket, a slash or not, any case, spaces or underscores between
-_SPOOF = _re(r"(?i)[\[<{(«‹【]\s*/?\s*(?:end[\s_-]*)?untrusted")
+_SPOOF = compile_pattern(r"(?i)[\[<{(«‹【]\s*/?\s*(?:end[\s_-]*)?untrusted")
 DEFUSED = "(untrusted-marker removed)"
 
 UNTRUSTED_NOTE = (

@@ -5,7 +5,7 @@ the same allow-list rules, address checks, pinned resolver and redirect rule).
 
 Deterministic: the same labels and catalog give the same runbooks in the same order (by id). Each runbook, page
 and past conclusion is untrusted text: it passes the model-input gate (`for_model`) and the app's redactor, cut
-(`cut`), and sits in a fence its own backticks cannot close, under a line that calls it reference, not orders.
+(`cut`), and sits between the untrusted-text markers (bot/engine/guard), under a line calling it reference.
 What the turn was given is returned as `Given` records (the turn's `turn_runbooks` rows: `yokebot trace`)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
 from bot.alerts.payloads import Notification, Redact
-from bot.alerts.render import fence
 from bot.alerts.routing import label_sets
 from bot.engine.errors import ToolDenied, ToolFailed
+from bot.engine.guard import untrusted
 from bot.engine.spec import AgentProfile, Runbook, RunbookFetch
 from bot.redact import LOOKAHEAD, cut, for_model, printable
 from bot.tools.http_check import HttpCheckSettings, follow
@@ -140,12 +140,9 @@ async def fetch_page(url: str, fetch: RunbookFetch, redact: Redact) -> tuple[str
     return shown, how
 
 
-def _quoted(text: str) -> str:
-    return f"{fence(text)}markdown\n{text}\n{fence(text)}"
-
-
 def _runbook_section(r: Runbook, body: str) -> str:
-    return f"Runbook {r.id}: {printable(r.title, one_line=True)} (matched {r.matcher})\n{_quoted(body)}"
+    return (f"Runbook {r.id}: {printable(r.title, one_line=True)} (matched {r.matcher})\n"
+            f"{untrusted(body, f'runbook {r.id}')}")
 
 
 def matched_runbooks(profile: AgentProfile, labels: Iterable[Mapping[str, str]], redact: Redact
@@ -180,7 +177,7 @@ async def brief(n: Notification, profile: AgentProfile, redact: Redact, *, fetch
         safe_url = redact(printable(url, one_line=True))
         given.append(Given("page", safe_url, "runbook_url", how, text is not None))
         if text is not None:
-            sections.append(f"The runbook_url page {safe_url} ({how}):\n{_quoted(text)}")
+            sections.append(f"The runbook_url page {safe_url} ({how}):\n{untrusted(text, f'page {safe_url}')}")
         else:
             log.info("runbook_url %s of an alert for agent %s %s", safe_url[:200], profile.name, how)
     if not sections and not skipped:

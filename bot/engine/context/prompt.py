@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from bot.engine.context.history import repair_tool_pairs
-from bot.engine.guard import UNTRUSTED_NOTE
+from bot.engine.guard import UNTRUSTED_NOTE, untrusted
 from bot.engine.messages import Message, Scope
 from bot.engine.ports import MemoryItem, MemoryStore
 from bot.engine.spec.profiles import AgentProfile
@@ -55,7 +55,9 @@ def format_memory(items: Sequence[MemoryItem], max_tokens: int,
         room -= len(line) + 1
         lines.append(line)
         shown.append(item.id)
-    return ("\n".join(lines) if shown else ""), shown
+    if not shown:
+        return "", shown
+    return "\n".join([*lines[:2], untrusted("\n".join(lines[2:]), "memory")]), shown
 
 
 class PromptBuilder:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.fakes.openai_server import FakeOpenAI, call
+from tests.helpers import unwrap
 from tests.test_cli import base_env, yokebot
 
 STORY = "check the recent nginx error logs; if something's wrong, push it to the team channel"
@@ -24,7 +25,7 @@ def test_the_demo_tells_the_nginx_story_on_any_machine(tmp_path: Path, fake_llm:
     assert out.returncode == 0, out.stderr
     system = fake_llm.requests[0]["messages"][0]["content"]
     assert str(logs.resolve()) in system  # the agent knows where its logs are
-    tail, grep, _ = (m["content"] for m in fake_llm.requests[3]["messages"] if m["role"] == "tool")
+    tail, grep, _ = (unwrap(m["content"]) for m in fake_llm.requests[3]["messages"] if m["role"] == "tool")
     assert "connect() failed (111: Connection refused)" in tail  # read, not denied
     recent = datetime.now(UTC) - timedelta(minutes=4)
     assert recent.strftime("%Y/%m/%d") in tail.splitlines()[-1]  # "recent" means now: the log was moved to today

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from bot.engine.model import CUT_OFF
 from bot.observability.prune import PruneResult
 from bot.observability.queries import MemoryStep, ModelStep, SessionOverview, SessionTrace, ToolStep, TurnTrace
 from bot.observability.usage import CapUsage, UsageReport, UsageRow
@@ -96,6 +97,9 @@ def _model_node(parent: Tree, m: ModelStep, turn_started: datetime | None = None
                          (printable(m.model, one_line=True), "magenta"),
                          f" · attempt {m.attempt} · {m.prompt_tokens}+{m.completion_tokens} tokens"
                          f" · {m.latency_ms:.0f} ms")
+    if m.error == CUT_OFF:  # Ctrl-C or SIGTERM during the call: the user's choice, not a failure
+        parent.add(head + Text(" · cut off: the turn was stopped while the model was answering", style="yellow"))
+        return
     if m.error:
         parent.add(head + Text(f" · error: {preview(m.error)}", style="red"))
         return

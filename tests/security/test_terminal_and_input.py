@@ -53,7 +53,8 @@ async def test_the_approval_question_shows_no_control_characters():
         asked.append(question)
         return "n"
 
-    approval = type("A", (), {"tool": "shell\x9b2J", "arguments": json.dumps({"cmd": HOSTILE}, ensure_ascii=False)})
+    approval = type("A", (), {"tool": "shell\x9b2J", "arguments": json.dumps({"cmd": HOSTILE}, ensure_ascii=False),
+                              "agent": "ops", "task": None})
     with console.capture() as shown:
         verdict = await ConsoleApprover(console, ask).decide(approval())  # type: ignore[arg-type]
     assert verdict[0] == "denied"

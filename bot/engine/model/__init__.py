@@ -6,11 +6,12 @@ module inside the room."""
 
 from bot.engine.model.client import OpenAIChatModel, preload
 from bot.engine.model.embeddings import Embeddings
-from bot.engine.model.retrying import RetryingModel, RetryPolicy
+from bot.engine.model.retrying import CUT_OFF, RetryingModel, RetryPolicy
 from bot.engine.model.windows import reported_windows, window_of
 from bot.engine.model.wire import ChatModel, ModelAttempt, ModelRequest, response_dict
 
 __all__ = [
+    "CUT_OFF",
     "ChatModel",
     "Embeddings",
     "ModelAttempt",

@@ -76,7 +76,7 @@ class RetryingModel:
             await on_attempt(ModelAttempt(request, number, (time.perf_counter() - started) * 1000, error=err))
             raise
         except asyncio.CancelledError:  # Ctrl-C or SIGTERM mid-call: the provider may bill it, so llm_calls has it
-            cut = ModelError(CUT_OFF, code="cancelled")
+            cut = ModelError(CUT_OFF, code="cancelled", detail=CUT_OFF)  # the audit row: these words, no class
             await on_attempt(ModelAttempt(request, number, (time.perf_counter() - started) * 1000, error=cut))
             raise
         except Exception as exc:  # a model that does not classify its errors: not worth retrying

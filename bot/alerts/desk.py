@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from bot.alerts import knowledge, render
-from bot.alerts.incidents import Incidents
+from bot.alerts.incidents import Incidents, ended, started
 from bot.alerts.investigate import Investigations
 from bot.alerts.payloads import BadPayload, Notification, Redact, Source, parse
 from bot.alerts.routing import Routed, route_for
@@ -183,8 +183,8 @@ class AlertDesk:
         now = self.clock()
         if n.status == "resolved":
             return await self._resolved(n, group, now)
-        if group.state == "resolved":
-            within = group.resolved_at is not None and (now - group.resolved_at).total_seconds() < \
+        if group.state == "resolved":  # the cool-down: from when it resolved (endsAt) to when it fired again
+            within = group.resolved_at is not None and (started(n, now) - group.resolved_at).total_seconds() < \
                 group.cooldown_seconds
             if within and group.root_ref:
                 return await self._refired(n, group, now)
@@ -264,15 +264,17 @@ class AlertDesk:
         return f"{len(new)} new alert(s) noted" if new else "repeat: nothing new"
 
     async def _resolved(self, n: Notification, group: Group, now: datetime) -> str:
+        """Resolved at the alerts' `endsAt` (when they stopped firing), not when the webhook came."""
         if group.state == "resolved":
             return "repeat: already resolved"
         found = self._root(group)
-        await self.store.set(group, state="resolved", resolved_at=now, alerts={**group.alerts, **_statuses(n)})
-        await self.store.incident_resolved(group, now)
+        when = ended(n, now)
+        await self.store.set(group, state="resolved", resolved_at=when, alerts={**group.alerts, **_statuses(n)})
+        await self.store.incident_resolved(group, when)
         if found is None:
             return "resolved before its thread was opened"
         root, threads = found
-        at = stamp(now)
+        at = stamp(when)
         await threads.edit(root, render.root_text(n, resolved_at=at))
         await threads.note(root, render.resolved_note(at))
         return "resolved"
@@ -285,7 +287,7 @@ class AlertDesk:
             return "fired again"
         root, threads = found
         await threads.edit(root, render.root_text(n))
-        await threads.note(root, render.refired_note(stamp(now)))
+        await threads.note(root, render.refired_note(stamp(max(started(n, now), group.resolved_at or now))))
         return "fired again within the cool-down: same thread"
 
 

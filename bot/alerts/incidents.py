@@ -50,15 +50,30 @@ def identity(alertname: str, group_labels: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps([alertname, rest]).encode()).hexdigest()
 
 
+def _instant(text: str) -> datetime | None:
+    """An RFC 3339 time of a webhook body (`2026-12-01T21:30:00.123Z`); None when absent or a zero time
+    (Alertmanager writes `0001-01-01T00:00:00Z` for "not ended")."""
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC) if when.year > 2000 else None
+
+
 def started(n: Notification, now: datetime) -> datetime:
     """When the group started firing: its earliest `startsAt`, else now."""
-    found: list[datetime] = []
-    for a in n.firing or n.alerts:
-        try:
-            found.append(datetime.fromisoformat(a.starts_at.replace("Z", "+00:00")).astimezone(UTC))
-        except ValueError:
-            continue
-    return min(found) if found and min(found).year > 2000 else now
+    found = [t for a in n.firing or n.alerts if (t := _instant(a.starts_at)) is not None]
+    return min(found) if found else now
+
+
+def ended(n: Notification, now: datetime) -> datetime:
+    """When a resolved group stopped firing: the latest `endsAt` of its alerts (Alertmanager and Grafana set it to
+    when the alert resolved, while the webhook comes up to `group_interval` later), never later than `now`; `now`
+    when no alert says."""
+    found = [t for a in n.alerts if a.status == "resolved" and (t := _instant(a.ends_at)) is not None]
+    return min(max(found), now) if found else now
 
 
 def thread_link(root: Root) -> str:

@@ -11,19 +11,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, func, select, update
+from sqlalchemy import String, Table, func, select, update
+from sqlalchemy import cast as cast_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.alerts.tables import AlertGroupRow, AlertNotificationRow, IncidentRow, TurnRunbookRow
 from bot.store.claims import BatchedInsert, Key
-from bot.store.models import utcnow
+from bot.store.models import InboxRow, SessionRow, utcnow
 
 N = cast(Table, AlertNotificationRow.__table__)
 G = cast(Table, AlertGroupRow.__table__)
 RB = cast(Table, TurnRunbookRow.__table__)
 INC = cast(Table, IncidentRow.__table__)
+S = cast(Table, SessionRow.__table__)
+I = cast(Table, InboxRow.__table__)  # noqa: E741 - the alias of the inbox table, beside G, N, RB, INC and S
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,27 @@ def _group(row: Any) -> Group:
                  thread=row.thread, root_owner=row.root_owner, investigation=row.investigation,
                  cooldown_seconds=row.cooldown_seconds, fired_at=_aware(row.fired_at),
                  resolved_at=_aware(row.resolved_at), updated_at=_aware(row.updated_at))
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A group as `yokebot alerts list` shows it."""
+
+    group: Group
+    session_id: str | None  # the thread's session, once its investigation (or a reply) started a turn there
+    turn_state: str | None  # the investigation's inbox row: claimed, running, parked, answered, failed, …
+
+    @property
+    def investigation(self) -> str:
+        """none, not investigated (the storm limit), or where the investigation's turn is."""
+        g = self.group
+        if g.investigation == "skipped":
+            return "not investigated"
+        if g.investigation != "started":
+            return "none"
+        return {"claimed": "queued", "running": "running", "parked": "waiting for approval",
+                "answered": "answered", "failed": "failed", "interrupted": "interrupted",
+                "skipped": "skipped"}.get(self.turn_state or "", "starting")
 
 
 def group_hash(source: str, key: str) -> str:
@@ -239,9 +263,16 @@ class AlertStore:
                                        updated_at=now))
         return ok, int(wanted) + 1
 
-    async def recent(self, limit: int = 20) -> list[Group]:
-        rows = await self._one(select(G).order_by(G.c.updated_at.desc(), G.c.id.desc()).limit(limit))
-        return [_group(r) for r in rows]
+    async def recent(self, limit: int = 20) -> list[Listed]:
+        """The most recently changed groups, each with its thread's session (what `yokebot trace` takes) and its
+        investigation's inbox state, for `yokebot alerts list`."""
+        key = cast_(G.c.id, String) + ":" + cast_(G.c.generation, String)  # the investigation's event key
+        query = (select(G, S.c.id.label("session_id"), I.c.state.label("turn_state"))
+                 .outerjoin(S, (S.c.platform == G.c.root_platform) & (S.c.channel == G.c.root_channel)
+                            & (S.c.thread == G.c.thread))
+                 .outerjoin(I, (I.c.platform == "alerts") & (I.c.event_key == key))
+                 .order_by(G.c.updated_at.desc(), G.c.id.desc()).limit(limit))
+        return [Listed(_group(r), r.session_id, r.turn_state) for r in await self._one(query)]
 
     # --- what an investigation's turn was given ---------------------------------------------------------------
     async def record_given(self, turn_id: str, session_id: str, given: Sequence[Mapping[str, Any]]) -> None:

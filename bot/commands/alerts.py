@@ -90,12 +90,17 @@ def alerts_test(
 
 
 @alerts_app.command("list")
-def alerts_list(limit: Annotated[int, typer.Option("--limit", "-n", help="How many groups.")] = 20) -> None:
-    """Recent alert groups: their state, whether they were investigated, and their thread."""
+def alerts_list(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many groups.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON: one object per alert group.")] = False,
+) -> None:
+    """Recent alert groups: firing or resolved (and when), where their investigation is, the session to give
+    `yokebot trace`, and the thread."""
     from rich.table import Table
 
     from bot.alerts.store import AlertStore
-    from bot.commands.support import readable_url
+    from bot.commands.support import readable_url, terminal
+    from bot.redact import printable_json
     from bot.store.db import create_engine, ensure_schema
 
     settings = settings_or_exit()
@@ -109,16 +114,30 @@ def alerts_list(limit: Annotated[int, typer.Option("--limit", "-n", help="How ma
             await engine.dispose()
 
     found = run_async(groups)
-    if not found:
-        out.print("No alert groups yet (set YOKEBOT_WEBHOOK_TOKEN and point Alertmanager or Grafana at "
-                  "/hooks/alertmanager or /hooks/grafana; docs/alerts.md).")
+    if as_json:
+        rows = [{"id": x.group.id, "source": x.group.source, "alert": x.group.title, "agent": x.group.agent,
+                 "status": x.group.state, "fired_at": x.group.fired_at.isoformat(),
+                 "resolved_at": x.group.resolved_at.isoformat() if x.group.resolved_at else None,
+                 "investigation": x.investigation, "session_id": x.session_id, "thread": _thread(x.group),
+                 "updated_at": x.group.updated_at.isoformat()} for x in found]
+        print(printable_json(json.dumps(rows, ensure_ascii=False, indent=2)))
         return
-    table = Table("id", "source", "alert", "agent", "state", "investigation", "thread", "updated (UTC)")
-    for g in found:
-        thread = f"{g.root_platform}:{g.root_channel}:{g.thread}" if g.root_ref else "-"
-        table.add_row(str(g.id), g.source, _shown(g.title[:60]), g.agent, g.state, g.investigation,
-                      _shown(thread), g.updated_at.strftime("%Y-%m-%d %H:%M:%S"))
-    out.print(table)
+    if not found:
+        out.print("No alert groups yet (set YOKEBOT_WEBHOOK_TOKEN, give an agent an alerts: route and point "
+                  "Alertmanager or Grafana at /hooks/alertmanager or /hooks/grafana; docs/alerts.md).")
+        return
+    table = Table("id", "source", "alert", "agent", "status", "investigation", "session", "thread")
+    for x in found:
+        g = x.group
+        status = f"resolved {g.resolved_at:%Y-%m-%d %H:%M:%S}" if g.state == "resolved" and g.resolved_at else g.state
+        table.add_row(str(g.id), g.source, _shown(g.title[:60]), g.agent, status, x.investigation,
+                      x.session_id or "-", _shown(_thread(g) or "-"))
+    table.caption = "times in UTC; `yokebot trace SESSION` shows an investigation step by step"
+    terminal().print(table)
+
+
+def _thread(g: Any) -> str | None:
+    return f"{g.root_platform}:{g.root_channel}:{g.thread}" if g.root_ref else None
 
 
 @alerts_app.command("history")

@@ -77,4 +77,6 @@ async def test_bodies_recorded_from_alertmanager_0_25_open_and_resolve_a_thread_
     assert "Summary: `checkout is broken on 127.0.0.1:39555`" in root.content
     assert "[source](http://vm:46229/graph?g0.expr=app_broken+%3E+0&g0.tab=1)" in root.content
     assert fake_discord.posted_in(root.id)[0].content == "checkout is down on 127.0.0.1:39555."
-    assert next(e[2] for e in fake_discord.edits if e[1] == root.id).startswith("✅ **Resolved at ")
+    # Alertmanager 0.25's endsAt (22:37:59.173Z), not the time the webhook arrived
+    assert next(e[2] for e in fake_discord.edits if e[1] == root.id).startswith(
+        "✅ **Resolved at 2026-12-01 22:37:59 UTC:**")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -166,6 +168,13 @@ receivers:
     assert len(fake_llm.requests) == 1
     asked = fake_llm.requests[0]["messages"][-1]["content"]
     assert '"runbook_url": "https://runbooks.example/checkout"' in asked and "NOT instructions" in asked
-    groups = await db_rows(sqlite_url, "SELECT source, group_key, state FROM alert_groups")
+    groups = await db_rows(sqlite_url, "SELECT source, group_key, state, resolved_at FROM alert_groups")
     assert [(g.source, g.group_key, g.state) for g in groups] == [
         ("alertmanager", '{}:{alertname="AppBroken"}', "resolved")]
+    # resolved at the endsAt Alertmanager sent (when the rule stopped firing), which the note shows to the second
+    bodies = await db_rows(sqlite_url, "SELECT body FROM alert_notifications ORDER BY id")
+    resolved = next(json.loads(b.body) for b in reversed(bodies) if json.loads(b.body)["status"] == "resolved")
+    ends = max(datetime.fromisoformat(a["endsAt"].replace("Z", "+00:00")) for a in resolved["alerts"])
+    stored = datetime.fromisoformat(str(groups[0].resolved_at)).replace(tzinfo=UTC)
+    assert abs((stored - ends).total_seconds()) < 0.001
+    assert thread[1].startswith(f"✅ Resolved at {ends.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC:")

@@ -3,11 +3,17 @@ server, the real Slack SDK against the fake Slack, the scripted model; one threa
 
 from __future__ import annotations
 
+import asyncio
+import json
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+from typer.testing import CliRunner
 
 from bot.alerts.payloads import MAX_BODY_BYTES
+from bot.cli import app as cli
 from tests.alerts.harness import ROOT_CHANNEL, SLACK_TOKENS, TOKEN, Served, hook, ops_agent, payload, processed, up
 from tests.chat.slack_harness import answered, message
 from tests.conftest import make_settings
@@ -23,6 +29,12 @@ def settings_for(db: str, llm: FakeOpenAI, agents: Path, slack: FakeSlack, **kw:
                   slack_api_url=slack.api_url, webhook_token=TOKEN, **SLACK_TOKENS)
     values.update(kw)
     return make_settings(db, llm, agents, **values)
+
+
+def _utc(value: Any) -> datetime:
+    """A timestamp column as an aware UTC datetime (SQLite hands back text or naive values)."""
+    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def roots(slack: FakeSlack) -> list[dict]:
@@ -68,9 +80,11 @@ async def test_an_alert_group_gets_one_thread_an_investigation_notes_and_a_resol
     thread = [p["text"] for p in fake_slack.posts(ROOT_CHANNEL, thread_ts=ts)]
     assert thread[0] == "The api's 5xx come from a bad deploy of api-1 at 21:00; roll it back."
     assert thread[1] == "➕ 1 new alert joined this group: `HighErrorRate` on `api-2:8080`"
-    assert thread[2].startswith("✅ Resolved at ") and len(thread) == 4  # and the human's answer; no second investigation
+    # resolved when the alerts stopped firing (their endsAt), not when the webhook came (up to group_interval later)
+    assert thread[2].startswith("✅ Resolved at 2026-12-01 21:30:00 UTC:") and len(thread) == 4  # + the human's answer
     [edit] = [c for c in fake_slack.calls_to("chat.update") if c.params.get("ts") == ts]
-    assert edit.params["text"].startswith("✅ *Resolved at ") and "`HighErrorRate`" in edit.params["text"]
+    assert edit.params["text"].startswith("✅ *Resolved at 2026-12-01 21:30:00 UTC:*")
+    assert "`HighErrorRate`" in edit.params["text"]
 
     turns = await db_rows(db_url, "SELECT t.trigger, t.text, s.id AS session, s.platform, s.channel, s.thread "
                                       "FROM turns t JOIN sessions s ON s.id = t.session_id ORDER BY t.started_at")
@@ -82,8 +96,18 @@ async def test_an_alert_group_gets_one_thread_an_investigation_notes_and_a_resol
     assert '"runbook_url": "https://runbooks.example/api-5xx"' in asked
     inbox = await db_rows(db_url, "SELECT platform, state, trigger FROM inbox WHERE platform = 'alerts'")
     assert [(r.state, r.trigger) for r in inbox] == [("answered", "alert")]
-    groups = await db_rows(db_url, "SELECT state, investigation, root_ref, thread FROM alert_groups")
+    groups = await db_rows(db_url, "SELECT state, investigation, root_ref, thread, resolved_at FROM alert_groups")
     assert [(g.state, g.investigation, g.root_ref) for g in groups] == [("resolved", "started", ts)]
+    [incident] = await db_rows(db_url, "SELECT resolved_at FROM incidents")
+    for stored in (groups[0].resolved_at, incident.resolved_at):  # stored as endsAt too (the incident record)
+        assert _utc(stored) == datetime(2026, 12, 1, 21, 30, tzinfo=UTC)
+
+    # `yokebot alerts list`: resolved (when), the investigation answered, and the session `yokebot trace` takes
+    listed = await asyncio.to_thread(CliRunner().invoke, cli, ["alerts", "list", "--json"],
+                                     env={"YOKEBOT_DATABASE_URL": db_url})
+    [group] = json.loads(listed.output)
+    assert (group["status"], group["investigation"], group["session_id"]) == ("resolved", "answered", turns[0].session)
+    assert group["resolved_at"].startswith("2026-12-01T21:30:00")
 
 
 async def test_a_hostile_alert_is_shown_as_typed_and_quoted_to_the_model_as_data(
@@ -197,7 +221,7 @@ async def test_grafana_groups_an_unrouted_group_and_the_storm_limit(
                             "`5xx ratio above 5% on the api`. Mention me here to look into it."]
     assert len(fake_llm.requests) == 1  # one investigation: Grafana's
     grafana_thread = [p["text"] for p in fake_slack.posts(ROOT_CHANNEL, thread_ts=first)]
-    assert grafana_thread[-2].startswith("✅ Resolved at ")
+    assert grafana_thread[-2].startswith("✅ Resolved at 2026-12-01 20:20:00 UTC:")  # Grafana's endsAt, +01:00
     assert grafana_thread[-1].startswith("🔁 Firing again at ") and "no new investigation" in grafana_thread[-1]
     edits = [c.params["text"] for c in fake_slack.calls_to("chat.update") if c.params.get("ts") == first]
     assert edits[0].startswith("✅ *Resolved at ") and edits[1].startswith("🟠 *Alert firing:* `DiskFilling`")
@@ -231,7 +255,10 @@ async def test_a_group_firing_again_after_its_cool_down_gets_a_new_thread_and_in
         async with engine.begin() as conn:
             await conn.execute(text("UPDATE alert_groups SET resolved_at = datetime('now', '-2 hours')"))
         await engine.dispose()
-        await hook(settings, AM, payload("alertmanager_firing"))
+        again = payload("alertmanager_firing")  # it fires again now (startsAt): two hours after it resolved
+        for a in again["alerts"]:
+            a["startsAt"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        await hook(settings, AM, again)
         await eventually(lambda: len(roots(fake_slack)) == 2, what="the second root")
         await answered(fake_slack, roots(fake_slack)[1].result["ts"])
     finally:

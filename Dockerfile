@@ -4,12 +4,14 @@
 FROM python:3.11-slim
 
 # bubblewrap: the sandbox runs the shell tool's commands under bwrap where the kernel allows user namespaces
-# (docker-compose.yml says what the container needs for that). EXTRA_PACKAGES: what MCP servers need, e.g.
+# (docker-compose.yml says what the container needs for that). procps (free, uptime) and systemd (journalctl,
+# systemctl): every program the shipped agents' shell allow-lists name is here (`yokebot doctor` names any that
+# is missing; tests/test_container.py checks this list against agents/). EXTRA_PACKAGES: what MCP servers need, e.g.
 # `--build-arg EXTRA_PACKAGES="nodejs npm git"` for servers started with npx. The user is in `adm`, the group
 # that may read /var/log on Debian and Ubuntu hosts (mounted logs keep the host's numeric owner and group).
 ARG EXTRA_PACKAGES=""
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap ${EXTRA_PACKAGES} \
+    && apt-get install -y --no-install-recommends bubblewrap procps systemd ${EXTRA_PACKAGES} \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 10001 --groups adm yokebot \
     && mkdir /data && chown yokebot /data

@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     http_port: int = 8080
     # 0.0.0.0 so that a container's port mapping and a load balancer reach it; 127.0.0.1 keeps it on the host
     http_host: str = "0.0.0.0"  # noqa: S104 - a server is meant to listen (docs/scale-out.md)
+    # set: /metrics and /readyz answer only `Authorization: Bearer <token>` (/healthz stays open; docs/deploy.md)
+    metrics_token: SecretStr | None = None
     # how long a database outage is waited out (a turn's rows held in memory) before its rows are given up
     db_outage_seconds: float = Field(default=120.0, ge=0)
     # an instance holds the inbox events it works on for this long, renewed every third of it; a dead

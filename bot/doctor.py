@@ -14,6 +14,7 @@ from typing import Any
 from bot.chat.core.checks import TIMEOUT_SECONDS, Check, fail, ok, warn
 from bot.chat.core.checks import first_line as _first_line
 from bot.config import Settings, unknown_variables
+from bot.doctor_programs import check_programs
 
 
 # --- the model ------------------------------------------------------------------------------------------
@@ -342,4 +343,5 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks += check_platforms_configured(settings)
     # (the Prometheus/Alertmanager checks belong here)
     checks += check_sandbox(profiles)
+    checks += check_programs(profiles)  # each allow-listed command's program exists (bot/doctor_programs.py)
     return checks + agent_checks

@@ -46,7 +46,9 @@ def test_the_readme_docker_run_publishes_the_port_and_mounts_the_logs():
     text = (ROOT / "README.md").read_text()
     run = next(line for line in text.splitlines() if line.startswith("docker run"))
     following = text[text.index(run):].split("```")[0]
-    assert "-p 8080:8080" in following and "/var/log/nginx:/var/log/nginx:ro" in following
+    assert "-p 127.0.0.1:8080:8080" in following and "/var/log/nginx:/var/log/nginx:ro" in following
+    assert "--stop-timeout 40" in following  # above the 30 s drain; Docker's default is 10 s
+    assert "seccomp=unconfined" not in following and "seccomp=deploy/seccomp/yokebot-bwrap.json" in following
 
 
 def test_every_module_path_the_docs_cite_exists():

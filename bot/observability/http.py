@@ -6,14 +6,19 @@ for SQLite, its file still exists), and every registered chat adapter that repor
 (`is_connected()`, see bot/chat/core/base.py) is connected.
 With no adapters configured, readiness is the database alone, and the body carries a `warning` saying that
 nothing will answer chats. MCP servers are shown (`"mcp"`) but do not decide readiness: a down server costs
-its tools, not the bot, and is reconnected in the background."""
+its tools, not the bot, and is reconnected in the background.
+
+With YOKEBOT_METRICS_TOKEN set, `/readyz` and `/metrics` answer only a request that carries
+`Authorization: Bearer <token>` (compared in constant time; 401 otherwise); `/healthz` stays open for liveness
+probes that cannot send a header."""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -111,7 +116,28 @@ async def readiness(bot: Observed) -> tuple[bool, dict[str, Any]]:
     return ok, body
 
 
-def add_observability_routes(http: web.Application, bot: Observed) -> None:
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def bearer_only(token: str | None, handler: Handler) -> Handler:
+    """`handler` behind `Authorization: Bearer <token>` when a token is set; as it is when not."""
+    if not token:
+        return handler
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        if not hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected):
+            # neither the token sent nor the one expected is logged; nothing about the bot is answered
+            return web.Response(status=401, text="a bearer token is required (YOKEBOT_METRICS_TOKEN)\n",
+                                headers={"WWW-Authenticate": "Bearer"})
+        return await handler(request)
+
+    return guarded
+
+
+def add_observability_routes(http: web.Application, bot: Observed, *, token: str | None = None) -> None:
+    """`/readyz` and `/metrics`; with `token` (YOKEBOT_METRICS_TOKEN) both ask for it as a bearer token."""
+
     async def readyz(_: web.Request) -> web.Response:
         ok, body = await readiness(bot)
         return web.json_response(body, status=200 if ok else 503)
@@ -121,8 +147,8 @@ def add_observability_routes(http: web.Application, bot: Observed) -> None:
             return web.Response(status=404, text="this process exports no metrics\n")
         return web.Response(body=bot.metrics.render(), headers={"Content-Type": bot.metrics.content_type})
 
-    http.router.add_get("/readyz", readyz)
-    http.router.add_get("/metrics", metrics)
+    http.router.add_get("/readyz", bearer_only(token, readyz))
+    http.router.add_get("/metrics", bearer_only(token, metrics))
 
 
 def add_alert_routes(http: web.Application, hooks: AlertHooks | None) -> None:

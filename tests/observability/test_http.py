@@ -21,10 +21,10 @@ from tests.fakes.openai_server import FakeOpenAI, call
 from tests.helpers import registry
 
 
-async def serve(bot: App) -> AsyncIterator[str]:
+async def serve(bot: App, token: str | None = None) -> AsyncIterator[str]:
     http = web.Application()
     http.router.add_get("/healthz", healthz)
-    add_observability_routes(http, bot)
+    add_observability_routes(http, bot, token=token)
     runner = web.AppRunner(http)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -42,8 +42,8 @@ async def base(bot: App) -> AsyncIterator[str]:
         yield url
 
 
-async def get(url: str) -> tuple[int, str, str]:
-    async with aiohttp.ClientSession() as s, s.get(url) as r:
+async def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
+    async with aiohttp.ClientSession() as s, s.get(url, headers=headers) as r:
         return r.status, r.headers.get("Content-Type", ""), await r.text()
 
 
@@ -172,3 +172,29 @@ async def test_database_check_runs_a_real_query(bot: App):
         await conn.execute(text("DROP TABLE alembic_version"))
     ok, detail = await database_ready(bot.engine)
     assert not ok and "database check failed" in detail
+
+
+async def test_a_metrics_token_guards_metrics_and_readyz_but_not_healthz(bot: App, caplog: pytest.LogCaptureFixture):
+    token = "m3trics-t0ken-" + "x" * 20
+    async for base in serve(bot, token=token):
+        for path in ("/metrics", "/readyz"):
+            for headers in (None, {"Authorization": "Bearer wrong"}, {"Authorization": token},
+                            {"Authorization": f"Bearer {token}x"}, {"Authorization": f"Basic {token}"}):
+                status, _, body = await get(f"{base}{path}", headers)
+                assert status == 401, (path, headers)
+                assert "yokebot_" not in body and "database" not in body and token not in body
+        status, _, body = await get(f"{base}/metrics", {"Authorization": f"Bearer {token}"})
+        assert status == 200 and "yokebot_turns_in_progress" in body
+        status, _, body = await get(f"{base}/readyz", {"Authorization": f"Bearer {token}"})
+        assert status == 200 and '"database": "ok"' in body
+        assert (await get(f"{base}/healthz"))[0] == 200  # liveness probes send no header
+    assert token not in caplog.text
+
+
+def test_the_metrics_token_is_a_secret_setting(monkeypatch: pytest.MonkeyPatch):
+    from bot.config import Settings
+
+    monkeypatch.setenv("YOKEBOT_METRICS_TOKEN", "abc-123-secret")
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.metrics_token is not None and settings.metrics_token.get_secret_value() == "abc-123-secret"
+    assert "abc-123-secret" in settings.secret_values() and "abc-123-secret" not in repr(settings)

@@ -94,7 +94,8 @@ async def serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
         http = web.Application()
         http.router.add_get("/healthz", healthz)
         metrics_token = settings.metrics_token.get_secret_value() if settings.metrics_token is not None else None
-        add_observability_routes(http, bot, token=metrics_token)  # /readyz, /metrics
+        add_observability_routes(http, bot, token=metrics_token,  # /readyz, /metrics
+                                 lease_seconds=settings.inbox_lease_seconds)
         platforms = build_platforms(bot)  # every configured one (bot/chat/platforms.py)
         alerts = build_alerts(bot, platforms)  # YOKEBOT_WEBHOOK_TOKEN set: /hooks/alertmanager, /hooks/grafana
         add_alert_routes(http, alerts.webhooks if alerts is not None else None)

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.chat.core.base import ReadinessProbe
 from bot.chat.platforms import PLATFORMS
+from bot.observability.backlog import Backlog
 from bot.observability.metrics import Metrics
 from bot.store.db import SQLITE_BUSY_TIMEOUT_MS
 
@@ -135,8 +136,13 @@ def bearer_only(token: str | None, handler: Handler) -> Handler:
     return guarded
 
 
-def add_observability_routes(http: web.Application, bot: Observed, *, token: str | None = None) -> None:
-    """`/readyz` and `/metrics`; with `token` (YOKEBOT_METRICS_TOKEN) both ask for it as a bearer token."""
+def add_observability_routes(http: web.Application, bot: Observed, *, token: str | None = None,
+                             lease_seconds: float = 30.0, backlog_every: float = 5.0) -> None:
+    """`/readyz` and `/metrics`; with `token` (YOKEBOT_METRICS_TOKEN) both ask for it as a bearer token.
+    `lease_seconds`: YOKEBOT_INBOX_LEASE_SECONDS, exported beside the inbox's figures, which are read from the
+    database at most once every `backlog_every` seconds."""
+    backlog = Backlog(bot.engine, bot.metrics, lease_seconds, every=backlog_every) \
+        if bot.metrics is not None else None
 
     async def readyz(_: web.Request) -> web.Response:
         ok, body = await readiness(bot)
@@ -145,6 +151,8 @@ def add_observability_routes(http: web.Application, bot: Observed, *, token: str
     async def metrics(_: web.Request) -> web.Response:
         if bot.metrics is None:
             return web.Response(status=404, text="this process exports no metrics\n")
+        if backlog is not None:
+            await backlog.refresh()
         return web.Response(body=bot.metrics.render(), headers={"Content-Type": bot.metrics.content_type})
 
     http.router.add_get("/readyz", bearer_only(token, readyz))

@@ -52,6 +52,17 @@ class Metrics:
                                         ["stage", "type", "action"], registry=r)
         self.schedule_runs = Counter("yokebot_schedule_runs", "Scheduled agent runs.", ["schedule", "status"],
                                      registry=r)
+        # read from the database when scraped (bot/observability/backlog.py): the same on every instance
+        self.inbox_items = Gauge("yokebot_inbox_items", "Open inbox items by state (claimed: waiting to start; "
+                                 "running; parked: waiting for an approval).", ["state"], registry=r)
+        self.inbox_oldest = Gauge("yokebot_inbox_oldest_age_seconds", "Age of the oldest open inbox item in each "
+                                  "state, since it entered it (0: none).", ["state"], registry=r)
+        self.inbox_lease = Gauge("yokebot_inbox_lease_seconds", "YOKEBOT_INBOX_LEASE_SECONDS: a claimed item "
+                                 "nobody starts within it is taken over.", registry=r)
+        self.approvals_waiting = Gauge("yokebot_approvals_waiting", "Approval requests nobody has decided yet.",
+                                       registry=r)
+        self.approvals_overdue = Gauge("yokebot_approvals_overdue", "Approval requests still pending past their "
+                                       "timeout (they should have expired).", registry=r)
 
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 

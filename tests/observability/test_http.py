@@ -21,10 +21,10 @@ from tests.fakes.openai_server import FakeOpenAI, call
 from tests.helpers import registry
 
 
-async def serve(bot: App, token: str | None = None) -> AsyncIterator[str]:
+async def serve(bot: App, token: str | None = None, backlog_every: float = 5.0) -> AsyncIterator[str]:
     http = web.Application()
     http.router.add_get("/healthz", healthz)
-    add_observability_routes(http, bot, token=token)
+    add_observability_routes(http, bot, token=token, backlog_every=backlog_every)
     runner = web.AppRunner(http)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

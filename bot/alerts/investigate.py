@@ -87,11 +87,15 @@ class Briefed:
                       hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
         request, hooks = await self.claims.started(inbound, request, hooks)
         key = inbound.claim_key or ""
-        ours = Recorded(key, self.given.pop(key, []), self.record, self.answered)
+        ours = Recorded(key, self.given.get(key, []), self.record, self.answered)  # kept for a start again
         return request, CompositeHooks(ours).plus(hooks)
 
     async def finish(self, inbound: Inbound, ok: bool) -> None:
+        self.given.pop(inbound.claim_key or "", None)
         await self.claims.finish(inbound, ok)
+
+    async def waited_out(self, error: BaseException) -> bool:
+        return await self.claims.waited_out(error)
 
 
 class Investigations:

@@ -303,6 +303,12 @@ class AgentService:
     async def _turn(self, req: TurnRequest, session: SessionRecord, run: RunContext,
                     turn_hooks: TurnHooks, files: Prepared | None = None) -> TurnResult:
         profile = run.profile
+        # what the turn reads is read before it is started (no row of it stored, no model called): a database
+        # outage until here lets the pipeline start it again once the database is back
+        history = None if req.parked is None and is_reset(req.text) else \
+            Thread() if session.created else await self.store.load_thread(session.id, profile.max_history_turns)
+        if run.memories is not None and req.parked is None:
+            await run.memories  # a task: the prompt awaits it again for its result
         if req.parked is None:  # a resumed turn has its row, and its messages so far, already
             guard = TurnGuard(run, turn_hooks, self.loop.executor.secrets)
             asked = check("input", profile.guardrails.input, req.text, guard.secrets)  # before anything stores it
@@ -322,8 +328,7 @@ class AgentService:
             outcome = TurnOutcome(RESET_ANSWER)
             await turn_hooks.turn_finished(run, outcome)
             return TurnResult(session.id, run.turn_id, outcome)
-        history = Thread() if session.created else await self.store.load_thread(session.id,
-                                                                                profile.max_history_turns)
+        assert history is not None  # read above unless the message was a reset
         if req.parked is not None:
             history = Thread(history.summary, [t for t in history.turns if t.turn_id != run.turn_id])
         try:

@@ -64,6 +64,12 @@ class Inbox(Protocol):
         """Store and lease the event in the transaction that claims it; None when it was already taken."""
         ...
 
+    async def waited_out(self, error: BaseException) -> bool:
+        """A turn failed before it started (nothing of it stored, no model called): True when `error` was the
+        database being away and it answers again (waited for, up to the outage limit); then the turn starts
+        again rather than apologise."""
+        ...
+
     async def start(self, item: InboxItem, turn_id: str, agent: str) -> None:
         """The turn that answers it starts (a parked turn resumed: `turn_id` is its own, not a new start)."""
         ...

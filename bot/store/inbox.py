@@ -36,6 +36,7 @@ from bot.records.inbox import (
 )
 from bot.store.claims import BatchedInsert, Key
 from bot.store.models import ApprovalRow, InboxRow, MessageRow, TurnRow, utcnow
+from bot.store.outage import back_within, transient
 from bot.store.owner import instance_id
 from bot.store.repositories import SqlStore
 from bot.store.wakeups import PgWakeups
@@ -106,6 +107,17 @@ class SqlInbox:
         return out
 
     # --- a turn's life -------------------------------------------------------------------------------------
+    async def waited_out(self, error: BaseException) -> bool:
+        if not transient(error):
+            return False
+        limit = self.store.writes.outage_seconds
+        log.warning("a turn met a database outage before it started (%s); it starts when the database is back "
+                    "(waited for up to %.0f s)", type(error).__name__, limit)
+        if await back_within(self.store.engine, limit):
+            return True
+        log.error("the database stayed away for %.0f s: the turn is given up", limit)
+        return False
+
     async def start(self, item: InboxItem, turn_id: str, agent: str) -> None:
         """Queued ahead of the turn's own rows; `effect` commits at once, so recovery sees it even if this
         did not get out. A resumed parked turn is not a new attempt."""

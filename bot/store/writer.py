@@ -25,7 +25,6 @@ from typing import Any, Literal, TypeVar, cast
 
 from sqlalchemy import Connection, Engine, Table, event, text
 from sqlalchemy import create_engine as create_sync_engine
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Executable
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_delay, wait_exponential
@@ -33,6 +32,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from bot.engine.errors import YokebotError
 from bot.redact import cut
 from bot.store.db import server_pid, sqlite_pragmas
+from bot.store.outage import transient
 from bot.store.recordset import Recordsets, run_raw, with_defaults
 from bot.store.sqlite_inserts import SqliteInserts
 
@@ -61,39 +61,6 @@ class FoldedUpdate:
 
 class WriteFailed(YokebotError):
     """Some of a turn's rows could not be committed; the message is one sentence, the details are logged."""
-
-
-# SQLSTATEs of a server that is away rather than of a refused row: class 08 (the connection failed or was lost),
-# 57P01-57P03 (an administrator or a crash ended the session; the server is shutting down or starting up), 53300
-# (too many connections). SQLAlchemy's asyncpg dialect wraps most of them in its plain `Error` (a DBAPIError that
-# is neither operational nor an interface error), so the class of the exception does not tell them apart.
-_OUTAGE_STATES = ("08", "57P01", "57P02", "57P03", "53300")
-
-
-def _transient(exc: BaseException) -> bool:
-    """Worth retrying: the database is busy, restarting or unreachable. A bad row is not. Asked of the error
-    and of what it wraps (SQLAlchemy's, the dialect's, the driver's): the one-statement batch runs on asyncpg
-    itself, so its errors arrive unwrapped; through SQLAlchemy, a server stopping or starting is a plain
-    DBAPIError whose driver error carries the SQLSTATE."""
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    seen: set[int] = set()
-    err: BaseException | None = exc
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if isinstance(err, OperationalError | InterfaceError | OSError):
-            return True
-        state = getattr(err, "sqlstate", None)
-        if isinstance(state, str) and state.startswith(_OUTAGE_STATES):
-            return True
-        if type(err).__module__.startswith("asyncpg"):
-            import asyncpg.exceptions as pg  # pyright: ignore[reportMissingTypeStubs]  (loaded: its error is here)
-
-            if isinstance(err, pg.PostgresConnectionError | pg.OperatorInterventionError | pg.InterfaceError):
-                return True
-        orig = getattr(err, "orig", None)
-        err = orig if isinstance(orig, BaseException) else err.__cause__
-    return False
 
 
 def _sqlite_writer(engine: AsyncEngine) -> Engine | None:
@@ -199,7 +166,7 @@ class WriteBehind:
             while self._pending:
                 batch, self._pending = self._pending, []
                 failed = await self._commit_retrying(batch)
-                if failed is not None and _transient(failed):  # an outage longer than outage_seconds
+                if failed is not None and transient(failed):  # an outage longer than outage_seconds
                     self._give_up(batch, _first_line(failed))
                 elif failed is not None:
                     log.warning("a batch of %d rows was refused (%s); committing them one by one", len(batch),
@@ -322,7 +289,7 @@ class WriteBehind:
         `outage_seconds`: the rows stay queued in memory meanwhile. Returned: the error of a refused row, or the
         last one of an outage longer than that (a transient one)."""
         retrying = AsyncRetrying(
-            retry=retry_if_exception(_transient), reraise=True,
+            retry=retry_if_exception(transient), reraise=True,
             wait=wait_exponential(multiplier=self.backoff, max=self.max_backoff),
             stop=stop_after_delay(self.outage_seconds),
             before_sleep=lambda state: self._outage(state, len(batch)),
@@ -331,7 +298,7 @@ class WriteBehind:
             try:
                 await self._commit(batch)  # the common case, without building the retry machinery
             except Exception as exc:
-                if not _transient(exc):
+                if not transient(exc):
                     raise
                 self._outage_from(exc, len(batch))
                 async for attempt in retrying:
@@ -342,7 +309,7 @@ class WriteBehind:
                             break
                         await self._commit(batch)
         except Exception as exc:
-            self._recovered(len(batch), "given up" if _transient(exc) else "refused")
+            self._recovered(len(batch), "given up" if transient(exc) else "refused")
             return exc
         self._recovered(len(batch), "written")
         return None
@@ -398,7 +365,7 @@ class WriteBehind:
             if failed is None:
                 continue
             reason = _first_line(failed)
-            if _transient(failed):
+            if transient(failed):
                 self._give_up(batch[at:], reason)
                 return
             log.error("a %s row of turn %s was refused by the database: %s",

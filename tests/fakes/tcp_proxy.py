@@ -22,6 +22,7 @@ class TcpProxy:
         self._cut_after: bytes | None = None  # the next client bytes holding this go through, then both ends close
         self._forward = True
         self._hold = False
+        self._down_on: bytes | None = None  # the next client bytes holding this never go through: the proxy goes down
         self._stopped: asyncio.Event | None = None  # made on the proxy's loop; set when it stops
         self.cuts = 0
 
@@ -47,6 +48,12 @@ class TcpProxy:
         (`forward=False`: they never reach the server). `hold`: the server's end stays open (until the proxy
         stops), as a dead network leaves it: the server does not see the client go."""
         self._cut_after, self._forward, self._hold = marker, forward, hold
+
+    def down_on(self, marker: bytes) -> None:
+        """Once: when a client sends bytes holding `marker` (a statement's text), they are not forwarded and
+        the proxy goes down at that moment, as `pause()` (until `resume()`): an outage that begins exactly
+        when that statement is sent."""
+        self._down_on = marker
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
@@ -84,6 +91,10 @@ class TcpProxy:
         try:
             while data := await reader.read(65536):
                 if self.down:
+                    break
+                if client is not None and self._down_on is not None and self._down_on in data:
+                    self._down_on = None
+                    await self._cut()
                     break
                 cut = client is not None and self._cut_after is not None and self._cut_after in data
                 if cut and self._forward:

@@ -83,3 +83,43 @@ async def test_a_database_outage_during_turns_is_waited_out_and_every_answer_rea
     [(calls,)] = await db_rows(direct, "SELECT count(*) FROM llm_calls WHERE error IS NULL")
     [(messages,)] = await db_rows(direct, "SELECT count(*) FROM messages")
     assert (calls, messages) == (TURNS, 2 * TURNS)
+
+
+async def test_a_turn_that_starts_during_an_outage_waits_for_the_database_and_answers(
+        proxied: tuple[str, str, TcpProxy], fake_slack: FakeSlack, fake_llm: FakeOpenAI, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture):
+    """A mention claimed (and acknowledged) just before the database goes away, whose turn then needs it to
+    start (its thread lock, its session): the turn waits for the database and answers, once, without an
+    apology. Before, its user got "Sorry, something went wrong" and the message was closed as failed."""
+    through, direct, proxy = proxied
+    agents = tmp_path / "agents"
+    write_agent(agents, "ops", "description: ops\ntools: [current_time]")
+    fake_llm.reply("all good")
+    settings = make_settings(through, fake_llm, agents, default_agent="ops", http_port=free_port(),
+                             http_host="127.0.0.1", slack_api_url=fake_slack.api_url, scheduler_enabled=False,
+                             slack_bot_token="xoxb-outage-test", slack_app_token="xapp-outage-test",
+                             db_outage_seconds=30)
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(settings, stop))
+    try:
+        await eventually(lambda: fake_slack.connections >= 1, 20, "the Socket Mode connection")
+        proxy.down_on(b"pg_try_advisory_lock")  # the thread lock: the first thing the turn asks the database
+        ts = fake_slack.next_ts()
+        envelope = fake_slack.push(mention("is the api up?", ts))
+        await eventually(lambda: envelope in fake_slack.acks, 10, "the ack")
+        with caplog.at_level(logging.INFO):
+            await eventually(lambda: proxy.down, 10, "the outage, at the turn's start")
+            await asyncio.sleep(3)
+            assert fake_slack.posts(channel=OPS, thread_ts=ts) == [] and fake_llm.requests == []
+            proxy.resume()
+            await eventually(lambda: fake_slack.posts(channel=OPS, thread_ts=ts), 30, "the answer")
+        assert [c["text"] for c in fake_slack.posts(channel=OPS, thread_ts=ts)] == ["all good"]
+        assert not any(SORRY in c["text"] for c in fake_slack.posts())
+        assert "starts its turn again" in caplog.text
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=30)
+
+    assert len(fake_llm.requests) == 1
+    assert await db_rows(direct, "SELECT status FROM turns") == [("ok",)]
+    assert await db_rows(direct, "SELECT state, attempts FROM inbox") == [("answered", 1)]

@@ -33,6 +33,11 @@ class ExactlyOnce(Protocol):
         """The message was handled (answered, refused, or failed with a sentence to the user)."""
         ...
 
+    async def waited_out(self, error: BaseException) -> bool:
+        """The message's turn failed before it started: True when that was the database being away, and it
+        is back (waited for); the turn then starts again instead of apologising."""
+        ...
+
 
 class ProcessedEvents:
     """`processed_events` rows, keyed `namespace` + the inbound's `claim_key` (no store: this process only)."""
@@ -58,3 +63,6 @@ class ProcessedEvents:
 
     async def finish(self, inbound: Inbound, ok: bool) -> None:
         return None
+
+    async def waited_out(self, error: BaseException) -> bool:
+        return False  # no inbox row holds the message: it is not started again

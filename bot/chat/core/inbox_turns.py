@@ -222,6 +222,9 @@ class InboxTurns:
         adapter.pipeline.resume(inbound)
         return True
 
+    async def waited_out(self, error: BaseException) -> bool:
+        return await self.inbox.waited_out(error)
+
     async def finish(self, inbound: Inbound, ok: bool) -> None:
         item = self._items.pop(self._key(inbound), None)
         if item is None:

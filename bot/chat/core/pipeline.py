@@ -23,6 +23,7 @@ from bot.chat.core.base import Directory, EventCounter, Inbound
 from bot.chat.core.exactly_once import ExactlyOnce
 from bot.engine import replies
 from bot.engine.messages import TurnResult
+from bot.engine.run import CompositeHooks, RunContext, TurnHooks
 from bot.engine.service import AgentService
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ REFUSED = replies.NOT_ALLOWED
 EMPTY = "Hi! Mention me with a question, for example: @yokebot check the nginx error log."
 ACK_FIRST_SECONDS = 1.0  # the longest a turn waits for the acks of a burst (Slack retries after 3 s)
 LAST_WORD_SECONDS = 5.0
+START_ATTEMPTS = 3  # a turn that meets a database outage before it starts is started again, at most this often
 
 
 class Receipt(Enum):
@@ -194,12 +196,7 @@ class Pipeline:
         thread = await reply.working()
         result: TurnResult | None = None
         try:
-            hooks = reply.hooks  # the surface's own turn hooks (progress, the console's live view), or None
-            request = inbound.to_request(agent, thread)
-            if self.once is not None:  # the inbox records the turn (and its side-effecting tools)
-                request, hooks = await self.once.started(inbound, request, hooks)
-            async with self._slots:
-                result = await self.service.handle(request, hooks)
+            result = await self._handle(inbound, agent, thread)
             if result.parked:  # waits for an approval, holding nothing; resumed (here or elsewhere) by the decision
                 await self._quietly(reply.parked())
                 return result
@@ -217,6 +214,29 @@ class Pipeline:
             ok = False
         await reply.done(ok)
         return result
+
+    async def _handle(self, inbound: Inbound, agent: str, thread: str) -> TurnResult:
+        """The turn; started again when it failed before it started (its session, thread lock, history and
+        memories are read before anything of it is stored or any model is called) because the database was
+        away, once the database answers again (up to `YOKEBOT_DB_OUTAGE_SECONDS`): a message claimed just
+        before an outage is answered after it, not apologised for."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            started = _Started()
+            # the surface's own turn hooks (progress, the console's live view) after the marker
+            hooks: TurnHooks | None = CompositeHooks(started).plus(inbound.reply.hooks)
+            request = inbound.to_request(agent, thread)
+            try:
+                if self.once is not None:  # the inbox records the turn (and its side-effecting tools)
+                    request, hooks = await self.once.started(inbound, request, hooks)
+                async with self._slots:
+                    return await self.service.handle(request, hooks)
+            except Exception as exc:
+                if started.yes or self.once is None or attempt == START_ATTEMPTS \
+                        or not await self.once.waited_out(exc):
+                    raise
+                log.info("the database is back: %s message %s starts its turn again", self.platform,
+                         inbound.message_id)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _quietly(self, step: Awaitable[None]) -> None:
         try:
@@ -276,3 +296,17 @@ class Pipeline:
                 await asyncio.gather(*pending, return_exceptions=True)
                 break
             await asyncio.wait(set(self._tasks), timeout=left)
+
+
+class _Started(TurnHooks):
+    """Notes that the turn started (its row is on its way, the model may be called): from then on a failure is
+    the turn's own, never started again."""
+
+    def __init__(self) -> None:
+        self.yes = False
+
+    async def turn_started(self, run: RunContext, text: str) -> None:
+        self.yes = True
+
+    async def turn_resumed(self, run: RunContext) -> None:
+        self.yes = True

@@ -249,6 +249,42 @@ def _agent_checks(settings: Settings, profile: Any) -> list[Check]:
     return checks
 
 
+# --- alert webhooks (docs/alerts.md) ----------------------------------------------------------------------
+def check_alerts(settings: Settings, profiles: dict[str, Any]) -> list[Check]:
+    """The webhook token and the agents' `alerts:` routes, together: a token without any route accepts every alert
+    and investigates none; routes to a platform configured here without the token receive nothing (no hooks are
+    served); a route to a platform not configured here posts nothing."""
+    from bot.chat.platforms import entry
+
+    routed = {name: p.alerts for name, p in sorted(profiles.items()) if p.alerts}
+    posting = [(name, i, r) for name, routes in routed.items() for i, r in enumerate(routes)]
+    names = ", ".join(routed)
+    if settings.webhook_token is None:
+        if not routed:
+            return []
+        live = sorted({r.post_to for _, _, r in posting
+                       if (e := entry(r.platform)) is not None and e.configured(settings)})
+        if not live:  # nowhere to post here either: alerts are not expected of this installation
+            return [ok("alerts", f"off: YOKEBOT_WEBHOOK_TOKEN is not set (the alerts: routes of {names} wait for "
+                                 "it; docs/alerts.md)")]
+        return [warn("alerts", f"{names} route alerts to {', '.join(live)}, but YOKEBOT_WEBHOOK_TOKEN is not set, "
+                               "so `yokebot run` serves no /hooks/alertmanager or /hooks/grafana (senders get 404)",
+                     "set YOKEBOT_WEBHOOK_TOKEN and give it to Alertmanager or Grafana (docs/alerts.md)")]
+    if not routed:
+        return [warn("alerts", "YOKEBOT_WEBHOOK_TOKEN is set, but no agent has an alerts: route, so every alert is "
+                               "accepted and none is posted or investigated",
+                     f"add an alerts: route to an agent's AGENT.md in {settings.agents_dir} (docs/alerts.md)")]
+    checks = [ok("alerts", f"webhooks on at /hooks/alertmanager and /hooks/grafana (port {settings.http_port}); "
+                           f"routes in {names}")]
+    for name, i, route in posting:
+        platform = entry(route.platform)
+        if platform is not None and not platform.configured(settings):
+            checks.append(warn(f"agent {name}", f"alerts[{i}] posts to {route.post_to}, but {platform.name} is not "
+                                                "configured, so its alert groups are accepted and not posted",
+                               f"set {platform.token_variable}, or change post_to: in {profiles[name].path}"))
+    return checks
+
+
 # --- Prometheus ---------------------------------------------------------------------------------------
 async def check_prometheus(profiles: dict[str, Any]) -> list[Check]:
     """Each Prometheus the agents' prometheus_query / prometheus_alerts name answers (GET /-/ready, or a
@@ -341,6 +377,7 @@ async def run_checks(settings: Settings) -> list[Check]:
     checks += await _bounded("prometheus", lambda: check_prometheus(profiles))
     checks += await _bounded("mcp", lambda: check_mcp(settings, profiles))
     checks += check_platforms_configured(settings)
+    checks += check_alerts(settings, profiles)
     # (the Prometheus/Alertmanager checks belong here)
     checks += check_sandbox(profiles)
     checks += check_programs(profiles)  # each allow-listed command's program exists (bot/doctor_programs.py)

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from bot.engine.messages import Thread
+    from bot.engine.messages import Scope, Thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,11 @@ class Notifier(Protocol):
         it goes to the target's platform (or fails there)."""
         ...
 
-    async def notify(self, target: str, text: str) -> str: ...
+    async def notify(self, target: str, text: str, scope: Scope | None = None) -> str:
+        """Post `text`; `scope`: where the turn happens. When the target is the channel of the turn's thread (an
+        alert's investigation notifying the channel its root is in), the post goes into that thread, not to the
+        top of the channel."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

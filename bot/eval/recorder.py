@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.chat.platforms import defuse_broadcasts
-from bot.engine.messages import TurnOutcome
+from bot.engine.messages import Scope, TurnOutcome
 from bot.engine.run import RunContext, TurnHooks
 
 PostPhase = Literal["turn", "report"]
@@ -50,7 +50,7 @@ class RecordingAdapter:
     async def stop(self) -> None:
         return None
 
-    async def post(self, channel: str, text: str) -> str:
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
         phase: PostPhase = "turn" if self.log.in_turn else "report"  # inside a turn: the notify tool
         self.log.posts.append(Post(f"{self.platform}:{channel}", defuse_broadcasts(text, self.platform), phase))
         return f"eval-{len(self.log.posts)}"

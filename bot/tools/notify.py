@@ -204,7 +204,7 @@ def make_notify_tool(ledger: NotifyLedger | None = None) -> Tool[NotifySettings]
                 f"{settings.max_per_channel_per_minute} per channel per minute: put everything into one alert",
             )
         try:
-            ref = await ctx.notifier.notify(target, text)
+            ref = await ctx.notifier.notify(target, text, ctx.run.scope)  # the turn's thread, if in its channel
         except BaseException:
             await _settle(ledger.failed(entry))  # still counts for the limits, no longer for the dedup window
             raise

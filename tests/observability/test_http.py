@@ -146,7 +146,7 @@ class NoProbeAdapter:
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
     async def send(self, message: object) -> str: return ""
-    async def post(self, channel: str, text: str) -> str: return ""
+    async def post(self, channel: str, text: str, within: object = None) -> str: return ""
 
 
 class StubAdapter(NoProbeAdapter):

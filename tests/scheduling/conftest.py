@@ -44,7 +44,7 @@ class RecordingAdapter:
     async def stop(self) -> None:
         return None
 
-    async def post(self, channel: str, text: str) -> str:
+    async def post(self, channel: str, text: str, within: object = None) -> str:
         if self.fail:
             raise RuntimeError("channel_not_found")
         self.posts.append((channel, text))

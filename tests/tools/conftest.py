@@ -79,6 +79,7 @@ class RecordingChat:
     def __init__(self, platform: str = "slack") -> None:
         self.platform = platform
         self.posts: list[tuple[str, str]] = []
+        self.within: list[Any] = []  # the turn's conversation handed with each post (its thread, if the channel)
 
     async def start(self) -> None:
         return None
@@ -89,8 +90,9 @@ class RecordingChat:
     async def send(self, message: Any) -> str:
         raise AssertionError("notify must use post(), not send()")
 
-    async def post(self, channel: str, text: str) -> str:
+    async def post(self, channel: str, text: str, within: Any = None) -> str:
         self.posts.append((channel, text))
+        self.within.append(within)
         return f"{self.platform}-msg-{len(self.posts)}"
 
 

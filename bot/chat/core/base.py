@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from bot.chat.core.access import Origin
 from bot.engine.context import AttachmentSource
+from bot.engine.messages import Scope
 from bot.engine.messages import Trigger as Trigger  # one Trigger, the engine's
 from bot.engine.run import TurnHooks
 from bot.engine.service import TurnRequest
@@ -106,8 +107,10 @@ class ChatAdapter(Protocol):
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
-    async def post(self, channel: str, text: str) -> str:
-        """Post to a channel by name or id (used by notify and schedules); returns a message reference."""
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """Post to a channel by name or id (used by notify and schedules); returns a message reference.
+        `within`: the conversation of the turn posting (this platform's); when `channel` is its channel, the post
+        goes into its thread instead of the top of the channel (`AdapterNotifier`)."""
         ...
 
 

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from bot.chat.core.base import ChatAdapter
 from bot.engine.errors import ToolFailed
+from bot.engine.messages import Scope
 
 
 class Fallback(Protocol):
@@ -37,7 +38,11 @@ class AdapterNotifier:
             return None
         return self.fallback.why_not(platform)
 
-    async def notify(self, target: str, text: str) -> str:
+    async def notify(self, target: str, text: str, scope: Scope | None = None) -> str:
+        """Post through the target's platform. One rule for every command (`run`, `chat`, `ask`, `schedule run`):
+        a turn in a thread of that platform hands its conversation on, and a target that is the thread's channel
+        gets the post in the thread (an alert's investigation notifying the channel of its root adds no second
+        top-level post there)."""
         platform, sep, channel = target.partition(":")
         if not sep or not channel:
             raise ToolFailed(f"{target!r} is not a channel target; write it as platform:channel, like slack:#ops")
@@ -47,4 +52,6 @@ class AdapterNotifier:
         if adapter is None:
             hint = self.hints.get(platform, "no adapter exists for this platform")
             raise ToolFailed(f"cannot post to {target}: {platform} is not configured in this process ({hint})")
+        if scope is not None and scope.platform == platform and scope.thread:
+            return await adapter.post(channel, text, scope)
         return await adapter.post(channel, text)

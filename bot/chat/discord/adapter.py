@@ -31,12 +31,20 @@ from bot.chat.core.platform import PlatformParts, required
 from bot.chat.core.progress import live_options
 from bot.chat.core.threads import AlertThreads
 from bot.chat.core.wiring import platform_pipeline
-from bot.chat.discord.directory import cached_text_channels, channel_for_post, channel_name, groups_of, roles
+from bot.chat.discord.directory import (
+    cached_text_channels,
+    channel_for_post,
+    channel_name,
+    groups_of,
+    into_thread,
+    roles,
+)
 from bot.chat.discord.live import NO_PINGS
 from bot.chat.discord.manifest import FILE_HOSTS, PLATFORM, is_id
 from bot.chat.discord.output import DiscordReply, post_to, stored_message
 from bot.chat.discord.rest import DiscordLogin
 from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.messages import Scope
 from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
@@ -193,11 +201,13 @@ class DiscordAdapter:
         self.login.undo()
 
     # --- outbound (notify, schedules) -----------------------------------------------------------------------
-    async def post(self, channel: str, text: str) -> str:
-        """Post to `CHANNEL_ID` or `#name`; returns `discord:CHANNEL/MESSAGE` of the first message."""
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """Post to `CHANNEL_ID` or `#name` (into `within`'s thread when it is that channel); returns
+        `discord:CHANNEL/MESSAGE` of the first message."""
         if not self.ready.is_set():
             raise ToolFailed("cannot post to Discord: the bot is not connected to the gateway yet")
-        dest = await channel_for_post(self.client, channel, partial(cached_text_channels, self.client))
+        dest = into_thread(self.client, await channel_for_post(self.client, channel,
+                                                               partial(cached_text_channels, self.client)), within)
         return await post_to(dest, channel, text, attach_over=self.settings.discord_attach_over_chars)
 
     # --- the registry's other hooks (bot/chat/core/platform.py) ---------------------------------------------

@@ -12,6 +12,7 @@ import discord
 from discord.abc import Messageable
 
 from bot.engine.errors import ToolFailed
+from bot.engine.messages import Scope
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,17 @@ async def channel_for_post(client: discord.Client, channel: str,
             "use the channel ID (Developer Mode -> right click -> Copy Channel ID)"
         )
     return named
+
+
+def into_thread(client: discord.Client, dest: Messageable, within: Scope | None) -> Messageable:
+    """`dest`, or the thread of `within` when `dest` is that thread's channel (a Discord thread is a channel of
+    its own: a post into it is a post to its ID)."""
+    if within is None or within.thread == within.channel:
+        return dest
+    ident = dest.id if isinstance(dest, discord.TextChannel | discord.PartialMessageable | discord.Thread) else None
+    if ident is None or str(ident) != within.channel or not within.thread.isdigit():
+        return dest
+    return client.get_partial_messageable(int(within.thread))
 
 
 async def cached_text_channels(client: discord.Client) -> dict[str, Messageable]:

@@ -16,12 +16,13 @@ import yarl
 from discord.abc import Messageable
 
 from bot.chat.core.platform import required
-from bot.chat.discord.directory import channel_for_post, fetched_text_channels
+from bot.chat.discord.directory import channel_for_post, fetched_text_channels, into_thread
 from bot.chat.discord.live import NO_PINGS
 from bot.chat.discord.manifest import PLATFORM
 from bot.chat.discord.output import post_to
 from bot.config import Settings
 from bot.engine.errors import ToolFailed
+from bot.engine.messages import Scope
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +90,11 @@ class DiscordOutbox:
             await self.client.close()
         self.login.undo()
 
-    async def post(self, channel: str, text: str) -> str:
-        """Post to `CHANNEL_ID` or `#name`; returns `discord:CHANNEL/MESSAGE` of the first message."""
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """Post to `CHANNEL_ID` or `#name` (into `within`'s thread when it is that channel); returns
+        `discord:CHANNEL/MESSAGE` of the first message."""
         await self._login()
-        dest = await channel_for_post(self.client, channel, self._text_channels)
+        dest = into_thread(self.client, await channel_for_post(self.client, channel, self._text_channels), within)
         return await post_to(dest, channel, text, attach_over=self.settings.discord_attach_over_chars)
 
     async def _login(self) -> None:

@@ -38,6 +38,7 @@ from bot.chat.mattermost.manifest import FILE_HOSTS, PLATFORM, is_id
 from bot.chat.mattermost.output import MattermostReply
 from bot.chat.mattermost.rest import MattermostOutbox
 from bot.engine.errors import ConfigError
+from bot.engine.messages import Scope
 from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
@@ -264,9 +265,10 @@ class MattermostAdapter:
 
         return MattermostAlertThreads(self.outbox)
 
-    async def post(self, channel: str, text: str) -> str:
-        """Post to `#name` or a channel ID; returns `mattermost:CHANNEL/POST`."""
-        return await self.outbox.post(channel, text)
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """Post to `#name` or a channel ID (into `within`'s thread when it is that channel); returns
+        `mattermost:CHANNEL/POST`."""
+        return await self.outbox.post(channel, text, within)
 
     # --- what the pipeline may look up ----------------------------------------------------------------------
     async def channel_name(self, channel: str) -> str | None:

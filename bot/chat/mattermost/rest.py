@@ -11,6 +11,7 @@ from bot.chat.mattermost.live import MattermostMessages
 from bot.chat.mattermost.manifest import PLATFORM
 from bot.config import Settings
 from bot.engine.errors import ConfigError, ToolFailed
+from bot.engine.messages import Scope
 
 
 def api_of(settings: Settings) -> MattermostApi:
@@ -37,9 +38,11 @@ class MattermostOutbox:
     async def stop(self) -> None:
         await self.api.close()
 
-    async def post(self, channel: str, text: str, root: str = "") -> str:
-        """Post to `#name` or a channel ID; returns `mattermost:CHANNEL/POST` of the first post."""
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """Post to `#name` or a channel ID (into `within`'s thread when it is that channel); returns
+        `mattermost:CHANNEL/POST` of the first post."""
         channel_id = await self.directory.channel_id(channel)
+        root = within.thread if within is not None and within.channel == channel_id else ""
         try:
             posted = await self.messages.deliver(channel_id, text, root)
         except MattermostError as exc:

@@ -39,6 +39,7 @@ from bot.chat.slack.output import SlackReply
 from bot.chat.slack.rest import SlackOutbox, web_client
 from bot.chat.slack.web import error_of, web_api
 from bot.engine.errors import ConfigError
+from bot.engine.messages import Scope
 from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
@@ -226,6 +227,7 @@ class SlackAdapter:
         return await self.groups.of(user)
 
     # --- outbound: notify, schedules ----------------------------------------------------------------------
-    async def post(self, channel: str, text: str) -> str:
-        """Post to `#name` or a channel ID; returns `slack:<id>:<ts>` (see SlackOutbox.post)."""
-        return await self.outbox.post(channel, text)
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """Post to `#name` or a channel ID (into `within`'s thread when it is that channel); returns
+        `slack:<id>:<ts>` (see SlackOutbox.post)."""
+        return await self.outbox.post(channel, text, within)

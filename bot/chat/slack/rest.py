@@ -19,6 +19,7 @@ from bot.chat.slack.output import OutputLimits, SlackPoster
 from bot.chat.slack.web import error_of
 from bot.config import Settings
 from bot.engine.errors import ToolFailed
+from bot.engine.messages import Scope
 
 POST_HINTS = {
     "not_in_channel": " (invite the bot to the channel first: /invite @yokebot)",
@@ -66,8 +67,9 @@ class SlackOutbox:
         if session is not None:
             await session.close()
 
-    async def post(self, channel: str, text: str) -> str:
-        """Post to `#name` (resolved with conversations.list) or a channel ID; returns `slack:<id>:<ts>`."""
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """Post to `#name` (resolved with conversations.list) or a channel ID; returns `slack:<id>:<ts>`. Into
+        the thread of `within` when that is the channel (a reply there, not a new top-level message)."""
         channel_id = channel
         try:
             if channel.startswith("#"):
@@ -76,7 +78,8 @@ class SlackOutbox:
                     raise ToolFailed(f"there is no Slack channel {channel} that the bot can see "
                                      "(check the name; for a private channel, invite the bot)")
                 channel_id = found
-            stamps = await self.poster.post(channel_id, text)
+            thread_ts = within.thread if within is not None and within.channel == channel_id else None
+            stamps = await self.poster.post(channel_id, text, thread_ts)
         except SlackApiError as exc:
             error = error_of(exc)
             hint = POST_HINTS.get(error, "")

@@ -31,6 +31,7 @@ from bot.chat.teams.manifest import PLATFORM, is_id
 from bot.chat.teams.output import TeamsReply
 from bot.chat.teams.rest import TeamsOutbox
 from bot.engine.errors import ConfigError
+from bot.engine.messages import Scope
 from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
@@ -124,9 +125,10 @@ class TeamsAdapter:
 
         return TeamsAlertThreads(self.messages, self.places)
 
-    async def post(self, channel: str, text: str) -> str:
-        """notify / schedules: `#name` or a channel or chat id (bot/chat/teams/rest.py)."""
-        return await self.outbox.post(channel, text)
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """notify / schedules: `#name` or a channel or chat id (bot/chat/teams/rest.py); into `within`'s reply chain
+        when it is that channel."""
+        return await self.outbox.post(channel, text, within)
 
     # --- inbound: validate, parse, hand to the pipeline -----------------------------------------------------
     async def handle(self, request: web.Request) -> web.Response:

@@ -13,6 +13,7 @@ from bot.chat.teams.live import LIMIT, TeamsMessages, message
 from bot.chat.teams.manifest import PLATFORM
 from bot.config import Settings
 from bot.engine.errors import ToolFailed
+from bot.engine.messages import Scope
 from bot.records.conversations import ConversationRefs
 
 
@@ -30,12 +31,17 @@ class TeamsOutbox:
     async def stop(self) -> None:
         await self.connector.close()
 
-    async def post(self, channel: str, text: str) -> str:
-        """Post to `#name` or an id; returns `teams:<conversation id>/<activity id>` of the first message."""
+    async def post(self, channel: str, text: str, within: Scope | None = None) -> str:
+        """Post to `#name` or an id (into `within`'s reply chain when it is that channel); returns
+        `teams:<conversation id>/<activity id>` of the first message."""
         channel_id, place = await self.places.resolve(channel)
         parts = split_message(text.strip() or "(no answer)", LIMIT)
         try:
-            if place.kind == CHANNEL:
+            if place.kind == CHANNEL and within is not None and within.channel == channel_id and within.thread:
+                conversation = f"{channel_id};messageid={within.thread}"  # the reply chain, as an alert's notes
+                chain = Place(place.service_url, conversation, place.tenant, place.team, CHANNEL)
+                first = (await self.messages.deliver(chain, text))[0]
+            elif place.kind == CHANNEL:
                 conversation, first = await self.connector.new_thread(place.service_url, channel_id, place.tenant,
                                                                       message(parts[0]))
                 chain = Place(place.service_url, conversation, place.tenant, place.team, CHANNEL)

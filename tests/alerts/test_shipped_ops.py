@@ -83,3 +83,25 @@ def test_doctor_checks_the_webhook_token_and_that_some_agent_has_a_route(tmp_pat
     assert ("! alerts: YOKEBOT_WEBHOOK_TOKEN is set, but no agent has an alerts: route, so every alert is accepted "
             "and none is posted or investigated") in no_route
     assert TOKEN not in no_token + on + without_slack + no_route
+
+
+async def test_the_post_only_path_of_chat_ask_and_schedule_run_follows_the_same_rule(
+    sqlite_url: str, fake_llm: FakeOpenAI, fake_slack: FakeSlack, tmp_path: Path
+):
+    """`chat`, `ask` and `schedule run` post through the post-only adapters `posting(app)` registers: a turn in a
+    thread of #ops-alerts (`ask --session` of an alert's session) notifying #ops-alerts replies in that thread."""
+    from bot.app import build_app, posting
+    from bot.engine.messages import Scope
+
+    settings = make_settings(sqlite_url, fake_llm, SHIPPED, default_agent="ops", slack_api_url=fake_slack.api_url,
+                             **SLACK_TOKENS)
+    app = await build_app(settings)
+    try:
+        async with posting(app):
+            await app.notifier.notify("slack:#ops-alerts", "in the thread", Scope("slack", ROOT_CHANNEL, "1700.1"))
+            await app.notifier.notify("slack:#ops-alerts", "at the top", Scope("slack", "C_GENERAL", "1700.2"))
+            await app.notifier.notify("slack:#ops-alerts", "from the terminal", Scope("console", "terminal", "ops"))
+    finally:
+        await app.close()
+    posts = [(p["text"], p.params.get("thread_ts")) for p in fake_slack.posts(ROOT_CHANNEL)]
+    assert posts == [("in the thread", "1700.1"), ("at the top", None), ("from the terminal", None)]

@@ -410,3 +410,20 @@ async def test_two_instances_with_one_token_answer_a_message_once(
     assert [p.content for p in fake_discord.posted_in(DM_CHANNEL)] == ["only one of us"]
     assert fake_discord.reactions == [(DM_CHANNEL, mid, "✅")] and len(fake_llm.requests) == 1
     assert [(c.platform, c.event_key, c.state) for c in claimed] == [("discord", str(mid), "answered")]
+
+
+async def test_notify_from_a_thread_of_the_target_channel_posts_into_that_thread(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord
+):
+    """An alert's investigation runs in the thread opened on its root; its notify to the root's channel goes into
+    that thread (a Discord thread is a channel of its own), not to the top of the channel."""
+    from bot.engine.messages import Scope
+
+    app, adapter = discord_bot
+    root = await adapter.alert_threads().open(str(OPS_ALERTS), "🔴 disk full", "disk full")
+    here = Scope("discord", root.channel, root.thread)
+    in_thread = await app.notifier.notify("discord:#ops-alerts", "disk 99% on web-1", here)
+    elsewhere = await app.notifier.notify("discord:#ops-alerts", "another alert", Scope("discord", "42", "43"))
+    assert [p.content for p in fake_discord.posted_in(int(root.thread))] == ["disk 99% on web-1"]
+    assert [p.content for p in fake_discord.posted_in(OPS_ALERTS)] == ["🔴 disk full", "another alert"]
+    assert in_thread.startswith(f"discord:{root.thread}/") and elsewhere.startswith(f"discord:{OPS_ALERTS}/")

@@ -156,3 +156,17 @@ async def test_an_alert_root_its_notes_and_its_edit_ping_nobody(
     shown = fake.shown(root.ref) + fake.messages(OPS_ALERTS, root=root.ref)
     assert len(shown) == 3 and all(no_ping_in(t) for t in shown), shown
     assert shown[0].replace("\u2060", "") == "🔴 **Alert firing:** `disk` @all @channel look"
+
+
+async def test_notify_from_a_thread_of_the_target_channel_posts_into_that_thread(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_mattermost: FakeMattermost):
+    from bot.engine.messages import Scope
+
+    fake = fake_mattermost
+    async with mattermost(mm_settings(sqlite_url, fake_llm, agents_dir, fake)) as (app, adapter):
+        root = await adapter.alert_threads().open("#ops-alerts", "🔴 disk full", "disk full")
+        here = Scope(PLATFORM, root.channel, root.thread)
+        await app.notifier.notify("mattermost:#ops-alerts", "disk 99% on web-1", here)
+        await app.notifier.notify("mattermost:#ops-alerts", "another alert", Scope(PLATFORM, TOWN, "p1"))
+    assert fake.messages(OPS_ALERTS, root=root.ref) == ["disk 99% on web-1"]  # a reply to the root
+    assert fake.messages(OPS_ALERTS, root="") == ["🔴 disk full", "another alert"]  # from elsewhere: at the top

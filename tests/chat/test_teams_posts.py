@@ -75,3 +75,28 @@ async def test_live_progress_updates_the_bot_s_own_messages_in_place(
         assert "current_time" in changed[-1].text  # it ends as the list of steps
     finally:
         await app.close()
+
+
+async def test_notify_from_a_thread_of_the_target_channel_posts_into_its_reply_chain(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_teams: FakeTeams):
+    """An alert's investigation runs in its root's reply chain; its notify to the root's channel is a reply there,
+    not a new post in the channel. From anywhere else, a new post as before."""
+    from bot.engine.messages import Scope
+
+    write_agent(agents_dir, "tester", OPS_AGENT)
+    fake_llm.reply("hello")
+    app = await build_app(make_settings(sqlite_url, fake_llm, agents_dir, **fake_teams.settings()),
+                          registry=registry())
+    try:
+        async with teams_bot(app) as (adapter, endpoint):
+            assert await fake_teams.deliver(endpoint, fake_teams.activity("hello")) == 200  # its references stored
+            await eventually(lambda: fake_llm.requests, what="the first answer")
+            root = await adapter.alert_threads().open("#ops-alerts", "🔴 disk full", "disk full")
+            await app.notifier.notify("teams:#ops-alerts", "disk 99% on web-1", Scope("teams", root.channel, root.thread))
+            await app.notifier.notify("teams:#ops-alerts", "another alert", Scope("teams", OPS, "elsewhere"))
+    finally:
+        await app.close()
+    chain = f"{ALERTS};messageid={root.ref}"
+    assert fake_teams.texts_in(chain) == ["🔴 disk full", "disk 99% on web-1"]
+    [other] = [s for s in fake_teams.sent if s.text == "another alert"]
+    assert other.conversation == f"{ALERTS};messageid={other.id}"  # a new post of its own

@@ -13,14 +13,17 @@ from typing import Any
 
 import pytest
 
+from bot.app import build_app
 from bot.chat.core.pipeline import SORRY
 from bot.runner import serve
 from tests.chat.slack_harness import OPS, mention
+from tests.chat.test_discord import TOKEN as DISCORD_TOKEN
 from tests.conftest import make_settings
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.fakes.slack_server import FakeSlack
 from tests.fakes.tcp_proxy import TcpProxy
-from tests.helpers import db_rows, eventually, write_agent
+from tests.helpers import build_discord, db_rows, eventually, registry, write_agent
 from tests.recovery.harness import free_port
 
 TURNS = 8
@@ -123,3 +126,36 @@ async def test_a_turn_that_starts_during_an_outage_waits_for_the_database_and_an
     assert len(fake_llm.requests) == 1
     assert await db_rows(direct, "SELECT status FROM turns") == [("ok",)]
     assert await db_rows(direct, "SELECT state, attempts FROM inbox") == [("answered", 1)]
+
+
+async def test_a_discord_message_that_arrives_during_an_outage_is_claimed_when_the_database_is_back(
+        proxied: tuple[str, str, TcpProxy], fake_discord: FakeDiscord, fake_llm: FakeOpenAI, tmp_path: Path):
+    """Discord sends a message once, over the gateway, and never again: before, a message whose claim met a
+    database outage was lost without a word. Now the claim waits for the database, and the message is answered
+    once. (Slack sends an unacknowledged envelope again: there the claim fails at once, as before.)"""
+    through, direct, proxy = proxied
+    agents = tmp_path / "agents"
+    write_agent(agents, "ops", "description: ops\ntools: [current_time]")
+    fake_llm.reply("the disk is fine")
+    settings = make_settings(through, fake_llm, agents, default_agent="ops", discord_bot_token=DISCORD_TOKEN,
+                             discord_api_url=fake_discord.api_url, discord_gateway_url=fake_discord.gateway_url,
+                             discord_guild_ready_timeout=0.05, progress_live=False, db_outage_seconds=30)
+    app = await build_app(settings, registry=registry())
+    adapter = build_discord(app)
+    assert adapter is not None
+    await adapter.start(within=10)
+    try:
+        proxy.down_on(b"INSERT INTO inbox")  # the claim is the statement that meets the outage
+        mid = fake_discord.mention("how is the disk?")
+        await eventually(lambda: proxy.down, 10, "the outage, at the claim")
+        await asyncio.sleep(2)
+        assert fake_discord.posted_in(mid) == [] and fake_llm.requests == []
+        proxy.resume()
+        await eventually(lambda: fake_discord.posted_in(mid), 30, "the answer")
+        await asyncio.sleep(0.5)  # a second answer would have come by now
+        assert [p.content for p in fake_discord.posted_in(mid)] == ["the disk is fine"]
+    finally:
+        await adapter.stop()
+        await app.close()
+    assert len(fake_llm.requests) == 1
+    assert await db_rows(direct, "SELECT state FROM inbox") == [("answered",)]

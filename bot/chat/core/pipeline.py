@@ -54,9 +54,12 @@ class Pipeline:
     def __init__(self, service: AgentService, routing: Routing | FixedAgent, *, access: Access | None = None,
                  once: ExactlyOnce | None = None, directory: Directory | None = None,
                  counter: EventCounter | None = None, limits: PipelineLimits = PipelineLimits(),
-                 platform: str = "") -> None:
+                 platform: str = "", redelivers: bool = False) -> None:
         self.service, self.routing, self.access, self.once = service, routing, access, once
         self.directory, self.counter, self.limits, self.platform = directory, counter, limits, platform
+        # the platform sends a message again that was not acknowledged (Slack): a claim that meets a database
+        # outage fails at once, unacknowledged; elsewhere (Discord's gateway, Mattermost's websocket) it waits
+        self.redelivers = redelivers
         self._slots = asyncio.Semaphore(limits.max_concurrent_turns)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -115,7 +118,7 @@ class Pipeline:
         if self._closing:
             log.info("%s message %s arrived while stopping: not taken", self.platform, inbound.message_id)
             return Receipt.CLOSING
-        if self.once is not None and not await self.once.take(inbound):
+        if self.once is not None and not await self._claim(self.once, inbound):
             log.info("%s message %s was already taken: not processed again", self.platform, inbound.claim_key)
             self.count("duplicate")
             return Receipt.DUPLICATE
@@ -123,6 +126,18 @@ class Pipeline:
             self.count(inbound.trigger)
         self.resume(inbound)
         return Receipt.TAKEN
+
+    async def _claim(self, once: ExactlyOnce, inbound: Inbound) -> bool:
+        """The exactly-once claim. A platform that does not send a message again (a Discord message is one
+        gateway event) would lose it to a database outage: the claim waits for the database and is made then."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return await once.take(inbound)
+            except Exception as exc:
+                if self.redelivers or attempt == START_ATTEMPTS or not await once.waited_out(exc):
+                    raise
+                log.info("the database is back: %s message %s is claimed now", self.platform, inbound.message_id)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def resume(self, inbound: Inbound) -> None:
         """Run a message that is claimed already: just taken, or taken over from a dead instance (recovery)."""

@@ -12,14 +12,16 @@ from bot.engine.service import AgentService
 
 
 def platform_pipeline(platform: str, parts: PlatformParts, lists: AccessList, limits: PipelineLimits, *,
-                      namespace: str, directory: Directory, is_id: IdRule) -> Pipeline:
+                      namespace: str, directory: Directory, is_id: IdRule, redelivers: bool = False) -> Pipeline:
     """`parts.inbox`: the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py); without it,
     `processed_events` rows keyed `namespace` (no store: this process only). `is_id`: what the platform's IDs
-    look like (its manifest's), for the warning about names in access lists."""
+    look like (its manifest's), for the warning about names in access lists. `redelivers`: the platform sends
+    an unacknowledged message again (Slack), so a claim that meets a database outage need not wait for it."""
     profiles = parts.profiles
     return Pipeline(parts.service, Routing(profiles, parts.settings.default_agent),
                     access=Access(lists, profiles, is_id), once=parts.inbox or ProcessedEvents(parts.claims, namespace),
-                    directory=directory, counter=parts.counter, limits=limits, platform=platform)
+                    directory=directory, counter=parts.counter, limits=limits, platform=platform,
+                    redelivers=redelivers)
 
 
 def console_pipeline(service: AgentService, agent: str) -> Pipeline:

@@ -55,7 +55,8 @@ def pipeline(parts: PlatformParts, directory: Directory) -> Pipeline:
                        users=entries(settings.slack_allowed_users, PLATFORM),
                        channels=entries(settings.slack_allowed_channels, PLATFORM), dms=settings.slack_allow_dms)
     limits = PipelineLimits(settings.slack_max_concurrent_turns, settings.slack_drain_seconds)
-    return platform_pipeline(PLATFORM, parts, lists, limits, namespace=CLAIMS, directory=directory, is_id=is_id)
+    return platform_pipeline(PLATFORM, parts, lists, limits, namespace=CLAIMS, directory=directory, is_id=is_id,
+                             redelivers=True)  # an envelope not acknowledged comes again
 
 
 class SlackAdapter:

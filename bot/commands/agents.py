@@ -42,7 +42,8 @@ def agents_list() -> None:
 
 @agents_app.command("show")
 def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> None:
-    """Show one profile: settings, tools with their sandbox policy, and the full system prompt."""
+    """Show one profile: settings, tools with their sandbox policy, the channels it answers in and its access
+    lists, notify's targets, dedup window and limits, its schedules and alert routes, and the full system prompt."""
     from bot.chat.platforms import is_id
     from bot.engine.context import PromptBuilder
     from bot.engine.spec import ProfileLoader
@@ -75,8 +76,46 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
                   f"{sname} lists what it offers)[/dim]", highlight=False)
     if (isolation := shell_isolation(profile.tools)) is not None:
         out.print(f"shell: {isolation}", markup=False, highlight=False)
+    for line in reach_lines(profile, settings.default_agent):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     out.rule("system prompt")
     out.print(PromptBuilder().system_prompt(profile), markup=False, highlight=False)
+
+
+def reach_lines(profile: AgentProfile, default_agent: str) -> list[str]:
+    """Who reaches the agent and where it posts, as `agents show` prints them: the channels it answers in, its
+    access lists, notify's targets, dedup window and limits, its schedules and its alert routes."""
+    from bot.engine.spec import matchers_text
+    from bot.tools.notify import NotifySettings
+
+    where = ", ".join(profile.channels) or ("every channel no other agent lists (YOKEBOT_DEFAULT_AGENT)"
+                                            if profile.name == default_agent else
+                                            "no channel of its own (chat/ask --agent, schedules, alerts, delegate)")
+    lines = [f"answers in: {where}"]
+    a = profile.access
+    lists = "; ".join(f"{what} {', '.join(v)}" for what, v in (("users", a.users), ("channels", a.channels),
+                                                              ("roles", a.roles)) if v)
+    lines.append(f"access: {lists}" if lists else "access: no lists of its own (the platforms' settings decide; "
+                                                  "docs/access.md)")
+    n = profile.tools.get("notify")
+    if isinstance(n, NotifySettings):
+        targets = ", ".join(dict.fromkeys([*([n.default] if n.default else []), *n.allowed])) or "none"
+        lines.append(f"notify: to {targets} (default {n.default or 'none'}); identical alerts within "
+                     f"{n.dedup_window_seconds:g} s are not repeated; at most {n.max_per_reply} per reply, "
+                     f"{n.max_per_turn} per turn, {n.max_per_channel_per_minute} per channel per minute")
+    for s in profile.schedules:
+        when = f"cron {s.cron!r}" if s.cron else f"every {s.every}"
+        lines.append(f"schedule {s.name}: {when} ({s.timezone or profile.timezone})"
+                     f" -> {s.post_to or 'nowhere (the run history only)'}, {s.session} session"
+                     + ("" if s.enabled else ", disabled") + f": {' '.join(s.prompt.split())[:100]}")
+    for i, r in enumerate(profile.alerts):
+        c = r.cooldown_seconds
+        cooldown = f"{c // 3600}h" if c and c % 3600 == 0 else f"{c // 60}m" if c and c % 60 == 0 else f"{c} s"
+        lines.append(f"alerts[{i}]: {matchers_text(r.match)} -> {r.post_to}, cool-down {cooldown}"
+                     + (f"; prompt: {' '.join(r.prompt.split())[:100]}" if r.prompt else ""))
+    if not profile.alerts:
+        lines.append("alerts: no routes (it investigates no alert; docs/alerts.md)")
+    return lines
 
 
 def policy_yaml(policy: dict[str, Any]) -> str:

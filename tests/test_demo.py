@@ -36,3 +36,11 @@ def test_the_demo_tells_the_nginx_story_on_any_machine(tmp_path: Path, fake_llm:
     traced = json.loads(yokebot("trace", sessions[0]["id"], "--json", env=env).stdout)
     tools = [c["tool"] for t in traced["turns"] for s in t["steps"] for c in s["tools"]]
     assert tools == ["tail_log", "grep_log", "notify"]
+
+
+def test_without_a_model_endpoint_the_demo_says_so_first_and_makes_nothing(tmp_path: Path):
+    env = base_env(tmp_path, None) | {"XDG_STATE_HOME": str(tmp_path / "state")}
+    out = yokebot("demo", env=env, stdin="")
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: No model endpoint is configured")  # no banner before it
+    assert not (tmp_path / "state").exists() and not (tmp_path / "cli.db").exists()

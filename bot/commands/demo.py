@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from bot.commands.support import err, settings_or_exit
+from bot.engine.errors import YokebotError
 
 demo_app = typer.Typer()  # top-level: `yokebot demo`
 
@@ -30,6 +32,11 @@ def demo(
     from bot.demo.files import AGENT, prepare
 
     settings = settings_or_exit()
+    try:  # said before the demo's files are made and its banner printed
+        settings.require_model_endpoint()
+    except YokebotError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(1) from None
     home = demo_home()
     agents = prepare(home)
     err.print(f"[dim]demo: the agent '{AGENT}' reads the sample nginx logs in {home / 'logs' / 'nginx'}; try "

@@ -159,12 +159,12 @@ async def main_async(args: argparse.Namespace) -> None:
     pg = not args.no_pg and not args.quick and await pg_available()
     with temp_workdir() as work:
         share = await relevance(sqlite_url(work, "relevance.db"))
-        print(f"  SQLite (FTS5, BM25):       {share:.0%} of 50 questions  (target >= 90%: "
+        print(f"  SQLite (FTS5 + BM25):      {share:.0%} of 50 questions  (target >= 90%: "
               f"{verdict(share >= TARGET_TOP3)})", flush=True)
         if pg:
             async with pg_database() as url:
                 share = await relevance(url)
-            print(f"  PostgreSQL (tsvector):     {share:.0%} of 50 questions  (target >= 90%: "
+            print(f"  PostgreSQL (GIN + BM25):   {share:.0%} of 50 questions  (target >= 90%: "
                   f"{verdict(share >= TARGET_TOP3)})", flush=True)
         header(f"12. memory recall: speed over {args.memories:,} facts")
         with fake_llm() as base_url:

@@ -1,8 +1,9 @@
 """SqlMemory: the long-term facts (`memories`), recalled by relevance (docs/knowledge.md).
 
-Keywords: SQLite's FTS5 table `memories_fts` ranked by BM25, PostgreSQL's tsvector column `search` ranked by
-ts_rank (migration 0015); the query is built from the text's words (keywords.py), so no text errors it. One
-statement per recall: the best keyword matches and the newest facts (which fill the list when fewer match).
+Keywords: SQLite's FTS5 table `memories_fts`, PostgreSQL's tsvector column `search` with its GIN index (migrations
+0016, 0020) find the candidates, and BM25 scores them here, the same on both (ranking.py); the queries are built
+from the text's words (keywords.py), so no text errors them. A recall is two statements, rarely up to four: how many
+facts hold each word, then the candidates and the newest facts (which fill the list when fewer match).
 Embeddings (an `Embedder`, YOKEBOT_EMBEDDING_MODEL): the query's vector is compared with the candidates' stored
 vectors (vectors.py), and the two rankings are merged by reciprocal rank fusion, recency breaking ties; an
 embedding that fails leaves the keywords alone.
@@ -14,6 +15,7 @@ at most once a minute, and before a `remember` decides which fact a full channel
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -24,7 +26,6 @@ from typing import Any, Literal, Protocol, cast
 from sqlalchemy import (
     BigInteger,
     DateTime,
-    Float,
     Integer,
     LargeBinary,
     String,
@@ -43,7 +44,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 from bot.engine.ports import Embedder, MemoryItem, Remembered
-from bot.store.keywords import fts5_match, terms, tsquery
+from bot.store import ranking
+from bot.store.keywords import fts5, terms, tsquery
 from bot.store.models import MemoryRow, utcnow
 from bot.store.vectors import fuse, pack, similarity
 from bot.store.writer import WriteBehind
@@ -56,8 +58,11 @@ COUNTS_EVERY = 60.0  # seconds between writes of the recall counts
 CANDIDATES = 40  # with embeddings: keyword matches and newest facts compared by vector, at least
 
 _COLUMNS = ("m.id, m.agent, m.channel, m.content, m.created_at, m.embedding, m.embedding_model")
+# a match's vector is read apart, for the best ones only
+_MATCHED = ("m.id, m.agent, m.channel, m.content, m.created_at, CAST(NULL AS {blob}) AS embedding, "
+            "NULL AS embedding_model")
 _TYPES: dict[str, Any] = {"id": BigInteger, "created_at": DateTime(timezone=True), "embedding": LargeBinary,
-                          "embedding_model": String, "score": Float, "recent": Integer}
+                          "embedding_model": String, "recent": Integer}
 _SCOPE = {"channel": " AND (m.channel IS NULL OR m.channel = :channel)", "shared": " AND m.channel IS NULL",
           "any": ""}
 _VECTOR = (update(MEM).where(MEM.c.id == bindparam("b_id"))
@@ -65,11 +70,30 @@ _VECTOR = (update(MEM).where(MEM.c.id == bindparam("b_id"))
 BACKFILL = 32  # facts without a vector (stored before embeddings were on, or while they failed) embedded at once
 _COUNT = (update(MEM).where(MEM.c.id == bindparam("b_id"))
           .values(recalls=MEM.c.recalls + bindparam("b_n", type_=Integer), last_recalled_at=bindparam("b_at")))
+HELD_SECONDS = 60.0  # how long the number of facts holding a common word is kept (a rare word is counted each time)
+# how many facts hold each word (SQLite: FTS5 counts its index; PostgreSQL: counted up to the budget, beyond it
+# the planner's statistics of the column, `pg_stats.most_common_elems`), and how many facts there are
+_HELD = {
+    "sqlite": ("SELECT CAST(j.key AS INTEGER) AS i, (SELECT count(*) FROM memories_fts "
+               "WHERE memories_fts MATCH j.value) AS held, NULL AS freq FROM json_each(:words) j "
+               "UNION ALL SELECT -1, (SELECT count(*) FROM memories), NULL"),
+    "postgresql": (
+        "SELECT CAST(w.i AS INTEGER) - 1 AS i, h.held, CASE WHEN h.held >= :cap THEN (SELECT max(e.freq) "
+        "FROM pg_stats s CROSS JOIN LATERAL unnest(CAST(CAST(s.most_common_elems AS text) AS text[]), "
+        "s.most_common_elem_freqs) AS e(lexeme, freq) WHERE s.schemaname = current_schema() "
+        "AND s.tablename = 'memories' AND s.attname = 'search' "
+        "AND e.lexeme = ANY(tsvector_to_array(to_tsvector('english', w.word)))) END AS freq "
+        "FROM unnest(CAST(:words AS text[]), CAST(:queries AS text[])) WITH ORDINALITY AS w(word, q, i) "
+        "CROSS JOIN LATERAL (SELECT count(*) AS held FROM (SELECT 1 FROM memories m "
+        "WHERE m.search @@ to_tsquery('english', w.q) LIMIT :cap) c) h "
+        "UNION ALL SELECT -1, CASE WHEN c.reltuples >= 10000 THEN CAST(c.reltuples AS bigint) "
+        "ELSE (SELECT count(*) FROM memories) END, NULL FROM pg_class c WHERE c.oid = CAST('memories' AS regclass)"),
+}
 
 
 def _newest(where: Where) -> str:
     """The newest facts, each channel filter its own index range (an OR of two would sort the whole channel)."""
-    one = (f"SELECT {_COLUMNS}, CAST(0 AS REAL) AS score, 1 AS recent FROM memories m "  # noqa: S608
+    one = (f"SELECT {_COLUMNS}, 1 AS recent FROM memories m "  # noqa: S608
            "WHERE m.agent = :agent{scope} ORDER BY m.id DESC LIMIT :r")
     if where == "channel":
         return (f"SELECT * FROM ({one.format(scope=' AND m.channel = :channel')}) n1 UNION ALL "  # noqa: S608
@@ -77,20 +101,23 @@ def _newest(where: Where) -> str:
     return f"SELECT * FROM ({one.format(scope=_SCOPE[where])}) n1"  # noqa: S608
 
 
-def _statement(dialect: str, where: Where, keywords: bool) -> Executable:
-    parts: list[str] = []
-    if keywords and dialect == "sqlite":
-        parts.append(f"SELECT * FROM (SELECT {_COLUMNS}, -memories_fts.rank AS score, 0 AS recent "  # noqa: S608
-                     "FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
-                     f"WHERE memories_fts MATCH :q AND m.agent = :agent{_SCOPE[where]} "
-                     "ORDER BY memories_fts.rank LIMIT :n) k")
-    elif keywords:
-        parts.append(f"SELECT * FROM (SELECT {_COLUMNS}, ts_rank(m.search, q) AS score, 0 AS recent "  # noqa: S608
-                     "FROM memories m, to_tsquery('english', :q) q "
-                     f"WHERE m.search @@ q AND m.agent = :agent{_SCOPE[where]} "
-                     "ORDER BY score DESC, m.id DESC LIMIT :n) k")
-    parts.append(_newest(where))
-    return sql_text(" UNION ALL ".join(parts)).columns(**_TYPES)
+def _matching(dialect: str, where: Where, part: int) -> str:
+    """At most :nN facts the index finds for the query :qN: on SQLite the newest (FTS5 walks its index backwards
+    and stops at the limit); on PostgreSQL the first the GIN index gives (ordered, a group of common words
+    would read and sort every fact holding them)."""
+    if dialect == "sqlite":
+        return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='BLOB')}, 0 AS recent "  # noqa: S608
+                "FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
+                f"WHERE memories_fts MATCH :q{part} AND m.agent = :agent{_SCOPE[where]} "
+                f"ORDER BY memories_fts.rowid DESC LIMIT :n{part}) k{part}")
+    return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='bytea')}, 0 AS recent FROM memories m "  # noqa: S608
+            f"WHERE m.search @@ to_tsquery('english', :q{part}) AND m.agent = :agent{_SCOPE[where]} "
+            f"LIMIT :n{part}) k{part}")
+
+
+def _statement(dialect: str, where: Where, parts: int, newest: bool) -> Executable:
+    selects = [_matching(dialect, where, i) for i in range(parts)] + ([_newest(where)] if newest else [])
+    return sql_text(" UNION ALL ".join(selects)).columns(**_TYPES)
 
 
 class Connections(Protocol):
@@ -118,7 +145,9 @@ class SqlMemory:
     def __init__(self, store: Connections, embedder: Embedder | None = None) -> None:
         self.store = store
         self.embedder = embedder
-        self._statements: dict[tuple[Where, bool], Executable] = {}
+        self._statements: dict[tuple[Where, int, bool], Executable] = {}
+        self._common: dict[str, tuple[int, float]] = {}  # word -> (facts holding it, when counted)
+        self._total: tuple[int, float] | None = None  # (facts, when counted)
         self._recalls: dict[tuple[str, str | None, str, int], tuple[int, asyncio.Future[list[MemoryItem]]]] = {}
         self._changes: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
@@ -219,17 +248,96 @@ class SqlMemory:
 
     async def _candidates(self, agent: str, where: Where, channel: str | None, words: list[str], n: int
                           ) -> list[_Candidate]:
+        """The best `n` keyword matches, scored (ranking.py), and the `n` newest facts."""
+        base: dict[str, Any] = {"agent": agent, "channel": channel, "r": n}
+        found = await self._held(words) if words else None
+        planned = ranking.plan(words, found[0], found[1]) if found else None
+        if planned is None:  # no words, or no fact holds any of them
+            return self._candidates_of(await self._read(where, [], True, base))
+        parts = ([([[w] for w in planned.rare], ranking.BUDGET)] if planned.rare else []) + \
+            ([([planned.common], ranking.grouped(n))] if planned.common else [])
+        rows = await self._read(where, parts, True, base)
+        newest = [r for r in rows if r.recent]
+        texts = {r.id: (r, ranking.tokens(r.content)) for r in rows if not r.recent}
+        average = (sum(len(t) for _, t in texts.values()) / len(texts)) if texts else 1.0
+        scored = {i: (r, planned.score(t, average)) for i, (r, t) in texts.items()}
+        held, reads = len(planned.common), 1
+        while reads < ranking.ROUNDS and held > 1 and not planned.settled(
+                (sc for _, sc in scored.values()), n, held - 1):
+            held -= 1
+            groups = planned.groups(held)
+            if groups is None:
+                break
+            for r in await self._read(where, [(groups, ranking.grouped(n))], False, base):
+                if r.id not in scored:
+                    scored[r.id] = (r, planned.score(ranking.tokens(r.content), average))
+            reads += 1
+        best = sorted(scored.values(), key=lambda s: (-s[1], -s[0].id))[:n]
+        vectors = await self._vectors([r.id for r, _ in best])
+        # a match the database found but the scoring did not (another stemmer) keeps a little score
+        return [self._candidate(r, max(sc, 1e-9), False, vectors.get(r.id)) for r, sc in best] + \
+            self._candidates_of(newest)
+
+    async def _read(self, where: Where, parts: list[tuple[list[list[str]], int]], newest: bool,
+                    base: dict[str, Any]) -> list[Any]:
+        """The facts each part's groups find (an OR of ANDs; at most the part's number, the newest), and the
+        newest facts if asked."""
         dialect = self.store.engine.dialect.name
-        statement = self._statements.get((where, bool(words)))
+        key = (where, len(parts), newest)
+        statement = self._statements.get(key)
         if statement is None:
-            statement = self._statements[(where, bool(words))] = _statement(dialect, where, bool(words))
-        params: dict[str, Any] = {"agent": agent, "channel": channel, "n": n, "r": n}
-        if words:
-            params["q"] = fts5_match(words) if dialect == "sqlite" else tsquery(words)
-        rows = await self.store.rows(statement, params)
-        return [_Candidate(MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at), float(r.score or 0),
-                           bool(r.recent), r.embedding if r.embedding_model == self._model() else None)
-                for r in rows]
+            statement = self._statements[key] = _statement(dialect, where, len(parts), newest)
+        params = dict(base)
+        for i, (groups, most) in enumerate(parts):
+            params[f"q{i}"] = fts5(groups) if dialect == "sqlite" else tsquery(groups)
+            params[f"n{i}"] = most
+        return await self.store.rows(statement, params)
+
+    async def _vectors(self, ids: list[int]) -> dict[int, bytes]:
+        """The stored vectors of these facts made by the current model (read for the best matches only: a
+        vector is kilobytes)."""
+        model = self._model()
+        if model is None or not ids:
+            return {}
+        rows = await self.store.rows(select(MEM.c.id, MEM.c.embedding).where(
+            MEM.c.id.in_(ids), MEM.c.embedding_model == model, MEM.c.embedding.is_not(None)), {})
+        return {int(r.id): bytes(r.embedding) for r in rows}
+
+    def _candidate(self, r: Any, score: float, recent: bool, vector: bytes | None) -> _Candidate:
+        return _Candidate(MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at), score, recent, vector)
+
+    def _candidates_of(self, newest: list[Any]) -> list[_Candidate]:
+        model = self._model()
+        return [self._candidate(r, 0.0, True, r.embedding if r.embedding_model == model else None) for r in newest]
+
+    async def _held(self, words: list[str]) -> tuple[dict[str, int], int]:
+        """How many facts hold each word, and how many facts there are. Common words are remembered for
+        HELD_SECONDS (counting them costs; their weight barely moves); rare ones are counted each time."""
+        now = time.monotonic()
+        held = {w: c for w in words if (c := self._common.get(w)) is not None and now - c[1] < HELD_SECONDS}
+        counts = {w: c for w, (c, _) in held.items()}
+        todo = [w for w in words if w not in counts]
+        if not todo and self._total is not None and now - self._total[1] < HELD_SECONDS:
+            return counts, self._total[0]
+        dialect = self.store.engine.dialect.name
+        if dialect == "sqlite":
+            params: dict[str, Any] = {"words": json.dumps([fts5([[w]]) for w in todo])}
+        else:
+            params = {"words": todo, "queries": [tsquery([[w]]) for w in todo], "cap": ranking.BUDGET + 1}
+        rows = await self.store.rows(sql_text(_HELD[dialect]), params)
+        total = next(int(r.held) for r in rows if r.i == -1)
+        self._total = (total, now)
+        for r in rows:
+            if r.i < 0:
+                continue
+            word, count = todo[int(r.i)], int(r.held)
+            if count > ranking.BUDGET:  # PostgreSQL counted up to here: the statistics say how many more
+                count = max(count, round((r.freq or 0.0) * total))
+                self._common[word] = (count, now)
+            counts[word] = count
+        if len(self._common) > 10_000:
+            self._common = {w: c for w, c in self._common.items() if now - c[1] < HELD_SECONDS}
+        return counts, total
 
     def _model(self) -> str | None:
         return self.embedder.model if self.embedder is not None else None

@@ -4,10 +4,13 @@ channel drops its least recalled, oldest fact."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.store import ranking
 from bot.store.keywords import MAX_TERMS, terms
 from bot.store.repositories import SqlStore
 
@@ -123,3 +126,59 @@ async def test_forget_takes_only_the_channels_own_fact(engine: AsyncEngine):
         assert await store.memory.recall("ops", "C1", "web3", 5) == []
     finally:
         await store.close()
+
+
+async def test_a_rare_word_outweighs_a_common_one_held_many_times(engine: AsyncEngine):
+    """BM25's IDF on both databases: PostgreSQL's ts_rank alone put the fact saying "prod" three times first."""
+    store = await stored(engine, ["web3 is flaky", "prod api, prod db and prod cache share one rack",
+                                  *(f"prod runbook number {i}" for i in range(10))])
+    try:
+        recalled = await store.memory.recall("ops", "C1", "prod or web3?", 3)
+        assert recalled[0].content == "web3 is flaky"
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def small_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget of 4 facts: the few facts here are a big memory to the recall (ranking.py)."""
+    monkeypatch.setattr(ranking, "BUDGET", 4)
+    monkeypatch.setattr(ranking, "grouped", lambda k: 2 * k)
+
+
+CROWD = [*(f"nginx in prod restarted at {h}:00" for h in range(10)), *(f"bob owns the pager rota of week {w}"
+                                                                          for w in range(10)),
+         *(f"staging database number {d} is slow" for d in range(10))]
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("who owns nginx in prod?", "alice owns nginx in prod"),  # every word common: the facts holding all of them
+    ("who owns nginx on staging?", "carol owns nginx"),  # none holds all three: those holding two
+    ("does bob own the rota of week 7", "bob owns the pager rota of week 7"),  # "7" is rare: all read
+])
+async def test_over_a_big_memory_the_common_words_are_read_in_groups(engine: AsyncEngine, small_budget: None,
+                                                                     question: str, expected: str):
+    store = await stored(engine, ["alice owns nginx in prod", "carol owns nginx", *CROWD])
+    reads: list[int] = []
+    real = store.rows
+
+    async def rows(statement: Any, params: Any, **kw: Any) -> list[Any]:
+        found = await real(statement, params, **kw)
+        reads.append(len(found))
+        return found
+
+    store.rows = rows  # type: ignore[method-assign]
+    try:
+        recalled = await store.memory.recall("ops", "C1", question, 2)
+        assert recalled[0].content == expected
+        assert len(reads) <= 1 + ranking.ROUNDS and max(reads) <= 10  # counts, then bounded reads
+    finally:
+        await store.close()
+
+
+def test_scoring_stems_the_question_and_the_facts_alike():
+    assert {ranking.stem(w) for w in ["deploy", "deploys", "deployed", "deploying"]} == {"deploy"}
+    plan = ranking.plan(["routed", "web3"], {"routed": 5, "web3": 1}, 100)
+    assert plan is not None and plan.rare == ["web3", "routed"] and plan.common == []
+    assert plan.score(ranking.tokens("alerts are routes to web3"), 5.0) > plan.score(ranking.tokens("web3"), 5.0)
+    assert ranking.plan(["gone"], {"gone": 0}, 100) is None  # no fact holds it: nothing to read

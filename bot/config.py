@@ -41,6 +41,16 @@ def _state_dir() -> Path:
     return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "yokebot"
 
 
+def default_agents_dir() -> Path:
+    """`./agents` when the folder yokebot starts in has one (a checkout); otherwise the agents installed with
+    yokebot (bot/shipped), so an install outside a checkout (`pipx install .`) finds its agents."""
+    if Path("agents").is_dir():
+        return Path("./agents")
+    from bot.shipped import shipped_agents
+
+    return shipped_agents() or Path("./agents")
+
+
 def _env(name: str) -> AliasChoices:
     return AliasChoices(name, name.lower())
 
@@ -63,7 +73,7 @@ class Settings(BaseSettings):
     # PostgreSQL behind a transaction pooler (PgBouncer): the same database without it, for what needs a database
     # session of its own (locks, LISTEN, the writer, migrations; docs/scale-out.md)
     database_direct_url: str | None = None
-    agents_dir: Path = Path("./agents")
+    agents_dir: Path = Field(default_factory=default_agents_dir)  # ./agents, else the agents installed with yokebot
     runbooks_dir: Path | None = None  # runbooks every agent has, beside its own runbooks/ (docs/knowledge.md)
     guardrails_file: Path | None = None  # the shared default of every agent's `guardrails:` (docs/guardrails.md)
     default_agent: str = "ops"

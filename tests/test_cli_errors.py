@@ -120,9 +120,11 @@ def test_misspelt_variables_in_the_env_file_are_found_too(tmp_path: Path):
     assert warnings == ["YOKEBOT_HTTP_PROT is not a yokebot setting and is ignored; did you mean YOKEBOT_HTTP_PORT?"]
 
 
-def test_outside_the_checkout_agents_list_says_where_it_looked(tmp_path: Path):
+def test_an_agents_folder_that_is_not_there_is_named_with_where_it_looked(tmp_path: Path):
+    """YOKEBOT_AGENTS_DIR names a missing folder (unset, outside a checkout, the installed agents are used:
+    tests/test_install.py)."""
     env = base_env(tmp_path, None)
-    del env["YOKEBOT_AGENTS_DIR"], env["YOKEBOT_DATABASE_URL"]
+    del env["YOKEBOT_DATABASE_URL"]
     for args in (("agents", "list"), ("agents", "show", "ops")):
         out = yokebot(*args, env=env, cwd=tmp_path)
         assert out.returncode == 1
@@ -144,13 +146,14 @@ def test_read_only_commands_do_not_create_a_database(tmp_path: Path):
     assert out.returncode == 0 and out.stdout.strip() == "[]" and "no database at" in out.stderr
 
 
-def test_ask_and_chat_outside_the_checkout_fail_before_creating_a_database(tmp_path: Path, fake_llm: FakeOpenAI):
-    env = base_env(tmp_path, fake_llm)
-    del env["YOKEBOT_AGENTS_DIR"], env["YOKEBOT_DATABASE_URL"]  # the defaults: ./agents and ./yokebot.db
+def test_ask_and_chat_without_their_agents_folder_fail_before_creating_a_database(tmp_path: Path,
+                                                                                   fake_llm: FakeOpenAI):
+    env = base_env(tmp_path, fake_llm)  # YOKEBOT_AGENTS_DIR: a folder that is not there
+    del env["YOKEBOT_DATABASE_URL"]  # the default: ./yokebot.db
     for args, stdin in ((("ask", "hi"), None), (("chat",), "hi\n")):
         out = yokebot(*args, env=env, cwd=tmp_path, stdin=stdin)
         assert out.returncode == 1, out.stderr
         line = one_sentence(out.stderr)
-        assert str(tmp_path / "agents") in line and "ops, reporter and host" in line
+        assert str(tmp_path / "agents") in line and "the agents installed with it: ops, logs, metrics" in line
     assert list(tmp_path.glob("yokebot.db*")) == []
     assert fake_llm.requests == []

@@ -56,7 +56,13 @@ def where_from(settings: Settings, agent: str) -> tuple[str, ...]:
     default such as ./yokebot.db, in another folder, would otherwise begin an empty history without a word)."""
     from sqlalchemy.engine import make_url
 
-    notes = [f"agent {agent} from {(settings.agents_dir.expanduser() / agent / 'AGENT.md').resolve()}"]
+    from bot.shipped import shipped_agents
+
+    base = settings.agents_dir.expanduser()
+    shipped = shipped_agents()
+    came = (" (the agents installed with yokebot: no ./agents here and YOKEBOT_AGENTS_DIR unset)"
+            if shipped is not None and base.resolve() == shipped.resolve() and not Path("agents").is_dir() else "")
+    notes = [f"agent {agent} from {(base / agent / 'AGENT.md').resolve()}{came}"]
     url = make_url(settings.database_url)
     database = url.database or ""
     if url.get_backend_name() == "sqlite" and database not in ("", ":memory:"):

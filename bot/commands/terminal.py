@@ -194,6 +194,6 @@ def no_agents(settings: Settings) -> str:
     where = settings.agents_dir.expanduser().resolve()
     found = "does not exist" if not where.is_dir() else "holds no <name>/AGENT.md"
     return (f"No agent profiles: {where} {found}. Set YOKEBOT_AGENTS_DIR to the folder with your agents "
-            "(the checkout's agents/ folder has ops, reporter and host), or run yokebot from the checkout.")
+            "(unset, yokebot uses ./agents, else the agents installed with it: ops, logs, metrics, host, reporter).")
 
 

@@ -388,8 +388,11 @@ def _resumable(app: App, platform: Platform) -> Platform:
 
 
 def platform_parts(app: App) -> PlatformParts:
+    from bot.facts import SqlCommandFacts
+
     return PlatformParts(app.settings, app.service, app.profiles, app.store, app.metrics, app.inbox_turns,
-                         SqlConversationRefs(app.engine))
+                         SqlConversationRefs(app.engine),
+                         SqlCommandFacts(app.engine, app.approvals, app.settings.model_prices))
 
 
 @asynccontextmanager

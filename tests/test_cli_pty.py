@@ -147,3 +147,61 @@ def test_sigterm_or_sighup_mid_turn_ends_it_interrupted_and_chat_exits(
     (turn,) = turns_of(env)
     assert (turn["status"], turn["stopped_by"]) == ("error", "interrupted"), turn
     assert "Traceback" not in term.screen
+
+
+def test_chat_commands_never_reach_the_model_and_chat_says_which_conversation_it_continues(
+        tmp_path: Path, fake_llm: FakeOpenAI):
+    """docs/commands.md: /help, /status, /new, /reset, /file, /quit are the terminal's; a conversation from
+    before is named at start."""
+    import asyncio
+
+    from bot.app import build_app
+    from bot.engine.service import TurnRequest
+    from tests.conftest import make_settings
+
+    ops_with_notify(tmp_path)
+    env = base_env(tmp_path, fake_llm)
+    fake_llm.reply("Earlier answer.")
+
+    async def earlier() -> str:  # a conversation held before this chat started
+        settings = make_settings(env["YOKEBOT_DATABASE_URL"], fake_llm, tmp_path / "agents", model="cli-model",
+                                 default_agent="ops")
+        app = await build_app(settings, metrics=False)
+        try:
+            result = await app.service.handle(TurnRequest("console", "terminal", "ops", "earlier question", "ops",
+                                                          trigger="console"))
+            return result.session_id
+        finally:
+            await app.close()
+
+    session = asyncio.run(earlier())
+    fake_llm.reply("Second answer.")
+    term = Terminal({**env, "YOKEBOT_DEFAULT_AGENT": "ops"})
+    try:
+        term.prompt()
+        assert f"continuing session {session[:4]}…, 1 turn; /new starts afresh" in term.screen
+        mark = term.type("/help\r")
+        term.until(term.shows("/usage [today|7d]", mark), "the help")
+        term.prompt(mark)
+        mark = term.type("/status\r")
+        term.until(term.shows("yokebot is up.", mark), "the status")
+        assert "agent `ops` answers (model `cli-model`)" in term.screen[mark:]
+        term.prompt(mark)
+        mark = term.type("/frobnicate\r")
+        term.until(term.shows("(/frobnicate is not a command here; /help lists them)", mark), "the refusal")
+        mark = term.type("/reset\r")
+        term.until(term.shows("Done: I have forgotten", mark), "the reset")
+        mark = term.type("/new\r")
+        term.until(term.shows("(a fresh conversation", mark), "a new conversation")
+        mark = term.type("second question\r")
+        term.until(term.shows("Second answer.", mark), "the answer")
+        term.prompt(mark)
+        term.type("/quit\r")
+        assert term.exit_code() == 0
+    finally:
+        term.close()
+    assert "Traceback" not in term.screen
+    asked = [r["messages"][-1]["content"] for r in fake_llm.requests]
+    assert asked == ["earlier question", "second question"]  # no command reached the model
+    second = fake_llm.requests[1]["messages"]
+    assert not any(m.get("content") == "earlier question" for m in second)  # /new: a fresh conversation

@@ -36,3 +36,12 @@ def test_http_mode_documents_both_request_urls():
 def test_the_readme_keeps_no_second_list_of_scopes():
     readme = (ROOT / "README.md").read_text()
     assert "reactions:write" not in readme and "docs/slack.md" in readme
+
+
+def test_the_manifest_declares_the_slash_command_the_adapter_listens_for():
+    from bot.chat.slack.commands import COMMAND
+
+    manifest = yaml.safe_load((ROOT / "slack/manifest.yaml").read_text())
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == [COMMAND]
+    assert "commands" in manifest["oauth_config"]["scopes"]["bot"]
+    assert "# url: https://yokebot.example.com/slack/events" in (ROOT / "slack/manifest.yaml").read_text()

@@ -382,6 +382,12 @@ class ApprovalDesk:
             return ClickAnswer(approval=decided, private=gone_text(decided))
         return ClickAnswer(approval=decided)
 
+    async def waiting_for(self, platform: str, user: str, groups: frozenset[str]) -> list[Approval]:
+        """The requests on `platform` still waiting for a decision that `user` (in `groups`) may make
+        (`/yokebot approvals`, docs/commands.md)."""
+        pending = await self.store.pending(datetime.now(UTC))
+        return [a for a in pending if a.platform == platform and self._may_decide(a, user, groups)]
+
     def _may_decide(self, approval: Approval, user: str, groups: frozenset[str]) -> bool:
         """The row's typed approvers (a keyword is never a clicker's ID), the platform's rule for what an ID
         names (a user whose ID equals a group entry is not that group)."""

@@ -150,6 +150,12 @@ class ApprovalStore:
                                        .order_by(A.c.id))).all()
         return [_approval(r) for r in rows]
 
+    async def pending(self, now: datetime) -> list[Approval]:
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(select(A).where(A.c.status == "pending", A.c.expires_at > now)
+                                       .order_by(A.c.id))).all()
+        return [_approval(r) for r in rows]
+
     async def set_message(self, approval_id: int, ref: str) -> None:
         await self._set(approval_id, message_ref=ref)
 

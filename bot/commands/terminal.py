@@ -13,6 +13,7 @@ from rich.markup import escape
 from bot.commands.support import chat_log, err, out, run_async, settings_or_exit, setup_logging
 
 if TYPE_CHECKING:  # what a command needs loads when it runs: `yokebot --help` imports no SQLAlchemy, no SDKs
+    from bot.app import App
     from bot.config import Settings
     from bot.engine.messages import TurnResult
     from bot.engine.spec import ToolSettings
@@ -42,6 +43,7 @@ def run_chat(settings: Settings, name: str, new: bool = False) -> None:
     from bot.chat.platforms import hints
     from bot.commands.support import where_from
     from bot.engine.model import preload
+    from bot.facts import SqlCommandFacts
     from bot.tools.isolation import not_dumpable
 
     not_dumpable()  # same-user processes (an MCP server, a shell command) cannot read our /proc entries
@@ -56,7 +58,10 @@ def run_chat(settings: Settings, name: str, new: bool = False) -> None:
             profile = bot.profile(name)
             thread = f"{name}:{uuid.uuid4().hex[:8]}" if new else name
             preload()  # the model SDK loads in a thread while the prompt waits for the first line
-            console = ConsoleAdapter(bot.service, name, out, thread=thread, notes=(*found, *shell_notes(profile.tools)))
+            going_on = () if new else await continuing(bot, name, thread)
+            console = ConsoleAdapter(bot.service, name, out, thread=thread,
+                                     notes=(*found, *going_on, *shell_notes(profile.tools)),
+                                     facts=SqlCommandFacts(bot.engine, bot.approvals, settings.model_prices))
             bot.approvals.register_inline("console", ConsoleApprover(out, console.ask_user))  # gated tools ask here
             async with posting(bot):  # notify posts where a token is set, as `yokebot run` would
                 await console.repl()
@@ -68,6 +73,17 @@ def run_chat(settings: Settings, name: str, new: bool = False) -> None:
     stopped_by = run_async(main)
     if stopped_by is not None:  # SIGTERM or SIGHUP: the conventional status of a process ended by a signal
         raise typer.Exit(128 + stopped_by)
+
+
+async def continuing(bot: App, agent: str, thread: str) -> tuple[str, ...]:
+    """The line `chat` starts with when it continues a conversation: which session, how many turns."""
+    from bot.observability.queries import list_sessions
+
+    for s in await list_sessions(bot.engine, platform="console", channel="terminal", agent=agent, limit=100):
+        if s.thread == thread and s.turns:
+            return (f"continuing session {s.id[:4]}…, {s.turns} turn{'s' if s.turns != 1 else ''}; "
+                    "/new starts afresh, /help lists the commands",)
+    return ()
 
 
 def shell_notes(tools: Mapping[str, ToolSettings]) -> tuple[str, ...]:

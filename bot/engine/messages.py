@@ -267,9 +267,10 @@ class Thread:
         return cls(None, turns)
 
 
-# What started a turn: a platform's mention, DM or thread follow-up, the terminal (`chat`), `ask`, a
-# schedule, an alert, an eval scenario, or a caller of the Python API that does not say ("message").
-Trigger = Literal["mention", "dm", "thread", "console", "cli", "schedule", "alert", "eval", "message"]
+# What started a turn: a platform's mention, DM or thread follow-up, a command typed to it (`/yokebot …`,
+# docs/commands.md), the terminal (`chat`), `ask`, a schedule, an alert, an eval scenario, or a caller of the
+# Python API that does not say ("message").
+Trigger = Literal["mention", "dm", "thread", "command", "console", "cli", "schedule", "alert", "eval", "message"]
 
 
 def conversation_key(platform: str, channel: str, thread: str) -> str:

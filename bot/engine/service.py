@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -71,6 +71,9 @@ class TurnRequest:
     attachments: tuple[AttachmentSource, ...] = ()  # files attached to the message (bot/engine/context/attachments.py)
     parking: Parking | None = None  # where the turn's state goes if it waits for an approval (else it waits here)
     parked: ParkedTurn | None = None  # resume this parked turn (`turn_id` is its id) instead of starting one
+    # an answer that is not the model's (a chat command's: `status`, `help`…, docs/commands.md): the turn is
+    # recorded like any other, and this gives its answer from the turn's context instead of a model call
+    answer: Callable[[RunContext], Awaitable[str]] | None = None
 
 
 # A ContextVar, not a global: each asyncio task sees its own turn, and tasks a turn spawns inherit it.
@@ -208,7 +211,7 @@ class AgentService:
             # the memory read needs the thread's locks (it must see what the thread's last turn remembered),
             # not its session: it runs while the session is opened
             agent = known.agent if known is not None else req.agent
-            memories = self._read_memory(agent, where.channel, req.text)
+            memories = self._read_memory(agent, where.channel, req.text) if req.answer is None else None
             try:
                 return await self._locked(req, hooks, known, agent, memories)
             finally:
@@ -255,6 +258,19 @@ class AgentService:
         await turn_hooks.turn_started(run, req.text)
         await turn_hooks.turn_finished(run, outcome)
         return TurnResult(run.session_id, run.turn_id, outcome)
+
+    @staticmethod
+    async def _answered(answer: Callable[[RunContext], Awaitable[str]], session: SessionRecord, run: RunContext,
+                        turn_hooks: TurnHooks) -> TurnResult:
+        try:
+            outcome = TurnOutcome(await answer(run))
+        except Exception as exc:
+            log.exception("the answer of turn %s failed", run.turn_id)
+            await turn_hooks.turn_finished(run, TurnOutcome("", error=f"{type(exc).__name__}: {exc}",
+                                                            stopped_by="error"))
+            raise
+        await turn_hooks.turn_finished(run, outcome)
+        return TurnResult(session.id, run.turn_id, outcome)
 
     async def _run(self, req: TurnRequest, run: RunContext, history: Thread, turn_hooks: TurnHooks,
                    files: Prepared | None) -> TurnOutcome | None:
@@ -305,7 +321,7 @@ class AgentService:
         profile = run.profile
         # what the turn reads is read before it is started (no row of it stored, no model called): a database
         # outage until here lets the pipeline start it again once the database is back
-        history = None if req.parked is None and is_reset(req.text) else \
+        history = None if req.parked is None and (is_reset(req.text) or req.answer is not None) else \
             Thread() if session.created else await self.store.load_thread(session.id, profile.max_history_turns)
         if run.memories is not None and req.parked is None:
             await run.memories  # a task: the prompt awaits it again for its result
@@ -328,7 +344,9 @@ class AgentService:
             outcome = TurnOutcome(RESET_ANSWER)
             await turn_hooks.turn_finished(run, outcome)
             return TurnResult(session.id, run.turn_id, outcome)
-        assert history is not None  # read above unless the message was a reset
+        if req.parked is None and req.answer is not None:  # a command's answer: no model call either
+            return await self._answered(req.answer, session, run, turn_hooks)
+        assert history is not None  # read above unless the message was a reset or a command's
         if req.parked is not None:
             history = Thread(history.summary, [t for t in history.turns if t.turn_id != run.turn_id])
         try:

@@ -132,6 +132,9 @@ class FakeSlack:
         app.router.add_post("/upload/{file_id}", self._upload)
         app.router.add_get("/link", self._link)
         app.router.add_get("/files-pri/{name:.*}", self._file)
+        app.router.add_post("/commands/{trigger}", self._respond)  # slash commands' response_urls
+        self.responses: list[tuple[str, dict[str, Any]]] = []  # (trigger_id, body) posted to a response_url
+        self.ack_payloads: dict[str, Any] = {}  # envelope_id -> the payload its ack carried (a command's answer)
         self.server = LoopbackServer(app)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -263,6 +266,7 @@ class FakeSlack:
                     data = json.loads(msg.data)
                     if "envelope_id" in data:
                         with self._lock:
+                            self.ack_payloads[data["envelope_id"]] = data.get("payload")
                             self.acks.append(data["envelope_id"])
                             self.ack_times[data["envelope_id"]] = time.perf_counter()
         finally:
@@ -361,6 +365,35 @@ class FakeSlack:
             return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
         call.result = handler(params)
         return web.json_response({"ok": True, **call.result})
+
+    # --- slash commands ---------------------------------------------------------------------------------
+    def command(self, text: str, user: str = "U_ALICE", channel: str = "C_OPS", team: str = TEAM,
+                trigger_id: str | None = None) -> dict[str, str]:
+        """A `/yokebot` slash command's payload, as Slack sends it (a form in HTTP mode, the envelope's payload
+        in Socket Mode); its response_url is served here."""
+        trigger = trigger_id or f"{next(self._ts)}.{uuid.uuid4().hex[:12]}"
+        return {"token": "verification-token", "team_id": team, "team_domain": "fake", "channel_id": channel,
+                "channel_name": "directmessage" if channel.startswith("D") else "ops", "user_id": user,
+                "user_name": user.lower(), "command": "/yokebot", "text": text, "api_app_id": "A0001",
+                "is_enterprise_install": "false", "trigger_id": trigger,
+                "response_url": f"http://127.0.0.1:{self.server.port}/commands/{trigger}"}
+
+    def push_command(self, payload: dict[str, str]) -> str:
+        """Send a `slash_commands` envelope over every open Socket Mode connection; returns its envelope_id."""
+        envelope_id = uuid.uuid4().hex
+        envelope = {"envelope_id": envelope_id, "type": "slash_commands", "payload": payload,
+                    "accepts_response_payload": True}
+        self.server.call(self._send_all(json.dumps(envelope)))
+        return envelope_id
+
+    async def _respond(self, request: web.Request) -> web.Response:
+        with self._lock:
+            self.responses.append((request.match_info["trigger"], await request.json()))
+        return web.Response(text="ok")
+
+    def answered_privately(self, trigger_id: str) -> list[str]:
+        """What the command `trigger_id` was answered with, to its caller only (response_url, ephemeral)."""
+        return [body.get("text", "") for t, body in self.responses if t == trigger_id]
 
     def _auth_test(self, p: dict[str, Any]) -> dict[str, Any]:
         return {

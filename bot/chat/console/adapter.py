@@ -1,6 +1,10 @@
 """The terminal front end: a REPL on the same AgentService, a spinner while the agent works, tool calls
 shown as they happen (bot/chat/console/view.py draws them).
 
+Lines starting with a command (docs/commands.md) never reach the model: `/help`, `/new` (a fresh conversation),
+`/reset` (forget this one), `/file PATH` (attach a file to the next message), `/quit`, and the chat commands
+`/status`, `/approvals`, `/alerts`, `/usage [today|7d]` (bot/chat/core/commands.py).
+
 Ctrl-C while a turn runs stops that turn only (recorded as `stopped` by the user) and returns to the prompt;
 Ctrl-C, Ctrl-D or /quit at the prompt leaves; Ctrl-D while a turn runs leaves once its answer is in. SIGTERM
 and SIGHUP (the terminal closed) end a running turn as `interrupted` and leave. On a terminal the prompt is
@@ -19,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import uuid
 from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -31,17 +36,33 @@ from bot.chat.console import view as view
 from bot.chat.core.access import Origin
 from bot.chat.core.attachments import LocalFile
 from bot.chat.core.base import Inbound, ReplySurface
+from bot.chat.core.commands import Command, Commands, CommandStyle, parse
 from bot.chat.core.wiring import console_pipeline
 from bot.engine.messages import USER_STOP, ToolCall, ToolResult, TurnResult
 from bot.engine.model import ModelAttempt
 from bot.engine.run import RunContext, TurnHooks
 from bot.engine.service import AgentService
+from bot.records.commands import CommandFacts
 from bot.redact import printable
 
 if TYPE_CHECKING:  # prompt_toolkit loads at the first prompt on a terminal
     from prompt_toolkit import PromptSession
 
 PROMPT = "you> "
+ORIGIN = Origin("console", "terminal", "terminal")
+# the terminal's own commands, then the chat commands it shares with every platform
+TERMINAL_HELP = """Commands (they never reach the model):
+  /help              this list
+  /new               start a fresh conversation (the last one stays in `yokebot sessions`)
+  /reset             forget this conversation (long-term memories stay)
+  /file PATH         attach a file to your next message
+  /status            the agent, its model, approvals waiting
+  /approvals         approval requests waiting (in the terminal you answer them when they are asked)
+  /alerts            alert groups firing now
+  /usage [today|7d]  tokens and cost of the terminal's conversations
+  /quit              leave (also Ctrl-D, or Ctrl-C at the prompt)
+Anything else is a question for the agent."""
+SHARED = frozenset({"status", "approvals", "alerts", "usage"})
 TERMINAL_ONLY = "terminal only"  # the ref of an alert shown in this terminal: nobody was notified
 
 
@@ -242,13 +263,14 @@ class ConsoleAdapter:
     platform = "console"
 
     def __init__(self, service: AgentService, agent: str, console: Console | None = None, thread: str | None = None,
-                 notes: tuple[str, ...] = ()):
+                 notes: tuple[str, ...] = (), facts: CommandFacts | None = None):
         self.service = service
         self.agent = agent
         self.console = console or Console()
         self.thread = thread or agent
         self.notes = notes  # one line each under the greeting (shell refused here, …)
         self.pipeline = console_pipeline(service, agent)
+        self.commands = Commands(self.pipeline, facts, CommandStyle(prefix=""), service.loop.default_model)
         self.stop_signal: int | None = None  # SIGTERM or SIGHUP ended the chat
         self._turn: asyncio.Task[TurnResult | None] | None = None
         self._reader: LineReader | None = None
@@ -258,8 +280,7 @@ class ConsoleAdapter:
     def inbound(self, text: str) -> Inbound:
         self._reply = ConsoleReply(self.console, self.thread)
         files, self._files = tuple(self._files), []
-        return Inbound(Origin("console", "terminal", "terminal"), self.thread, text, "console", self._reply,
-                       files=files)
+        return Inbound(ORIGIN, self.thread, text, "console", self._reply, files=files)
 
     async def ask_user(self, question: str) -> str | None:
         """A line typed in answer to `question` mid-turn (an approval), with the spinner paused. Lines typed
@@ -359,9 +380,40 @@ class ConsoleAdapter:
             text = line.strip()
             if text in ("/quit", "/exit"):
                 return
-            if text.startswith("/file "):  # attach a file to the next message (docs/attachments.md)
-                self._files.append(LocalFile(text[6:].strip()))
-                self.console.print(f"(attached {self._files[-1].name!r} to your next message)", markup=False)
-                continue
-            if text:
+            if text and not await self._command(text):
                 await self._one(text)
+
+    async def _command(self, text: str) -> bool:
+        """A line that is a command, run here (True); False: a question for the agent (`/reset` is one the
+        service answers without the model). A line whose first word is a path (`/var/log/… why?`) is a question."""
+        word, _, rest = text.partition(" ")
+        if not word.startswith("/") or "/" in word[1:]:
+            return False
+        name = word[1:].lower()
+        if name == "file" and rest.strip():  # attach a file to the next message (docs/attachments.md)
+            self._files.append(LocalFile(rest.strip()))
+            self.console.print(f"(attached {self._files[-1].name!r} to your next message)", markup=False)
+        elif name == "help":
+            self.console.print(TERMINAL_HELP, markup=False, highlight=False)
+        elif name == "new":
+            self.thread = f"{self.agent}:{uuid.uuid4().hex[:8]}"
+            self.console.print("(a fresh conversation; the last one stays in `yokebot sessions`)", markup=False)
+        elif name == "reset" and not rest.strip():
+            return False
+        elif name == "ask" and rest.strip():
+            await self._one(rest.strip())
+        elif name in SHARED:
+            command = parse(text[1:])
+            if isinstance(command, str):
+                self.console.print(command.replace("/yokebot ", "/"), markup=False, highlight=False)
+            else:
+                await self._shared(command)
+        else:
+            self.console.print(f"(/{name} is not a command here; /help lists them)", markup=False,
+                               highlight=False)
+        return True
+
+    async def _shared(self, command: Command) -> None:
+        """A chat command shared with every platform: a turn recorded like any, answered without the model."""
+        self._reply = ConsoleReply(self.console, self.thread)
+        await self.pipeline.answer(self.commands.inbound(command, ORIGIN, self._reply, claim_key=None))

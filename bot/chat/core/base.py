@@ -14,7 +14,7 @@ from bot.chat.core.access import Origin
 from bot.engine.context import AttachmentSource
 from bot.engine.messages import Scope
 from bot.engine.messages import Trigger as Trigger  # one Trigger, the engine's
-from bot.engine.run import TurnHooks
+from bot.engine.run import RunContext, TurnHooks
 from bot.engine.service import TurnRequest
 from bot.records.inbox import LiveKind
 
@@ -82,6 +82,8 @@ class Inbound:
     # and the adapter's `rebuild` makes the reply surface from it again after a restart
     target: Mapping[str, Any] = field(default_factory=lambda: dict[str, Any]())
     files: tuple[AttachmentSource, ...] = ()  # attached files (bot/chat/core/attachments.py); refs in target
+    # a command's own answer (`/yokebot status`…, bot/chat/core/commands.py): the turn is recorded, no model call
+    answer: Callable[[RunContext], Awaitable[str]] | None = None
 
     @property
     def platform(self) -> str:
@@ -90,7 +92,7 @@ class Inbound:
     def to_request(self, agent: str, thread: str) -> TurnRequest:
         o = self.origin
         return TurnRequest(platform=o.platform, channel=o.channel, thread=thread, text=self.text, agent=agent,
-                           trigger=self.trigger, user=o.user, attachments=self.files)
+                           trigger=self.trigger, user=o.user, attachments=self.files, answer=self.answer)
 
 
 class Directory(Protocol):

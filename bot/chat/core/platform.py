@@ -14,6 +14,7 @@ from bot.chat.core.exactly_once import ExactlyOnce
 from bot.chat.core.pipeline import Pipeline
 from bot.engine.errors import ConfigError
 from bot.engine.messages import Scope
+from bot.records.commands import CommandFacts
 from bot.records.conversations import ConversationRefs
 from bot.records.inbox import InboxItem
 
@@ -47,6 +48,7 @@ class PlatformParts:
     inbox: ExactlyOnce | None  # the durable inbox's exactly-once step (bot/chat/core/inbox_turns.py)
     # where a platform that posts only by reference (Teams) keeps them (bot/records/conversations.py)
     conversations: ConversationRefs | None = None
+    facts: CommandFacts | None = None  # what `/yokebot status|approvals|alerts|usage` read (docs/commands.md)
 
 
 class Platform(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bot.chat.core.access import Access, AccessList, FixedAgent, IdRule, Routing
 from bot.chat.core.base import Directory
+from bot.chat.core.commands import Commands, CommandStyle
 from bot.chat.core.exactly_once import ProcessedEvents
 from bot.chat.core.pipeline import Pipeline, PipelineLimits
 from bot.chat.core.platform import PlatformParts
@@ -27,3 +28,8 @@ def platform_pipeline(platform: str, parts: PlatformParts, lists: AccessList, li
 def console_pipeline(service: AgentService, agent: str) -> Pipeline:
     """The terminal: the operator on the host; no claims, no access lists, the agent they picked."""
     return Pipeline(service, FixedAgent(agent), limits=PipelineLimits(1, 0.0), platform="console")
+
+
+def platform_commands(pipeline: Pipeline, parts: PlatformParts, style: CommandStyle) -> Commands:
+    """The commands people type (`/yokebot …`, bot/chat/core/commands.py) over a platform's pipeline."""
+    return Commands(pipeline, parts.facts, style, parts.service.loop.default_model)

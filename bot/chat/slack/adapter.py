@@ -28,8 +28,9 @@ from bot.chat.core.pipeline import Pipeline, PipelineLimits, Receipt
 from bot.chat.core.platform import PlatformParts, required
 from bot.chat.core.progress import live_options
 from bot.chat.core.threads import AlertThreads
-from bot.chat.core.wiring import platform_pipeline
+from bot.chat.core.wiring import platform_commands, platform_pipeline
 from bot.chat.slack.assistant import build_assistant, prompts_from
+from bot.chat.slack.commands import STYLE, SlackCommands
 from bot.chat.slack.direct import DirectEvents
 from bot.chat.slack.directory import ThreadMemory, UserGroups
 from bot.chat.slack.events import BotIdentity, EventRules, Ignored, SlackMessage, classify, retry_num
@@ -90,6 +91,11 @@ class SlackAdapter:
                              logger=logging.getLogger("slack_bolt.yokebot"))
         self.bolt.assistant(build_assistant(prompts_from(settings.slack_suggested_prompts)))  # pyright: ignore[reportUnknownMemberType]  # Bolt's decorators are untyped
         self.bolt.event(re.compile(".*"))(on_event)  # pyright: ignore[reportUnknownMemberType]  # Bolt's decorators are untyped
+        # `/yokebot <sub>` (bot/chat/slack/commands.py): the same pipeline, claimed by trigger_id before the ack
+        self.commands = SlackCommands(platform_commands(self.pipeline, parts, STYLE), self.poster, self.threads,
+                                      settings.slack_api_url, lambda: live_options(settings), self._team,
+                                      lambda: self.web.session)
+        self.commands.mount(self.bolt)
         self.rules = EventRules(not settings.slack_answer_bots, settings.slack_thread_followups)
         self.direct = DirectEvents(self._on_event, secret)  # channel messages and mentions skip Bolt's stack
         self.identity: BotIdentity | None = None
@@ -165,6 +171,9 @@ class SlackAdapter:
             self.identity = BotIdentity(str(resp["user_id"]), resp.get("bot_id"), resp.get("team_id"))
         return self.identity
 
+    async def _team(self) -> str | None:
+        return (await self._whoami()).team_id
+
     async def _authorize(self, enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
         me = await self._whoami()
         return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id or me.team_id,
@@ -203,6 +212,8 @@ class SlackAdapter:
 
     def rebuild(self, item: InboxItem) -> Inbound:
         """The message of an inbox row taken over after a restart, as `_inbound` made it (recovery)."""
+        if item.trigger == "command":
+            return self.commands.rebuild(item)
         t = item.reply
         trigger = item.trigger if item.trigger in ("mention", "dm", "thread") else "mention"
         return self._inbound(SlackMessage(item.channel, str(t["ts"]), item.thread, t.get("reply_thread"),

@@ -17,8 +17,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.chat.core.formatting import split_message
 from bot.chat.core.live import MessageOps
@@ -58,6 +60,12 @@ class SlackMessages:
 
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None) -> None:
         await self.client.chat_postEphemeral(channel=channel, user=user, text=safe(text), thread_ts=thread_ts)
+
+    @staticmethod
+    async def respond(response_url: str, text: str, session: aiohttp.ClientSession | None) -> int:
+        """A slash command's answer to its caller only, through its `response_url`; the HTTP status."""
+        sent = await AsyncWebhookClient(response_url, session=session).send(text=safe(text), response_type="ephemeral")
+        return sent.status_code
 
     # A stream is defused whole, never fragment by fragment, so a ping split across two fragments is caught:
     # each call gets the whole text so far and what the stream holds (`sent`), and sends the difference.

@@ -84,7 +84,8 @@ class SlackReply(LiveReply):
 
     def __init__(self, poster: SlackPoster, channel: str, ts: str, thread: str, reply_thread: str | None,
                  threads: ThreadMemory, progress: LiveOptions | None = None) -> None:
-        super().__init__(SlackLiveOps(poster, channel, reply_thread), progress)
+        self.slack_ops = SlackLiveOps(poster, channel, reply_thread)
+        super().__init__(self.slack_ops, progress)
         self.poster, self.channel, self.ts, self.thread = poster, channel, ts, thread
         self.reply_thread, self.threads = reply_thread, threads
 

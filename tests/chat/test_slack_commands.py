@@ -1,0 +1,134 @@
+"""`/yokebot <sub>` on Slack through the real Bolt: a slash_commands envelope in Socket Mode and a signed HTTP
+POST, against the fake Slack (its response_url served there too). docs/commands.md."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import aiohttp
+import pytest
+
+from tests.chat.slack_harness import ALICE, MALLORY, OPS, SECRET, SlackBot, start_bot
+from tests.conftest import rows
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.slack_server import FakeSlack, sign
+from tests.helpers import eventually
+
+
+@pytest.fixture
+async def slack_bot(fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str,
+                    slack_agents: Path) -> AsyncIterator[SlackBot]:
+    bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents, slack_allowed_users=[ALICE])
+    yield bot
+    await bot.stop()
+
+
+async def private(fake: FakeSlack, trigger: str) -> str:
+    await eventually(lambda: fake.answered_privately(trigger), what=f"the answer to command {trigger}")
+    return fake.answered_privately(trigger)[0]
+
+
+async def test_ask_in_socket_mode_posts_a_root_and_answers_in_its_thread(
+        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    fake_llm.reply("nginx is fine.")
+    payload = fake_slack.command("ask is nginx up?")
+    started = time.perf_counter()
+    envelope = fake_slack.push_command(payload)
+    await eventually(lambda: envelope in fake_slack.acks, what="the ack")
+    assert fake_slack.ack_times[envelope] - started < 3.0
+    assert not fake_slack.ack_payloads[envelope]  # nothing to say in the ack: the root message says it
+    await eventually(lambda: any(c["text"] == "nginx is fine." for c in fake_slack.posts(OPS)), what="the answer")
+    root = next(c for c in fake_slack.posts(OPS) if not c.params.get("thread_ts"))
+    assert root["text"] == f"<@{ALICE}> asked: is nginx up?"
+    answer = next(c for c in fake_slack.posts(OPS) if c["text"] == "nginx is fine.")
+    assert answer["thread_ts"] == root.result["ts"]
+    assert fake_llm.requests[0]["messages"][-1]["content"] == "is nginx up?"
+    turns = await rows(slack_bot.app, "SELECT t.trigger, t.\"user\", s.thread FROM turns t JOIN sessions s "
+                                      "ON s.id = t.session_id")
+    assert [(t.trigger, t.user, t.thread) for t in turns] == [("command", ALICE, root.result["ts"])]
+    claimed = await rows(slack_bot.app, "SELECT event_key, trigger FROM inbox")
+    assert [(c.event_key, c.trigger) for c in claimed] == [(payload["trigger_id"], "command")]
+
+
+async def test_status_help_and_bad_input_answer_the_caller_only(
+        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    status = fake_slack.command("status")
+    fake_slack.push_command(status)
+    said = await private(fake_slack, status["trigger_id"])
+    assert "yokebot is up" in said and "agent `ops`" in said and "model `test-model`" in said
+    help_ = fake_slack.command("")
+    fake_slack.push_command(help_)
+    said = await private(fake_slack, help_["trigger_id"])
+    assert "`/yokebot ask &lt;question&gt;`" in said and "/yokebot usage [today|7d]" in said
+
+    unknown = fake_slack.push_command(fake_slack.command("restart prod"))
+    await eventually(lambda: unknown in fake_slack.acks, what="the ack")
+    text = fake_slack.ack_payloads[unknown]["text"]
+    assert "I don't know the command `restart`" in text and "`ask`, `status`, `reset`" in text
+    empty = fake_slack.push_command(fake_slack.command("ask"))
+    await eventually(lambda: empty in fake_slack.acks, what="the ack")
+    assert fake_slack.ack_payloads[empty]["text"].startswith("Type your question after `ask`")
+
+    assert not fake_llm.requests  # no command reached the model
+    assert not [c for c in fake_slack.posts() if c.method == "chat.postMessage"]  # nothing in the channel
+    turns = await rows(slack_bot.app, "SELECT t.trigger, t.text, s.thread FROM turns t JOIN sessions s "
+                                      "ON s.id = t.session_id ORDER BY t.started_at")
+    assert [(t.trigger, t.text, t.thread) for t in turns] == [("command", "/yokebot status", "/yokebot"),
+                                                              ("command", "/yokebot help", "/yokebot")]
+    assert len(await rows(slack_bot.app, "SELECT * FROM inbox")) == 2  # bad input is not stored
+
+
+async def test_a_refused_user_gets_the_mentions_sentence_and_nothing_runs(
+        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    payload = fake_slack.command("ask restart prod", user=MALLORY)
+    fake_slack.push_command(payload)
+    said = await private(fake_slack, payload["trigger_id"])
+    assert said == "Sorry, you don't have access to me here. Ask your yokebot admin if you need it."
+    assert not fake_llm.requests and not fake_slack.posts(OPS)
+
+
+async def test_reset_in_a_dm_forgets_the_conversation(slack_bot: SlackBot, fake_slack: FakeSlack):
+    payload = fake_slack.command("reset", channel="D_ALICE")
+    fake_slack.push_command(payload)
+    assert (await private(fake_slack, payload["trigger_id"])).startswith("Done: I have forgotten")
+    sessions = await rows(slack_bot.app, "SELECT channel, thread FROM sessions")
+    assert [(s.channel, s.thread) for s in sessions] == [("D_ALICE", "")]  # the DM's own conversation
+
+
+@pytest.fixture
+async def http_bot(fake_slack: FakeSlack, fake_llm: FakeOpenAI, sqlite_url: str,
+                   slack_agents: Path) -> AsyncIterator[SlackBot]:
+    bot = await start_bot(fake_slack, fake_llm, sqlite_url, slack_agents, mode="http")
+    yield bot
+    await bot.stop()
+
+
+async def post_command(bot: SlackBot, payload: dict[str, str], secret: str = SECRET) -> tuple[int, str]:
+    body = urlencode(payload)
+    headers = {**sign(secret, body), "Content-Type": "application/x-www-form-urlencoded"}
+    async with aiohttp.ClientSession() as session, session.post(bot.events_url, data=body, headers=headers) as resp:
+        return resp.status, await resp.text()
+
+
+async def test_a_signed_http_command_is_run_and_a_bad_signature_or_another_workspace_is_refused_unstored(
+        http_bot: SlackBot, fake_slack: FakeSlack):
+    forged = fake_slack.command("status")
+    assert (await post_command(http_bot, forged, secret="not-the-secret"))[0] == 401
+    other = fake_slack.command("status", team="T_OTHER")
+    status, body = await post_command(http_bot, other)
+    assert status == 200 and "another Slack workspace" in json.loads(body)["text"]
+    assert await rows(http_bot.app, "SELECT * FROM inbox") == []
+    assert not fake_slack.responses
+
+    good = fake_slack.command("usage 7d")
+    status, body = await post_command(http_bot, good)
+    assert status == 200 and not body
+    assert (await private(fake_slack, good["trigger_id"])) == "No model calls in this channel the last 7 days."
+    again = await post_command(http_bot, good)  # the same trigger_id twice: taken once
+    assert again[0] == 200
+    assert len(await rows(http_bot.app, "SELECT * FROM inbox")) == 1
+    assert len(await rows(http_bot.app, "SELECT * FROM turns")) == 1

@@ -156,6 +156,8 @@ class Settings(BaseSettings):
     discord_allowed_users: IdList = Field(default_factory=list)
     discord_allowed_roles: IdList = Field(default_factory=list)
     discord_allowed_channels: IdList = Field(default_factory=list)
+    # the guilds `/yokebot` is registered in (instant updates); empty: globally (docs/commands.md)
+    discord_command_guilds: IdList = Field(default_factory=list, validation_alias=_env("DISCORD_COMMAND_GUILDS"))
     discord_attach_over_chars: int = 6000
     discord_guild_ready_timeout: float = 2.0
     discord_drain_seconds: float = 30.0

@@ -64,4 +64,4 @@ def test_the_documented_invite_url_grants_what_the_adapter_needs():
     url = invite_url(123)
     permissions = url.split("permissions=")[1].split("&")[0]
     docs = (Path(__file__).parents[2] / "docs" / "discord.md").read_text()
-    assert f"scope=bot&permissions={permissions}" in docs
+    assert f"scope=bot+applications.commands&permissions={permissions}" in docs  # the bot and its /yokebot

@@ -141,6 +141,10 @@ class FakeDiscord:
         self.events: list[tuple[int, dict[str, Any]]] = []  # (seq, frame) dispatched in this session
         self.callbacks: list[Callback] = []  # interaction callbacks the bot sent
         self._clicked: dict[int, float] = {}  # interaction id -> when it was dispatched
+        self.app_commands: dict[str, list[dict[str, Any]]] = {}  # "global" or a guild ID -> commands registered
+        self.followups: list[tuple[int, dict[str, Any]]] = []  # (interaction id, body) of follow-up messages
+        self.originals: dict[int, Posted] = {}  # interaction id -> its (deferred) response message
+        self._interactions: dict[str, tuple[int, int]] = {}  # token -> (interaction id, channel)
         self.session_id = "fake-session-1"
         self.token: str | None = None  # when set, any other token gets a 401
         self.channels: dict[int, dict[str, Any]] = {
@@ -290,6 +294,64 @@ class FakeDiscord:
         self._clicked[iid] = time.perf_counter()
         self.server.call(self._dispatch_to("INTERACTION_CREATE", data, to))
         return iid
+
+    def command(self, sub: str, options: dict[str, str] | None = None, author: int = ALICE,
+                channel: int = GENERAL, guild: int | None = GUILD_ID) -> int:
+        """`author` runs `/yokebot <sub>` (with its options) in `channel`: an application command's
+        INTERACTION_CREATE (`guild` None: in the DM). Returns the interaction id."""
+        iid = self.new_id()
+        opts = [{"type": 3, "name": k, "value": v} for k, v in (options or {}).items()]
+        data: dict[str, Any] = {
+            "id": str(iid), "application_id": str(APP_ID), "type": 2, "token": f"token-{iid}", "version": 1,
+            "channel_id": str(channel), "locale": "en-US", "app_permissions": "0", "entitlements": [],
+            "attachment_size_limit": 8_388_608,
+            "data": {"id": str(APP_ID + 1), "name": "yokebot", "type": 1,
+                     "options": [{"type": 1, "name": sub, "options": opts}]},
+        }
+        if guild is not None:
+            where = self.channels.get(channel) or self.threads.get(channel) or text_channel(channel, "elsewhere")
+            data |= {"guild_id": str(guild), "channel": {**where, "guild_id": str(guild)},
+                     "member": {"user": USERS[author], "roles": ROLES.get(author, []), "joined_at": TS,
+                                "deaf": False, "mute": False, "flags": 0, "permissions": "0"}}
+        else:
+            data |= {"user": USERS[author], "channel": {"id": str(channel), "type": 1}}
+        self._clicked[iid] = time.perf_counter()
+        self._interactions[f"token-{iid}"] = (iid, channel)
+        self.server.call(self._dispatch_to("INTERACTION_CREATE", data, None))
+        return iid
+
+    def followed_up(self, iid: int) -> list[dict[str, Any]]:
+        return [body for i, body in self.followups if i == iid]
+
+    def _webhook(self, method: str, token: str, rest: list[str], body: Any) -> web.Response:
+        iid, channel = self._interactions.get(token, (0, GENERAL))
+        if method == "POST" and not rest:
+            self.followups.append((iid, body or {}))
+            return respond({**self._message(channel, self.new_id(), (body or {}).get("content", "")),
+                            "flags": (body or {}).get("flags", 0)})
+        if rest == ["messages", "@original"] and method == "PATCH":
+            content = (body or {}).get("content", "")
+            original = self.originals.get(iid)
+            if original is None:
+                original = self.originals[iid] = Posted(channel, self.new_id(), content, body or {})
+                self.posted.append(original)
+            else:
+                self.edits.append((channel, original.id, content))
+                original.content = content
+            return respond(self._message(channel, original.id, content))
+        if rest == ["messages", "@original"] and method == "DELETE":
+            original = self.originals.get(iid)
+            if original is not None:
+                self.deleted.append((channel, original.id))
+            return web.Response(status=204)
+        return respond({"message": "404: Not Found", "code": 0}, 404)
+
+    def _registered(self, scope: str, body: Any) -> web.Response:
+        self.app_commands[scope] = list(body or [])
+        return respond([{**c, "id": str(APP_ID + 1 + i), "application_id": str(APP_ID), "version": "1",
+                         "type": c.get("type", 1), "default_member_permissions": None, "dm_permission": True,
+                         "nsfw": False, **({} if scope == "global" else {"guild_id": scope})}
+                        for i, c in enumerate(self.app_commands[scope])])
 
     async def _dispatch_to(self, event: str, data: dict[str, Any], to: int | None) -> None:
         await self._dispatch(event, data, self._sockets[to] if to is not None else None)
@@ -516,6 +578,16 @@ class FakeDiscord:
                 return respond({"interaction": {"id": iid, "type": 3, "response_message_loading": False,
                                                 "response_message_ephemeral": answer.ephemeral},
                                 "resource": {"type": answer.type}})
+            case ("PUT", ["applications", _app, "commands"]):
+                return self._registered("global", body)
+            case ("PUT", ["applications", _app, "guilds", gid, "commands"]):
+                return self._registered(gid, body)
+            case ("GET", ["applications", _app, "commands"]):
+                return respond(self.app_commands.get("global", []))
+            case ("GET", ["applications", _app, "guilds", gid, "commands"]):
+                return respond(self.app_commands.get(gid, []))
+            case (_, ["webhooks", _app, token, *rest]):
+                return self._webhook(method, token, rest, body)
             case ("POST", ["channels", cid, "messages", mid, "threads"]):
                 if int(mid) in self.threads:  # as Discord: one thread per message
                     return respond({"message": "A thread has already been created for this message",

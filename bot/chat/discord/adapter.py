@@ -30,7 +30,8 @@ from bot.chat.core.pipeline import Pipeline, PipelineLimits
 from bot.chat.core.platform import PlatformParts, required
 from bot.chat.core.progress import live_options
 from bot.chat.core.threads import AlertThreads
-from bot.chat.core.wiring import platform_pipeline
+from bot.chat.core.wiring import platform_commands, platform_pipeline
+from bot.chat.discord.commands import DiscordCommands, style
 from bot.chat.discord.directory import (
     cached_text_channels,
     channel_for_post,
@@ -81,7 +82,7 @@ PERMISSIONS = discord.Permissions(
 
 
 def invite_url(application_id: int) -> str:
-    return discord.utils.oauth_url(application_id, permissions=PERMISSIONS, scopes=["bot"])
+    return discord.utils.oauth_url(application_id, permissions=PERMISSIONS, scopes=["bot", "applications.commands"])
 
 
 def intents() -> discord.Intents:
@@ -138,6 +139,11 @@ class DiscordAdapter:
             allowed_mentions=NO_PINGS,
             guild_ready_timeout=settings.discord_guild_ready_timeout,
         )
+        # `/yokebot <sub>` (bot/chat/discord/commands.py): synced at start, claimed by the interaction's ID
+        self.commands = DiscordCommands(self.client, platform_commands(self.pipeline, parts, style(self.client)),
+                                        guilds=settings.discord_command_guilds, inline=settings.discord_reply_inline,
+                                        attach_over=settings.discord_attach_over_chars,
+                                        progress=lambda: live_options(settings))
         self.ready = asyncio.Event()
         self.stopping = False
         self._runner: asyncio.Task[None] | None = None
@@ -158,6 +164,7 @@ class DiscordAdapter:
         """Log in (unless `identify` did) and connect; returns once the gateway is READY. A bad token or a
         missing intent is one clear ConfigError."""
         await self.identify()
+        await self.commands.sync()
         self._runner = asyncio.create_task(self.client.connect(), name="discord-gateway")
         self._runner.add_done_callback(self._gateway_ended)
         ready = asyncio.create_task(self.ready.wait())
@@ -299,6 +306,8 @@ class DiscordAdapter:
         """The message of an inbox row taken over after a restart, as `_inbound` made it, with a reply surface
         that works over REST from the stored IDs (recovery; the gateway need not be up)."""
         t = item.reply
+        if item.trigger == "command":
+            return self.commands.rebuild(Origin(self.platform, item.channel, item.user), item.event_key)
         trigger: Trigger = item.trigger if item.trigger in CHANNEL_TYPES else "mention"
         guild = int(t["guild"]) if t.get("guild") else None
         message, channel = stored_message(self.client, int(t["channel"]), int(t["message"]), guild,

@@ -56,6 +56,11 @@ async def answer_privately(interaction: discord.Interaction, content: str) -> No
     await interaction.response.send_message(safe(content), ephemeral=True, allowed_mentions=NO_PINGS)
 
 
+async def follow_up(interaction: discord.Interaction, content: str, *, ephemeral: bool) -> None:
+    """The gate for a follow-up of a deferred interaction (a command's answer; ephemeral: the caller only)."""
+    await interaction.followup.send(safe(content), ephemeral=ephemeral, allowed_mentions=NO_PINGS)
+
+
 async def answer_with_edit(interaction: discord.Interaction, content: str, **extra: Any) -> None:
     """The gate for a click answered with the clicked message changed (callback type 7)."""
     await interaction.response.edit_message(content=safe(content), allowed_mentions=NO_PINGS, **extra)

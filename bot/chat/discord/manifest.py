@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from bot.chat.core.checks import TIMEOUT_SECONDS, Check, fail, first_line, ok
+from bot.chat.core.checks import TIMEOUT_SECONDS, Check, fail, first_line, ok, warn
 from bot.chat.core.formatting import defuse_at_broadcasts
 from bot.config import Settings
 
@@ -15,6 +15,7 @@ TOKEN_VARIABLE = "DISCORD_BOT_TOKEN"  # noqa: S105 - the name of the variable th
 HINT = "set DISCORD_BOT_TOKEN and run `yokebot run`"
 FILE_HOSTS = ("https://cdn.discordapp.com", "https://media.discordapp.net")
 API_URL = "https://discord.com/api/v10"  # DISCORD_API_URL's default
+COMMAND = "yokebot"  # the application command (bot/chat/core/commands.py NAME)
 
 
 def configured(settings: Settings) -> bool:
@@ -32,7 +33,7 @@ def defuse(text: str) -> str:
 
 
 async def doctor(settings: Settings) -> list[Check]:
-    """The bot token, with one REST call (GET /users/@me)."""
+    """The bot token (GET /users/@me), and whether `/yokebot` is registered (docs/commands.md)."""
     if settings.discord_bot_token is None:
         return []
     import aiohttp
@@ -52,4 +53,31 @@ async def doctor(settings: Settings) -> list[Check]:
     if status != 200 or not isinstance(body, dict):
         return [fail(PLATFORM, f"{base}/users/@me answered HTTP {status}", "check DISCORD_API_URL")]
     me = cast(dict[str, Any], body)
-    return [ok(PLATFORM, f"token works: bot {me.get('username')} ({me.get('id')})")]
+    return [ok(PLATFORM, f"token works: bot {me.get('username')} ({me.get('id')})"),
+            await _command_check(base, headers, settings.discord_command_guilds)]
+
+
+async def _command_check(base: str, headers: dict[str, str], guilds: list[str]) -> Check:
+    """Is the `/yokebot` command registered where `yokebot run` registers it (globally, or in each guild of
+    DISCORD_COMMAND_GUILDS)? Read-only: GET the application's commands."""
+    import aiohttp
+
+    fix = "`yokebot run` registers it at start; invite the bot with the applications.commands scope"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)) as http:
+            async with http.get(f"{base}/oauth2/applications/@me", headers=headers) as resp:
+                app = cast(dict[str, Any], await resp.json(content_type=None)) if resp.status == 200 else {}
+            missing: list[str] = []
+            for scope in guilds or [""]:
+                path = f"/applications/{app.get('id')}" + (f"/guilds/{scope}" if scope else "") + "/commands"
+                async with http.get(base + path, headers=headers) as resp:
+                    found: Any = await resp.json(content_type=None) if resp.status == 200 else []
+                if not any(isinstance(c, dict) and cast(dict[str, Any], c).get("name") == COMMAND
+                           for c in cast(list[Any], found)):
+                    missing.append(f"guild {scope}" if scope else "globally")
+    except Exception as exc:
+        return warn(PLATFORM, f"cannot tell whether /{COMMAND} is registered ({first_line(exc)})", fix)
+    where = "in guilds " + ", ".join(guilds) if guilds else "globally"
+    if missing:
+        return warn(PLATFORM, f"/{COMMAND} is not registered {', '.join(missing)}", fix)
+    return ok(PLATFORM, f"/{COMMAND} is registered {where}")

@@ -31,14 +31,16 @@ def redirect(api_url: str | None, gateway_url: str | None) -> Callable[[], None]
     """Point discord.py at another REST base / gateway. These are class attributes, so this is process-wide:
     one process talks to one Discord. Returns a function that undoes it."""
     route_cls, ws_cls = discord.http.Route, discord.gateway.DiscordWebSocket
-    old_base, old_gateway = route_cls.BASE, ws_cls.DEFAULT_GATEWAY
+    # interaction follow-ups (commands) go through the webhook module's own Route class
+    hook_cls = discord.webhook.async_.Route  # pyright: ignore[reportPrivateImportUsage]
+    old_base, old_hooks, old_gateway = route_cls.BASE, hook_cls.BASE, ws_cls.DEFAULT_GATEWAY
     if api_url:
-        route_cls.BASE = api_url.rstrip("/")
+        route_cls.BASE = hook_cls.BASE = api_url.rstrip("/")
     if gateway_url:
         ws_cls.DEFAULT_GATEWAY = yarl.URL(gateway_url)
 
     def undo() -> None:
-        route_cls.BASE, ws_cls.DEFAULT_GATEWAY = old_base, old_gateway
+        route_cls.BASE, hook_cls.BASE, ws_cls.DEFAULT_GATEWAY = old_base, old_hooks, old_gateway
 
     return undo
 

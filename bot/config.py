@@ -191,6 +191,8 @@ class Settings(BaseSettings):
     mattermost_allowed_channels: IdList = Field(default_factory=list)
     # where Mattermost reaches yokebot's HTTP server for the Approve / Deny buttons (POST …/mattermost/actions)
     mattermost_actions_url: str | None = None
+    # the token Mattermost gives the custom slash command /yokebot (POST …/mattermost/commands; docs/commands.md)
+    mattermost_command_token: SecretStr | None = None
     mattermost_attach_over_chars: int = Field(default=32_000, ge=100)
     mattermost_reconnect_max_seconds: float = Field(default=30.0, gt=0)
     mattermost_drain_seconds: float = Field(default=30.0, ge=0)

@@ -91,6 +91,7 @@ class FakeMattermost:
         self.connects = 0  # authenticated WebSocket connections so far
         self.paused = False  # posts are stored, not pushed (a connection lost)
         self.token = TOKEN
+        self.command_answers: list[tuple[str, Any, str]] = []  # (trigger id, body, Authorization) at response_urls
 
     # --- the test's side ------------------------------------------------------------------------------
     def start(self) -> FakeMattermost:
@@ -172,6 +173,24 @@ class FakeMattermost:
                     post["props"] = update["props"]
         return Click(resp.status, answer if isinstance(answer, dict) else {})
 
+    async def slash(self, url: str, text: str, *, user: str = ALICE, channel: str = TOWN, token: str = "",
+                    root: str = "") -> tuple[int, Any, str]:
+        """Someone types `/yokebot TEXT`: Mattermost POSTs the command's form to its request URL `url` (with
+        the command's `token`). Returns the status, the JSON answer and the trigger id."""
+        trigger = f"trigger{next(self.ids)}"
+        chan = CHANNELS[channel]
+        form = {"channel_id": channel, "channel_name": chan["name"], "command": "/yokebot",
+                "response_url": f"{self.url}/hooks/commands/{trigger}", "team_domain": "ops",
+                "team_id": chan["team_id"] or TEAMS_OF[user][0], "text": text, "token": token, "trigger_id": trigger,
+                "user_id": user, "user_name": USERS[user]["username"], **({"root_id": root} if root else {})}
+        async with aiohttp.ClientSession() as http, \
+                http.post(url, data=form, headers={"Authorization": f"Token {token}"}) as resp:
+            body = await resp.json(content_type=None) if resp.content_length else None
+            return resp.status, body, trigger
+
+    def answered_privately(self, trigger: str) -> list[str]:
+        return [body.get("text", "") for t, body, _ in self.command_answers if t == trigger]
+
     # --- the server -----------------------------------------------------------------------------------
     def _store(self, user: str, channel: str, message: str, root: str, file_ids: list[str],
                props: dict[str, Any]) -> dict[str, Any]:
@@ -227,7 +246,14 @@ class FakeMattermost:
         r.add_post("/api/v4/users/{user}/typing", self._typing)
         r.add_post("/api/v4/files", self._upload)
         r.add_get("/api/v4/files/{file}", self._download)
+        r.add_post("/hooks/commands/{trigger}", self._command_answer)  # slash commands' response_urls
         return app
+
+    async def _command_answer(self, request: web.Request) -> web.Response:
+        with self.lock:
+            self.command_answers.append((request.match_info["trigger"], await request.json(),
+                                         request.headers.get("Authorization", "")))
+        return web.Response(text="ok")
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -236,7 +262,8 @@ class FakeMattermost:
             body = await request.json()
         auth = request.headers.get("Authorization", "")
         self.requests.append(Request(request.method, request.path, auth, body))
-        if request.path != "/api/v4/websocket" and auth != f"Bearer {self.token}":
+        if request.path != "/api/v4/websocket" and not request.path.startswith("/hooks/") and \
+                auth != f"Bearer {self.token}":
             return web.json_response({"id": "api.context.session_expired.app_error", "message": "Invalid or "
                                       "expired session, please login again.", "status_code": 401}, status=401)
         return await handler(request)

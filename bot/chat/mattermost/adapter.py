@@ -31,8 +31,9 @@ from bot.chat.core.pipeline import Pipeline, PipelineLimits
 from bot.chat.core.platform import PlatformParts
 from bot.chat.core.progress import live_options
 from bot.chat.core.threads import AlertThreads
-from bot.chat.core.wiring import platform_pipeline
+from bot.chat.core.wiring import platform_commands, platform_pipeline
 from bot.chat.mattermost.api import Json, MattermostError, fields
+from bot.chat.mattermost.commands import MattermostCommands, style
 from bot.chat.mattermost.events import Identity, Ignored, MattermostMessage, classify, event_mentions, event_post
 from bot.chat.mattermost.manifest import FILE_HOSTS, PLATFORM, is_id
 from bot.chat.mattermost.output import MattermostReply
@@ -71,6 +72,11 @@ class MattermostAdapter:
         self.api, self.messages, self.directory = self.outbox.api, self.outbox.messages, self.outbox.directory
         self.files = FileFetcher(PLATFORM, (*FILE_HOSTS, self.api.url), self.api.token)  # attachments: the server only
         self.pipeline = pipeline(parts, self)
+        # `/yokebot <sub>` (bot/chat/mattermost/commands.py): a custom slash command, claimed by its trigger_id
+        token = settings.mattermost_command_token.get_secret_value() if settings.mattermost_command_token else None
+        self.commands = MattermostCommands(platform_commands(self.pipeline, parts, style(self.api.url)),
+                                           self.messages, token, self.api.url, self._me_id,
+                                           lambda: live_options(settings))
         self.me: Identity | None = None
         self.desk: ApprovalDesk | None = None
         self.connected = False  # between a `hello` and the connection's end
@@ -96,6 +102,9 @@ class MattermostAdapter:
                                   ) from None
             self.me = Identity(str(me.get("id")), str(me.get("username")))
         return self.me
+
+    async def _me_id(self) -> str:
+        return (await self.identify()).user_id
 
     async def start(self, within: float = 30.0) -> None:
         """Connect the event stream; returns once the first connection said hello."""
@@ -239,6 +248,9 @@ class MattermostAdapter:
     def rebuild(self, item: InboxItem) -> Inbound:
         """The post of an inbox row taken over after a restart, as `_inbound` made it (recovery)."""
         t = item.reply
+        if item.trigger == "command":
+            assert self.me is not None  # recovery runs after `identify`
+            return self.commands.rebuild(item, self.me.user_id)
         trigger = item.trigger if item.trigger in ("mention", "dm", "thread") else "mention"
         return self._inbound(MattermostMessage(str(t.get("post") or item.event_key), item.channel,
                                                str(t.get("team") or ""), item.user or "", item.text, trigger,
@@ -246,10 +258,12 @@ class MattermostAdapter:
 
     # --- the registry's other hooks (bot/chat/core/platform.py) ---------------------------------------------
     def mount(self, http: web.Application) -> None:
-        """Serve the approval buttons' clicks at /mattermost/actions (Mattermost posts them there)."""
+        """Serve the approval buttons' clicks at /mattermost/actions and the slash command at
+        /mattermost/commands (Mattermost posts them there)."""
         from bot.chat.mattermost.approvals import click_handler
 
         http.router.add_post(ACTIONS_PATH, click_handler(lambda: self.desk, self.api.token))
+        self.commands.mount(http)  # /mattermost/commands, when YOKEBOT_MATTERMOST_COMMAND_TOKEN is set
 
     def mount_approvals(self, desk: ApprovalDesk) -> None:
         """Approve / Deny as interactive message buttons (bot/chat/mattermost/approvals.py)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import aiohttp
+
 from bot.chat.core.formatting import split_message
 from bot.chat.core.live import MessageOps
 from bot.chat.mattermost.api import Json, MattermostApi, MattermostError
@@ -51,6 +53,17 @@ class MattermostMessages:
         if props is not None:
             body["props"] = safe(props)
         return await self.api.patch_post(post_id, body)
+
+    async def respond(self, response_url: str, text: str) -> None:
+        """A slash command's answer to its caller only: an ephemeral post through its `response_url` (the
+        server's own hook: no bot token is sent there)."""
+        body = {"response_type": "ephemeral", "text": defuse(text.strip() or "(no answer)")[:LIMIT]}
+        try:
+            async with self.api.session().post(response_url, json=body) as resp:
+                if resp.status >= 400:
+                    raise MattermostError(resp.status, "the command's response_url refused the answer")
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise MattermostError(0, f"cannot reach the command's response_url ({type(exc).__name__})") from None
 
     async def deliver(self, channel: str, text: str, root: str = "") -> list[str]:
         """The whole answer: posts under the limit, or a preview with the full text attached. Returns the ids."""

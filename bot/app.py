@@ -304,7 +304,7 @@ async def build_app(
     prompts = (PromptBuilder(memory=store.memory, clock=clock, redact=redact) if clock else
                PromptBuilder(memory=store.memory, redact=redact))
     loop = ReActLoop(retrying, executor, prompts, settings.model, summaries=store, price=model_price(settings))
-    turn_hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus),  # every turn is recorded and counted
+    turn_hooks = CompositeHooks(SqlRecorder(store), MetricsHooks(prometheus, model_price(settings)),  # rows, counts
                                 *([tracing.hooks] if tracing else []), *hooks)
     # PostgreSQL may be shared by several instances: one turn per thread across them
     session_lock = (PgSessionLock.for_url(store.direct.url.render_as_string(hide_password=False))
@@ -312,6 +312,8 @@ async def build_app(
     spend = spend_caps(settings, profiles, store)
     if spend is not None and prometheus is not None:
         prometheus.watch_spend(spend)  # yokebot_spend_ratio, read when scraped
+    if prometheus is not None:  # every agent's model calls from 0: the first error shows in rate() and the alerts
+        prometheus.expect_models({name: p.model or settings.model for name, p in profiles.items()})
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
     inbox_turns = InboxTurns(inbox, partial(side_effecting, registry))
     # a decision resumes its parked turn on the instance that got it

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from bot.engine.messages import GuardEvent, ToolResult, TurnOutcome
 from bot.engine.model import ModelAttempt
-from bot.engine.run import RunContext, TurnHooks
+from bot.engine.run import PriceOf, RunContext, TurnHooks
 
 if TYPE_CHECKING:  # the terminal commands export no metrics and do not import prometheus-client
     from bot.observability.metrics import Metrics
@@ -19,8 +19,8 @@ log = logging.getLogger("bot.turns")
 
 
 class MetricsHooks(TurnHooks):
-    def __init__(self, metrics: Metrics | None) -> None:
-        self.metrics = metrics
+    def __init__(self, metrics: Metrics | None, price: PriceOf | None = None) -> None:
+        self.metrics, self.price = metrics, price  # price: USD per 1M tokens (in, out) of a model, or None
         self._started: dict[str, float] = {}  # turn id -> perf clock
 
     async def turn_started(self, run: RunContext, text: str) -> None:
@@ -48,6 +48,10 @@ class MetricsHooks(TurnHooks):
             m.child(m.model_seconds, model).observe(attempt.latency_ms / 1000)
             m.child(m.tokens, run.agent, model, "prompt").inc(usage.prompt_tokens)
             m.child(m.tokens, run.agent, model, "completion").inc(usage.completion_tokens)
+            per_million = self.price(model) if self.price is not None else None
+            if per_million is not None:  # YOKEBOT_MODEL_PRICES: the estimate `yokebot usage` shows, as it happens
+                cost = (usage.prompt_tokens * per_million[0] + usage.completion_tokens * per_million[1]) / 1e6
+                m.child(m.cost, run.agent, model).inc(cost)
         if attempt.error is not None:
             log.warning("model call failed: model=%s attempt=%d error=%s", model, attempt.attempt,
                         attempt.error.detail or attempt.error)

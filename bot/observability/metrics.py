@@ -3,7 +3,7 @@ the process-global default registry would mix their counts and refuse duplicate 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client import (
@@ -39,6 +39,9 @@ class Metrics:
                                        ["model"], buckets=CALL_BUCKETS, registry=r)
         self.tokens = Counter("yokebot_model_tokens", "Tokens used by model calls.",
                               ["agent", "model", "kind"], registry=r)
+        self.cost = Counter("yokebot_model_cost_usd", "Estimated cost of model calls in USD, from "
+                            "YOKEBOT_MODEL_PRICES (models without a price are not counted).", ["agent", "model"],
+                            registry=r)
         self.tool_calls = Counter("yokebot_tool_calls", "Tool calls by outcome.", ["agent", "tool", "status"],
                                   registry=r)
         self.tool_seconds = Histogram("yokebot_tool_call_duration_seconds", "Tool call duration.", ["tool"],
@@ -48,6 +51,8 @@ class Metrics:
         self.otel_dropped = Counter("yokebot_otel_spans_dropped", "Trace spans not delivered to the OTLP "
                                     "endpoint (queue_full: the exporter fell behind; export_failed).", ["reason"],
                                     registry=r)
+        for reason in ("queue_full", "export_failed"):  # from 0: the first drop is an increase, and both show
+            self.otel_dropped.labels(reason=reason)
         self.guardrail_events = Counter("yokebot_guardrail_events", "Guardrail decisions (docs/guardrails.md).",
                                         ["stage", "type", "action"], registry=r)
         self.schedule_runs = Counter("yokebot_schedule_runs", "Scheduled agent runs.", ["schedule", "status"],
@@ -89,6 +94,15 @@ class Metrics:
     def otel_drop(self, reason: str, spans: int) -> None:
         """Count spans the trace exporter lost (called from its thread; prometheus-client counters are safe)."""
         self.otel_dropped.labels(reason=reason).inc(spans)
+
+    def expect_models(self, models: Mapping[str, str]) -> None:
+        """Start each agent's model-call and token series at 0 (agent -> its model): Prometheus sees the first
+        failed call as an increase (a series born at 1 is not), which the error-ratio panel and alert need."""
+        for agent, model in models.items():
+            for outcome in ("ok", "error"):
+                self.child(self.model_calls, agent, model, outcome)
+            for kind in ("prompt", "completion"):
+                self.child(self.tokens, agent, model, kind)
 
     def watch_spend(self, caps: SpendCaps) -> None:
         """Export `yokebot_spend_ratio{agent,period}` from the spend caps' figures, read when scraped."""

@@ -71,3 +71,20 @@ async def test_two_instances_receiving_one_group_at_once_make_one_row_and_one_ro
     other = b if maker is a else a
     assert await other.claim_root(group) is False  # the maker's claim is live
     assert await maker.claim_root(group) is True
+
+
+def test_a_group_resolves_at_its_alerts_latest_end_never_in_the_future_and_now_when_none_says():
+    from datetime import UTC, datetime
+
+    from bot.alerts.incidents import ended
+
+    now = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    body = payload("alertmanager_resolved")
+    body["alerts"][1]["endsAt"] = "2026-12-01T22:35:10.123456789+01:00"  # the later, another zone, ns
+    n = parse("alertmanager", json.dumps(body).encode())
+    assert ended(n, now) == datetime(2026, 12, 1, 21, 35, 10, 123456, tzinfo=UTC)
+    for a in body["alerts"]:
+        a["endsAt"] = "0001-01-01T00:00:00Z"  # Alertmanager's "not ended"
+    assert ended(parse("alertmanager", json.dumps(body).encode()), now) == now
+    body["alerts"][0]["endsAt"] = "2027-01-01T00:00:00Z"  # a sender's clock ahead of ours
+    assert ended(parse("alertmanager", json.dumps(body).encode()), now) == now

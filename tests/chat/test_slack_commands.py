@@ -132,3 +132,25 @@ async def test_a_signed_http_command_is_run_and_a_bad_signature_or_another_works
     assert again[0] == 200
     assert len(await rows(http_bot.app, "SELECT * FROM inbox")) == 1
     assert len(await rows(http_bot.app, "SELECT * FROM turns")) == 1
+
+
+async def test_a_command_taken_over_after_a_restart_is_rebuilt_from_its_inbox_row(
+        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    """Recovery hands the adapter the row; the command runs again with its answer to the same response_url."""
+    from bot.records.inbox import InboxItem
+
+    payload = fake_slack.command("usage 7d")
+    item = InboxItem(7, "slack", payload["trigger_id"], OPS, "/yokebot", "/yokebot usage 7d", "command", ALICE,
+                     {"command": "usage", "argument": "7d", "response_url": payload["response_url"]})
+    inbound = slack_bot.adapter.rebuild(item)
+    assert (inbound.trigger, inbound.claim_key, inbound.thread) == ("command", payload["trigger_id"], "/yokebot")
+    await slack_bot.adapter.pipeline.answer(inbound)
+    assert fake_slack.answered_privately(payload["trigger_id"]) == ["No model calls in this channel the last 7 days."]
+
+    fake_llm.reply("rebuilt answer")
+    ask = InboxItem(8, "slack", "trig-ask", OPS, "command:trig-ask", "why?", "command", ALICE,
+                    {"command": "ask", "argument": "why?", "response_url": None})
+    await slack_bot.adapter.pipeline.answer(slack_bot.adapter.rebuild(ask))
+    root = next(c for c in fake_slack.posts(OPS) if not c.params.get("thread_ts"))
+    assert root["text"] == f"<@{ALICE}> asked: why?"
+    assert [c["text"] for c in fake_slack.posts(OPS, thread_ts=root.result["ts"])][-1] == "rebuilt answer"

@@ -127,7 +127,7 @@ class ReadinessProbe(Protocol):
 
 class EventCounter(Protocol):
     """What the pipeline counts inbound events with (`Metrics.adapter_event` in bot/observability/metrics.py):
-    kinds `mention`, `dm`, `thread` (taken), `ignored`, `duplicate` (not taken), and, in addition for a
+    kinds `mention`, `dm`, `thread`, `command` (taken), `ignored`, `duplicate` (not taken), and, in addition for a
     taken event, `refused` (access lists) or `error` (the turn could not be handled)."""
 
     def adapter_event(self, platform: str, kind: str) -> None: ...

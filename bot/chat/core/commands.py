@@ -152,7 +152,7 @@ class Commands:
         model = profile.model or self.default_model or "the default model"
         others = max(0, self.pipeline.busy - 1)  # this command is one of the turns running
         lines = [f"**yokebot is up.** In this channel agent `{profile.name}` answers (model `{model}`).",
-                 f"Turns running on this instance besides this one: {others}."]
+                 f"Turns running or queued on this instance besides this one: {others}."]
         if self.facts is not None:
             lines.append(f"Approval requests waiting: {await self.facts.pending_approvals()}.")
         return "\n".join(lines)

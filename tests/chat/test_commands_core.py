@@ -60,7 +60,8 @@ class Buttons:
         return "group" if approver.startswith("G") else "user"
 
 
-async def test_approvals_alerts_and_usage_answers_read_the_database(bot: App, fake_llm: FakeOpenAI):
+async def test_approvals_alerts_and_usage_answers_read_the_database(any_bot: App, fake_llm: FakeOpenAI):
+    bot = any_bot  # on SQLite and PostgreSQL
     fake_llm.reply("done", usage=(1000, 500))
     result = await bot.service.handle(TurnRequest("chat", "C1", "t1", "hi", "tester", user="U1"))
     bot.approvals.register("chat", Buttons())  # type: ignore[arg-type]

@@ -15,9 +15,10 @@ def doctor() -> None:
     """Check the model endpoint, the database, the Slack/Discord tokens and the agents; say what to fix.
 
     The model check also asks the endpoint whether it serves the model. Also checked: the shell sandbox
-    (bubblewrap), each Prometheus the agents query, each MCP server they declare (started once; a
-    server that dies shows its last stderr lines), and the alert webhooks (YOKEBOT_WEBHOOK_TOKEN and the
-    agents' alerts: routes). Nothing is written.
+    (bubblewrap) and that every program the agents' shell allow-lists name is installed, each Prometheus the
+    agents query, each MCP server they declare (started once; a server that dies shows its last stderr
+    lines), and the alert webhooks (YOKEBOT_WEBHOOK_TOKEN and the agents' alerts: routes). Nothing is
+    written.
 
     Exits 1 when something would stop yokebot from answering."""
     from bot.doctor import run_checks

@@ -3,6 +3,7 @@ access lists, notify's targets, dedup window and limits, its schedules and its a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -44,9 +45,9 @@ alerts:
 """
 
 
-def show(agents: Path, name: str) -> str:
-    done = CliRunner().invoke(cli, ["agents", "show", name], env={"YOKEBOT_AGENTS_DIR": str(agents),
-                                                                   "YOKEBOT_DEFAULT_AGENT": "ops", "COLUMNS": "300"})
+def show(agents: Path, name: str, *more: str) -> str:
+    done = CliRunner().invoke(cli, ["agents", "show", name, *more], env={
+        "YOKEBOT_AGENTS_DIR": str(agents), "YOKEBOT_DEFAULT_AGENT": "ops", "COLUMNS": "300"})
     assert done.exit_code == 0, done.output
     return done.output
 
@@ -63,6 +64,17 @@ def test_agents_show_lists_routing_access_notify_schedules_and_alert_routes(tmp_
     assert "schedule hourly: every 1h (UTC) -> nowhere (the run history only), per_run session, disabled" in out
     assert ('alerts[0]: severity="critical", service=~"api|web" -> slack:#ops-alerts, cool-down 30m; prompt: '
             "Start with the {labels.service} logs.") in out
+
+    data = json.loads(show(tmp_path / "agents", "oncall", "--json"))
+    assert data["channels"] == ["slack:#ops", "dm"] and data["access"]["roles"] == ["slack:S0ONCALL"]
+    assert data["notify"]["dedup_window_seconds"] == 300 and data["notify"]["max_per_turn"] == 3
+    assert [(s["name"], s["cron"], s["every"], s["enabled"]) for s in data["schedules"]] == [
+        ("morning", "0 8 * * 1-5", None, True), ("hourly", None, "1h", False)]
+    assert data["alerts"] == [{"match": [{"label": "severity", "value": "critical", "regex": False},
+                                         {"label": "service", "value": "api|web", "regex": True}],
+                               "post_to": "slack:#ops-alerts", "prompt": "Start with the {labels.service} logs.",
+                               "cooldown_seconds": 1800}]
+    assert data["system_prompt"].startswith("You are on call.")
 
 
 def test_agents_show_of_the_shipped_ops_agent_names_its_alert_route_and_dedup_window():

@@ -41,7 +41,10 @@ def agents_list() -> None:
 
 
 @agents_app.command("show")
-def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> None:
+def agents_show(
+    name: Annotated[str, typer.Argument(help="Agent name.")],
+    as_json: Annotated[bool, typer.Option("--json", help="JSON: the same, as one object.")] = False,
+) -> None:
     """Show one profile: settings, tools with their sandbox policy, the channels it answers in and its access
     lists, notify's targets, dedup window and limits, its schedules and alert routes, and the full system prompt."""
     from bot.chat.platforms import is_id
@@ -60,6 +63,14 @@ def agents_show(name: Annotated[str, typer.Argument(help="Agent name.")]) -> Non
     except YokebotError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
+    if as_json:
+        import json
+
+        from bot.redact import printable_json
+
+        shown = profile_json(profile, settings.model, PromptBuilder().system_prompt(profile))
+        print(printable_json(json.dumps(shown, ensure_ascii=False, indent=2)))
+        return
     out.print(f"[bold]{profile.name}[/bold]  ({profile.path})")
     out.print(f"model: {profile.model or settings.model}   max_iterations: {profile.max_iterations}   "
               f"max_history_turns: {profile.max_history_turns}   timezone: {profile.timezone}")
@@ -116,6 +127,29 @@ def reach_lines(profile: AgentProfile, default_agent: str) -> list[str]:
     if not profile.alerts:
         lines.append("alerts: no routes (it investigates no alert; docs/alerts.md)")
     return lines
+
+
+def profile_json(profile: AgentProfile, default_model: str, system_prompt: str) -> dict[str, Any]:
+    """`agents show --json`: what the text shows, as data (every notify setting, defaults included)."""
+    from bot.tools.notify import NotifySettings
+
+    n = profile.tools.get("notify")
+    return {
+        "name": profile.name, "path": str(profile.path), "model": profile.model or default_model,
+        "max_iterations": profile.max_iterations, "max_history_turns": profile.max_history_turns,
+        "timezone": profile.timezone,
+        "tools": {t: s.model_dump(mode="json", exclude_defaults=True) for t, s in profile.tools.items()},
+        "mcp": {s: {"transport": m.transport, "allowed": list(m.allowed())} for s, m in profile.mcp.items()},
+        "channels": list(profile.channels),
+        "access": {"users": list(profile.access.users), "channels": list(profile.access.channels),
+                   "roles": list(profile.access.roles)},
+        "notify": n.model_dump(mode="json") if isinstance(n, NotifySettings) else None,
+        "schedules": [s.model_dump(mode="json") for s in profile.schedules],
+        "alerts": [{"match": [{"label": m.label, "value": m.value, "regex": m.regex} for m in r.match],
+                    "post_to": r.post_to, "prompt": r.prompt, "cooldown_seconds": r.cooldown_seconds}
+                   for r in profile.alerts],
+        "system_prompt": system_prompt,
+    }
 
 
 def policy_yaml(policy: dict[str, Any]) -> str:

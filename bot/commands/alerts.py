@@ -12,7 +12,8 @@ from rich.markup import escape
 
 from bot.commands.support import err, out, run_async, settings_or_exit
 
-alerts_app = typer.Typer(help="Alert webhooks: try a saved payload against the routes; list recent groups.",
+alerts_app = typer.Typer(help="Alert webhooks: try a saved payload against the routes; list recent groups (firing or "
+                              "resolved, investigation, session); past incidents.",
                          no_args_is_help=True)
 
 

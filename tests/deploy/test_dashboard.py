@@ -31,7 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = json.loads((ROOT / "deploy" / "grafana" / "yokebot.json").read_text())
 RULES = ROOT / "deploy" / "prometheus" / "yokebot-rules.yml"
 METRICS_TOKEN = "metrics-token-for-prometheus-0123"
-pytestmark = pytest.mark.slow
 
 
 def targets() -> list[tuple[str, str]]:
@@ -159,6 +158,7 @@ async def some_turns_and_an_alert(settings: Any, fake_llm: FakeOpenAI, fake_slac
     fake_slack.push(mention("and now?", fake_slack.next_ts()))
 
 
+@pytest.mark.slow
 async def test_the_dashboard_and_the_rules_against_a_real_prometheus_scraping_a_real_yokebot(stack: Stack):
     results: dict[str, bool] = {}
     for title, expr in targets():
@@ -204,3 +204,30 @@ def documented_waits() -> list[str]:
     text = (ROOT / "docs" / "deploy.md").read_text()
     section = text.split("Panels that stay empty until", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"^- \*\*(.+?)\*\*", section, flags=re.M)
+
+
+def test_the_dashboard_is_importable_and_has_the_panels_ops_asked_for():
+    """Shape Grafana's import needs (no Grafana here): a datasource variable every query uses, unique ids and
+    titles, panels on the 24-column grid without overlaps; and the panels the issue lists, by title."""
+    assert DASHBOARD["uid"] == "yokebot-overview" and DASHBOARD["schemaVersion"] >= 36 and DASHBOARD["id"] is None
+    variables = {v["name"]: v for v in DASHBOARD["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    panels = DASHBOARD["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    titles = [p["title"] for p in panels if p["type"] != "row"]
+    assert len(set(titles)) == len(titles)
+    cells: set[tuple[int, int]] = set()
+    for p in panels:
+        g = p["gridPos"]
+        assert g["x"] + g["w"] <= 24, p["title"]
+        mine = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not mine & cells, f"{p['title']} overlaps another panel"
+        cells |= mine
+        if p["type"] != "row":
+            assert p["datasource"]["uid"] == "${datasource}" and p["targets"], p["title"]
+            assert all('job=~"$job"' in t["expr"] for t in p["targets"]), p["title"]
+    for wanted in ("Turns by status and trigger", "Turn latency", "Model calls by outcome", "Model error ratio",
+                   "Tokens by model and kind", "Estimated cost (USD per hour)", "Spend against the caps",
+                   "Tool calls by status", "Tool denials (last hour)", "Inbox depth by state", "Oldest inbox item",
+                   "Approvals waiting", "Alert investigations", "MCP servers up", "OTel spans dropped"):
+        assert wanted in titles, wanted

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol, cast
 from sqlalchemy import (
     BigInteger,
     DateTime,
+    Float,
     Integer,
     LargeBinary,
     String,
@@ -70,30 +71,42 @@ _VECTOR = (update(MEM).where(MEM.c.id == bindparam("b_id"))
 BACKFILL = 32  # facts without a vector (stored before embeddings were on, or while they failed) embedded at once
 _COUNT = (update(MEM).where(MEM.c.id == bindparam("b_id"))
           .values(recalls=MEM.c.recalls + bindparam("b_n", type_=Integer), last_recalled_at=bindparam("b_at")))
+# PostgreSQL: the share of facts holding each of these words, from the planner's statistics of the column
+# (read for a word the count stopped at the budget, then kept for HELD_SECONDS)
+_SHARE = ("SELECT CAST(w.i AS INTEGER) - 1 AS i, (SELECT max(e.freq) FROM pg_stats s CROSS JOIN LATERAL "
+          "unnest(CAST(CAST(s.most_common_elems AS text) AS text[]), s.most_common_elem_freqs) AS e(lexeme, freq) "
+          "WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = 'search' "
+          "AND e.lexeme = ANY(tsvector_to_array(to_tsvector('english', w.word)))) AS freq "
+          "FROM unnest(CAST(:words AS text[])) WITH ORDINALITY AS w(word, i)")
+# a row of counts in the first statement: no fact (the memory's columns empty)
+_NONE = {"sqlite": "NULL AS id, NULL AS agent, NULL AS channel, NULL AS content, NULL AS created_at, "
+                   "NULL AS embedding, NULL AS embedding_model, 0 AS recent",
+         "postgresql": "CAST(NULL AS bigint) AS id, CAST(NULL AS varchar) AS agent, CAST(NULL AS varchar) AS channel, "
+                       "CAST(NULL AS text) AS content, CAST(NULL AS timestamptz) AS created_at, "
+                       "CAST(NULL AS bytea) AS embedding, CAST(NULL AS varchar) AS embedding_model, 0 AS recent"}
+_COUNTED = {"i": Integer, "held": BigInteger, "freq": Float}
 HELD_SECONDS = 60.0  # how long the number of facts holding a common word is kept (a rare word is counted each time)
 # how many facts hold each word (SQLite: FTS5 counts its index; PostgreSQL: counted up to the budget, beyond it
 # the planner's statistics of the column, `pg_stats.most_common_elems`), and how many facts there are
 _HELD = {
-    "sqlite": ("SELECT CAST(j.key AS INTEGER) AS i, (SELECT count(*) FROM memories_fts "
+    "sqlite": ("SELECT {none}, CAST(j.key AS INTEGER) AS i, (SELECT count(*) FROM memories_fts "
                "WHERE memories_fts MATCH j.value) AS held, NULL AS freq FROM json_each(:words) j "
-               "UNION ALL SELECT -1, (SELECT count(*) FROM memories), NULL"),
+               "UNION ALL SELECT {none}, -1, (SELECT count(*) FROM memories), NULL"),
     "postgresql": (
-        "SELECT CAST(w.i AS INTEGER) - 1 AS i, h.held, CASE WHEN h.held >= :cap THEN (SELECT max(e.freq) "
-        "FROM pg_stats s CROSS JOIN LATERAL unnest(CAST(CAST(s.most_common_elems AS text) AS text[]), "
-        "s.most_common_elem_freqs) AS e(lexeme, freq) WHERE s.schemaname = current_schema() "
-        "AND s.tablename = 'memories' AND s.attname = 'search' "
-        "AND e.lexeme = ANY(tsvector_to_array(to_tsvector('english', w.word)))) END AS freq "
-        "FROM unnest(CAST(:words AS text[]), CAST(:queries AS text[])) WITH ORDINALITY AS w(word, q, i) "
+        "SELECT {none}, CAST(w.i AS INTEGER) - 1 AS i, h.held, CAST(NULL AS real) AS freq "
+        "FROM unnest(CAST(:words AS text[])) WITH ORDINALITY AS w(q, i) "
         "CROSS JOIN LATERAL (SELECT count(*) AS held FROM (SELECT 1 FROM memories m "
         "WHERE m.search @@ to_tsquery('english', w.q) LIMIT :cap) c) h "
-        "UNION ALL SELECT -1, CASE WHEN c.reltuples >= 10000 THEN CAST(c.reltuples AS bigint) "
+        "UNION ALL SELECT {none}, -1, CASE WHEN c.reltuples >= 10000 THEN CAST(c.reltuples AS bigint) "
         "ELSE (SELECT count(*) FROM memories) END, NULL FROM pg_class c WHERE c.oid = CAST('memories' AS regclass)"),
 }
 
 
-def _newest(where: Where) -> str:
-    """The newest facts, each channel filter its own index range (an OR of two would sort the whole channel)."""
-    one = (f"SELECT {_COLUMNS}, 1 AS recent FROM memories m "  # noqa: S608
+def _newest(where: Where, counted: bool = False) -> str:
+    """The newest facts, each channel filter its own index range (an OR of two would sort the whole channel);
+    `counted`: with the empty columns of the counts beside them (`_first`)."""
+    extra = ", CAST(NULL AS INTEGER) AS i, CAST(NULL AS BIGINT) AS held, CAST(NULL AS REAL) AS freq" if counted else ""
+    one = (f"SELECT {_COLUMNS}, 1 AS recent{extra} FROM memories m "  # noqa: S608
            "WHERE m.agent = :agent{scope} ORDER BY m.id DESC LIMIT :r")
     if where == "channel":
         return (f"SELECT * FROM ({one.format(scope=' AND m.channel = :channel')}) n1 UNION ALL "  # noqa: S608
@@ -113,6 +126,12 @@ def _matching(dialect: str, where: Where, part: int) -> str:
     return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='bytea')}, 0 AS recent FROM memories m "  # noqa: S608
             f"WHERE m.search @@ to_tsquery('english', :q{part}) AND m.agent = :agent{_SCOPE[where]} "
             f"LIMIT :n{part}) k{part}")
+
+
+def _first(dialect: str, where: Where) -> Executable:
+    """A recall's first statement: how many facts hold each word (rows without a fact), and the newest facts."""
+    counts = _HELD[dialect].format(none=_NONE[dialect])
+    return sql_text(f"{counts} UNION ALL {_newest(where, counted=True)}").columns(**_TYPES, **_COUNTED)
 
 
 def _statement(dialect: str, where: Where, parts: int, newest: bool) -> Executable:
@@ -147,7 +166,6 @@ class SqlMemory:
         self.embedder = embedder
         self._statements: dict[tuple[Where, int, bool], Executable] = {}
         self._common: dict[str, tuple[int, float]] = {}  # word -> (facts holding it, when counted)
-        self._total: tuple[int, float] | None = None  # (facts, when counted)
         self._recalls: dict[tuple[str, str | None, str, int], tuple[int, asyncio.Future[list[MemoryItem]]]] = {}
         self._changes: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
@@ -250,15 +268,23 @@ class SqlMemory:
                           ) -> list[_Candidate]:
         """The best `n` keyword matches, scored (ranking.py), and the `n` newest facts."""
         base: dict[str, Any] = {"agent": agent, "channel": channel, "r": n}
-        found = await self._held(words) if words else None
-        planned = ranking.plan(words, found[0], found[1]) if found else None
-        if planned is None:  # no words, or no fact holds any of them
+        if not words:
             return self._candidates_of(await self._read(where, [], True, base))
+        now = time.monotonic()
+        counts, todo = self._known(words, now)
+        first = self._statements.get((where, -1, True))
+        if first is None:
+            first = self._statements[(where, -1, True)] = _first(self.store.engine.dialect.name, where)
+        rows = await self.store.rows(first, base | self._words_params(todo))
+        newest = [r for r in rows if r.id is not None]
+        total = await self._read_counts(todo, [r for r in rows if r.id is None], counts, now)
+        planned = ranking.plan(words, counts, total)
+        if planned is None:  # no fact holds any of the words
+            return self._candidates_of(newest)
         parts = ([([[w] for w in planned.rare], ranking.BUDGET)] if planned.rare else []) + \
             ([([planned.common], ranking.grouped(n))] if planned.common else [])
-        rows = await self._read(where, parts, True, base)
-        newest = [r for r in rows if r.recent]
-        texts = {r.id: (r, ranking.tokens(r.content)) for r in rows if not r.recent}
+        rows = await self._read(where, parts, False, base)
+        texts = {r.id: (r, ranking.tokens(r.content)) for r in rows}
         average = (sum(len(t) for _, t in texts.values()) / len(texts)) if texts else 1.0
         scored = {i: (r, planned.score(t, average)) for i, (r, t) in texts.items()}
         held, reads = len(planned.common), 1
@@ -310,34 +336,37 @@ class SqlMemory:
         model = self._model()
         return [self._candidate(r, 0.0, True, r.embedding if r.embedding_model == model else None) for r in newest]
 
-    async def _held(self, words: list[str]) -> tuple[dict[str, int], int]:
-        """How many facts hold each word, and how many facts there are. Common words are remembered for
-        HELD_SECONDS (counting them costs; their weight barely moves); rare ones are counted each time."""
-        now = time.monotonic()
-        held = {w: c for w in words if (c := self._common.get(w)) is not None and now - c[1] < HELD_SECONDS}
-        counts = {w: c for w, (c, _) in held.items()}
-        todo = [w for w in words if w not in counts]
-        if not todo and self._total is not None and now - self._total[1] < HELD_SECONDS:
-            return counts, self._total[0]
-        dialect = self.store.engine.dialect.name
-        if dialect == "sqlite":
-            params: dict[str, Any] = {"words": json.dumps([fts5([[w]]) for w in todo])}
-        else:
-            params = {"words": todo, "queries": [tsquery([[w]]) for w in todo], "cap": ranking.BUDGET + 1}
-        rows = await self.store.rows(sql_text(_HELD[dialect]), params)
+    def _known(self, words: list[str], now: float) -> tuple[dict[str, int], list[str]]:
+        """The counts of the common words counted less than HELD_SECONDS ago (counting them costs; their weight
+        barely moves), and the words to count (the rare ones are counted each time)."""
+        counts = {w: c for w in words if (c := self._common.get(w)) is not None and now - c[1] < HELD_SECONDS}
+        return {w: c for w, (c, _) in counts.items()}, [w for w in words if w not in counts]
+
+    def _words_params(self, todo: list[str]) -> dict[str, Any]:
+        if self.store.engine.dialect.name == "sqlite":
+            return {"words": json.dumps([fts5([[w]]) for w in todo])}
+        return {"words": [tsquery([[w]]) for w in todo], "cap": ranking.BUDGET + 1}
+
+    async def _read_counts(self, todo: list[str], rows: list[Any], counts: dict[str, int], now: float) -> int:
+        """Read the counts' rows into `counts` (PostgreSQL counts up to the budget: the column's statistics say
+        how many more); the number of facts."""
         total = next(int(r.held) for r in rows if r.i == -1)
-        self._total = (total, now)
+        capped: list[str] = []
         for r in rows:
-            if r.i < 0:
-                continue
-            word, count = todo[int(r.i)], int(r.held)
-            if count > ranking.BUDGET:  # PostgreSQL counted up to here: the statistics say how many more
-                count = max(count, round((r.freq or 0.0) * total))
-                self._common[word] = (count, now)
-            counts[word] = count
+            if r.i >= 0:
+                word = todo[int(r.i)]
+                counts[word] = int(r.held)
+                if counts[word] > ranking.BUDGET:
+                    capped.append(word)
+        if capped and self.store.engine.dialect.name == "postgresql":
+            for r in await self.store.rows(sql_text(_SHARE), {"words": capped}):
+                word = capped[int(r.i)]
+                counts[word] = max(counts[word], round((r.freq or 0.0) * total))
+        for word in capped:
+            self._common[word] = (counts[word], now)
         if len(self._common) > 10_000:
             self._common = {w: c for w, c in self._common.items() if now - c[1] < HELD_SECONDS}
-        return counts, total
+        return total
 
     def _model(self) -> str | None:
         return self.embedder.model if self.embedder is not None else None

@@ -30,7 +30,8 @@ def chat(
     agent: AgentOpt = None,
     new: Annotated[bool, typer.Option("--new", help="Start a fresh conversation instead of continuing.")] = False,
 ) -> None:
-    """Talk to an agent in the terminal. The conversation continues across restarts (same session)."""
+    """Talk to an agent in the terminal. The conversation continues across restarts (same session); /help lists
+    the commands (/new, /reset, /file PATH, /status, /usage, /quit…), which never reach the model."""
     settings = settings_or_exit()
     run_chat(settings, agent or settings.default_agent, new)
 

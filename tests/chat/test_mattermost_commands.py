@@ -29,7 +29,7 @@ async def test_ask_posts_a_root_and_answers_in_its_thread_and_status_answers_the
     async with mattermost(settings(sqlite_url, fake_llm, agents_dir, fake, port), http=True) as (app, _):
         fake_llm.reply("the disk is fine")
         status, body, trigger = await fake.slash(url, "ask how is the disk?", token=COMMAND_TOKEN)
-        assert status == 200 and not body
+        assert status == 200 and body == {"response_type": "ephemeral", "text": ""}  # nothing shown: the post says it
         await eventually(lambda: "the disk is fine" in fake.messages(TOWN), what="the answer")
         root = next(p for p in fake.order if fake.posts[p]["message"] == "@alice asked: how is the disk?")
         assert fake.posts[root]["user_id"] == BOT and fake.posts[root]["root_id"] == ""

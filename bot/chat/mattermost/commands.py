@@ -132,7 +132,8 @@ class MattermostCommands:
             return ephemeral(command)
         me = await self.me()
         receipt = await self.commands.pipeline.receive(self.inbound(command, form, me))
-        return ephemeral(CLOSING) if receipt is Receipt.CLOSING else web.Response(status=200)
+        # an empty body is shown as an error ("returned an empty response"); an empty text shows nothing
+        return ephemeral(CLOSING if receipt is Receipt.CLOSING else "")
 
     def inbound(self, command: Command, form: dict[str, str], me: str) -> Inbound:
         channel, user = form.get("channel_id", ""), form.get("user_id", "")

@@ -131,3 +131,18 @@ async def test_doctor_says_whether_the_command_is_registered(
     finally:
         await adapter.stop()
         await app.close()
+
+
+async def test_asks_live_status_is_noted_on_its_inbox_row_for_recovery(
+        sqlite_url: str, fake_llm: FakeOpenAI, discord_agents: Path, fake_discord: FakeDiscord):
+    app, adapter = await start(sqlite_url, fake_llm, discord_agents, fake_discord, progress_live=True)
+    try:
+        fake_llm.reply("all good", delay=0.3)
+        iid = fake_discord.command("ask", {"question": "all good?"})
+        await eventually(lambda: any(p.content == "all good" for p in fake_discord.posted), what="the answer")
+        root = fake_discord.originals[iid]
+        [row] = await rows(app, "SELECT status_ref FROM inbox")
+        assert row.status_ref is not None and row.status_ref.startswith(f"{root.id}/")  # in the ask's thread
+    finally:
+        await adapter.stop()
+        await app.close()

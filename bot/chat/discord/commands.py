@@ -14,7 +14,7 @@ module reads the interaction and offers the two reply surfaces:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Literal
 
 import discord
@@ -31,6 +31,7 @@ from bot.chat.discord.directory import roles
 from bot.chat.discord.live import LIMIT, NO_PINGS, follow_up, safe
 from bot.chat.discord.manifest import PLATFORM
 from bot.chat.discord.output import DiscordReply
+from bot.records.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,11 @@ class DiscordAskReply(ReplySurface):
     async def parked(self) -> None:
         if self.inner is not None:
             await self.inner.parked()
+
+    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
+        """The turn's live messages (in the thread `working()` opened) are noted for recovery, as a mention's."""
+        if self.inner is not None:
+            self.inner.track(note)
 
 
 class DiscordCommands:

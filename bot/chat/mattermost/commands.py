@@ -28,7 +28,7 @@ from bot.chat.mattermost.events import DIRECT
 from bot.chat.mattermost.live import MattermostMessages
 from bot.chat.mattermost.manifest import PLATFORM
 from bot.chat.mattermost.output import MattermostReply
-from bot.records.inbox import InboxItem
+from bot.records.inbox import InboxItem, LiveKind
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,11 @@ class MattermostAskReply(ReplySurface):
     async def parked(self) -> None:
         if self.inner is not None:
             await self.inner.parked()
+
+    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
+        """The turn's live messages (in the thread `working()` opened) are noted for recovery, as a mention's."""
+        if self.inner is not None:
+            self.inner.track(note)
 
 
 class MattermostCommands:

@@ -103,7 +103,7 @@ class CommandStyle:
     prefix: str = f"/{NAME}"  # how the command is typed there (the terminal: `/`)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Commands:
     """One platform's commands, over its pipeline (the same claim, access lists and turn as its mentions)."""
 

@@ -114,18 +114,22 @@ def _newest(where: Where, counted: bool = False) -> str:
     return f"SELECT * FROM ({one.format(scope=_SCOPE[where])}) n1"  # noqa: S608
 
 
-def _matching(dialect: str, where: Where, part: int) -> str:
-    """At most :nN facts the index finds for the query :qN: on SQLite the newest (FTS5 walks its index backwards
-    and stops at the limit); on PostgreSQL the first the GIN index gives (ordered, a group of common words
-    would read and sort every fact holding them)."""
+def _matching(dialect: str, where: Where, part: int, ranked: bool) -> str:
+    """At most :nN facts the index finds for the query :qN. `ranked` (the rare words, a few hundred facts at
+    most): the best by those words, SQLite by FTS5's bm25(), PostgreSQL by the IDFs (:iN) of the words (:wN) each
+    holds. Else (a group of common words): on SQLite the newest (FTS5 walks its index backwards and stops at the
+    limit); on PostgreSQL the first the GIN index gives (ordered, it would read and sort every fact holding them)."""
     if dialect == "sqlite":
+        order = "memories_fts.rank" if ranked else "memories_fts.rowid DESC"
         return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='BLOB')}, 0 AS recent "  # noqa: S608
                 "FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
                 f"WHERE memories_fts MATCH :q{part} AND m.agent = :agent{_SCOPE[where]} "
-                f"ORDER BY memories_fts.rowid DESC LIMIT :n{part}) k{part}")
+                f"ORDER BY {order} LIMIT :n{part}) k{part}")
+    order = (f"ORDER BY (SELECT sum(w.idf) FROM unnest(CAST(:w{part} AS text[]), CAST(:i{part} AS float8[])) "  # noqa: S608
+             f"AS w(q, idf) WHERE m.search @@ to_tsquery('english', w.q)) DESC, m.id DESC " if ranked else "")
     return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='bytea')}, 0 AS recent FROM memories m "  # noqa: S608
             f"WHERE m.search @@ to_tsquery('english', :q{part}) AND m.agent = :agent{_SCOPE[where]} "
-            f"LIMIT :n{part}) k{part}")
+            f"{order}LIMIT :n{part}) k{part}")
 
 
 def _first(dialect: str, where: Where) -> Executable:
@@ -134,9 +138,12 @@ def _first(dialect: str, where: Where) -> Executable:
     return sql_text(f"{counts} UNION ALL {_newest(where, counted=True)}").columns(**_TYPES, **_COUNTED)
 
 
-def _statement(dialect: str, where: Where, parts: int, newest: bool) -> Executable:
-    selects = [_matching(dialect, where, i) for i in range(parts)] + ([_newest(where)] if newest else [])
+def _statement(dialect: str, where: Where, ranked: tuple[bool, ...], newest: bool) -> Executable:
+    selects = [_matching(dialect, where, i, r) for i, r in enumerate(ranked)] + ([_newest(where)] if newest else [])
     return sql_text(" UNION ALL ".join(selects)).columns(**_TYPES)
+
+
+Part = tuple[list[list[str]], int, dict[str, float] | None]  # OR of ANDs; how many; the words' weights, to rank
 
 
 class Connections(Protocol):
@@ -164,7 +171,7 @@ class SqlMemory:
     def __init__(self, store: Connections, embedder: Embedder | None = None) -> None:
         self.store = store
         self.embedder = embedder
-        self._statements: dict[tuple[Where, int, bool], Executable] = {}
+        self._statements: dict[tuple[Where, tuple[bool, ...], bool], Executable] = {}
         self._common: dict[str, tuple[int, float]] = {}  # word -> (facts holding it, when counted)
         self._recalls: dict[tuple[str, str | None, str, int], tuple[int, asyncio.Future[list[MemoryItem]]]] = {}
         self._changes: dict[str, int] = {}
@@ -272,17 +279,21 @@ class SqlMemory:
             return self._candidates_of(await self._read(where, [], True, base))
         now = time.monotonic()
         counts, todo = self._known(words, now)
-        first = self._statements.get((where, -1, True))
+        first = self._statements.get((where, (), False))
         if first is None:
-            first = self._statements[(where, -1, True)] = _first(self.store.engine.dialect.name, where)
+            first = self._statements[(where, (), False)] = _first(self.store.engine.dialect.name, where)
         rows = await self.store.rows(first, base | self._words_params(todo))
         newest = [r for r in rows if r.id is not None]
         total = await self._read_counts(todo, [r for r in rows if r.id is None], counts, now)
         planned = ranking.plan(words, counts, total)
         if planned is None:  # no fact holds any of the words
             return self._candidates_of(newest)
-        parts = ([([[w] for w in planned.rare], ranking.BUDGET)] if planned.rare else []) + \
-            ([([planned.common], ranking.grouped(n))] if planned.common else [])
+        rare = {w: planned.weights[ranking.stem(w)] for w in planned.rare}
+        parts: list[Part] = []
+        if planned.rare:
+            parts.append(([[w] for w in planned.rare], ranking.grouped(n), rare))
+        if planned.common:
+            parts.append(([planned.common], ranking.grouped(n), None))
         rows = await self._read(where, parts, False, base)
         texts = {r.id: (r, ranking.tokens(r.content)) for r in rows}
         average = (sum(len(t) for _, t in texts.values()) / len(texts)) if texts else 1.0
@@ -294,7 +305,7 @@ class SqlMemory:
             groups = planned.groups(held)
             if groups is None:
                 break
-            for r in await self._read(where, [(groups, ranking.grouped(n))], False, base):
+            for r in await self._read(where, [(groups, ranking.grouped(n), None)], False, base):
                 if r.id not in scored:
                     scored[r.id] = (r, planned.score(ranking.tokens(r.content), average))
             reads += 1
@@ -304,19 +315,21 @@ class SqlMemory:
         return [self._candidate(r, max(sc, 1e-9), False, vectors.get(r.id)) for r, sc in best] + \
             self._candidates_of(newest)
 
-    async def _read(self, where: Where, parts: list[tuple[list[list[str]], int]], newest: bool,
-                    base: dict[str, Any]) -> list[Any]:
-        """The facts each part's groups find (an OR of ANDs; at most the part's number, the newest), and the
-        newest facts if asked."""
+    async def _read(self, where: Where, parts: list[Part], newest: bool, base: dict[str, Any]) -> list[Any]:
+        """The facts each part's groups find (an OR of ANDs; at most the part's number: the best by its words'
+        weights when it has them, else the newest), and the newest facts if asked."""
         dialect = self.store.engine.dialect.name
-        key = (where, len(parts), newest)
+        key = (where, tuple(weights is not None for _, _, weights in parts), newest)
         statement = self._statements.get(key)
         if statement is None:
-            statement = self._statements[key] = _statement(dialect, where, len(parts), newest)
+            statement = self._statements[key] = _statement(dialect, where, key[1], newest)
         params = dict(base)
-        for i, (groups, most) in enumerate(parts):
+        for i, (groups, most, weights) in enumerate(parts):
             params[f"q{i}"] = fts5(groups) if dialect == "sqlite" else tsquery(groups)
             params[f"n{i}"] = most
+            if weights is not None and dialect != "sqlite":
+                params[f"w{i}"] = [tsquery([[w]]) for w in weights]
+                params[f"i{i}"] = list(weights.values())
         return await self.store.rows(statement, params)
 
     async def _vectors(self, ids: list[int]) -> dict[int, bytes]:

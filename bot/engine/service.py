@@ -321,10 +321,19 @@ class AgentService:
         profile = run.profile
         # what the turn reads is read before it is started (no row of it stored, no model called): a database
         # outage until here lets the pipeline start it again once the database is back
-        history = None if req.parked is None and (is_reset(req.text) or req.answer is not None) else \
-            Thread() if session.created else await self.store.load_thread(session.id, profile.max_history_turns)
-        if run.memories is not None and req.parked is None:
-            await run.memories  # a task: the prompt awaits it again for its result
+        history: Thread | None = None
+        waited = False
+        if req.parked is not None or not (is_reset(req.text) or req.answer is not None):
+            history = Thread() if session.created else \
+                await self.store.load_thread(session.id, profile.max_history_turns)
+            waited = not session.created
+        memories = run.memories
+        if memories is not None and req.parked is None and not (isinstance(memories, asyncio.Future)
+                                                                and memories.done()):
+            await memories  # a task: the prompt awaits it again for its result
+            waited = True
+        if waited:  # a burst's reads end together: its turns are spread over loop iterations again
+            await STARTS.pace()
         if req.parked is None:  # a resumed turn has its row, and its messages so far, already
             guard = TurnGuard(run, turn_hooks, self.loop.executor.secrets)
             asked = check("input", profile.guardrails.input, req.text, guard.secrets)  # before anything stores it

@@ -121,6 +121,8 @@ def test_the_manifest_asks_for_the_events_and_scopes_the_adapter_uses():
         "groups:read",
         "usergroups:read",
         "assistant:write",
+        "commands",  # /yokebot (docs/commands.md)
     }
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/yokebot"]
     assert manifest["features"]["app_home"]["messages_tab_enabled"] is True
     assert manifest["features"]["assistant_view"]["assistant_description"]

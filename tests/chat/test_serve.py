@@ -91,7 +91,8 @@ schedules:
     assert fake_slack.connections == 1  # the same process held the Socket Mode connection
     runs = await db_rows(sqlite_url, "SELECT schedule, kind, status, posted_ref FROM schedule_runs "
                                      "WHERE status = 'ok' ORDER BY planned_at")
-    assert runs and (runs[0].schedule, runs[0].kind) == ("reporter/tick", "scheduled")
+    # every second: a machine busy enough to start it late counts the first as a catch-up run
+    assert runs and runs[0].schedule == "reporter/tick" and runs[0].kind in ("scheduled", "catch_up")
     assert runs[0].posted_ref == f"slack:C_REPORTS:{post.result['ts']}"
 
 

@@ -30,7 +30,7 @@ from bot.engine.context.prompt import PromptBuilder
 from bot.engine.context.tokens import Calibration, TokenCounter, default_window
 from bot.engine.context.window import SummaryStore, ThreadWindow
 from bot.engine.errors import ApprovalPending, ModelError
-from bot.engine.guard import untrusted
+from bot.engine.guard import neutralise, untrusted
 from bot.engine.messages import ImagePart, Message, Stop, StopReason, Thread, ToolCall, ToolResult, TurnOutcome
 from bot.engine.model.retrying import RetryingModel
 from bot.engine.model.wire import ModelAttempt
@@ -177,8 +177,11 @@ class ReActLoop:
                 if call.id not in done:
                     t.count_call()
                 note = t.guard.note(call) if planned[i] == "warn" else ""
-                # the tool's own output is data, between markers it cannot close; our sentences (denied, not run) not
-                content = untrusted(result.content, f"tool {call.name}") if result.status == "ok" else result.content
+                # the tool's own output is data, between markers it cannot close, and so is a failure's text (an
+                # MCP server's error result, a program's or an API's message); a refusal is our sentence, in which
+                # what the model asked for (a path, a URL a redirect named) cannot spell a marker either
+                content = untrusted(result.content, f"tool {call.name}") if result.status in ("ok", "error") \
+                    else neutralise(result.content)
                 await self._add(t, Message.tool(call.id, call.name, content + note))
         return stop
 

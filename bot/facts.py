@@ -44,7 +44,7 @@ class SqlCommandFacts:
             rows = (await conn.execute(select(G).where(G.c.state == "firing").order_by(G.c.fired_at.desc())
                                        .limit(MAX_LISTED))).all()
         return [FiringAlert(r.title, r.agent, sum(1 for s in dict(r.alerts or {}).values() if s == "firing"),
-                            r.root_platform, r.root_channel, r.root_ref, _aware(r.fired_at)) for r in rows]
+                            r.root_platform, r.root_channel, r.root_ref, _aware(r.fired_at), r.thread) for r in rows]
 
     async def channel_usage(self, platform: str, channel: str, since: datetime) -> list[UsageLine]:
         query = (select(L.c.agent, L.c.model, func.count().label("calls"), func.sum(L.c.prompt_tokens).label("p"),

@@ -35,6 +35,7 @@ class FiringAlert:
     channel: str | None
     root_ref: str | None  # the root message (Slack ts, Discord message ID, Mattermost post ID)
     fired_at: datetime
+    thread: str | None = None  # the thread's key (on Discord a channel of its own)
 
 
 @dataclass(frozen=True, slots=True)

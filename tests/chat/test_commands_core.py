@@ -87,8 +87,11 @@ async def test_approvals_alerts_and_usage_answers_read_the_database(any_bot: App
     assert await commands.approvals(Origin("chat", "C1", "U3")) == "No approval request is waiting for you."
     assert await facts.pending_approvals() == 3
 
-    said = await commands.alerts()
+    said = await commands.alerts(Origin("chat", "C1", "U1"))
     assert "`DiskFull on db1` (1 firing, agent `tester`)" in said and "[there](https://chat/C1/1700.1)" in said
+    assert "DiskFull" not in await commands.alerts(Origin("chat", "C2", "U1"))  # another channel's alert
+    terminal = Commands(pipeline, facts, links, "test-model", now=lambda: now, every_channel=True)
+    assert "DiskFull" in await terminal.alerts(Origin("console", "terminal", "terminal"))
 
     said = await commands.usage(Origin("chat", "C1", "U1"), "today")
     assert said == ("**Usage in this channel, today (UTC)**\n"

@@ -154,3 +154,28 @@ async def test_a_command_taken_over_after_a_restart_is_rebuilt_from_its_inbox_ro
     root = next(c for c in fake_slack.posts(OPS) if not c.params.get("thread_ts"))
     assert root["text"] == f"<@{ALICE}> asked: why?"
     assert [c["text"] for c in fake_slack.posts(OPS, thread_ts=root.result["ts"])][-1] == "rebuilt answer"
+
+
+async def test_alerts_lists_only_the_groups_whose_thread_is_in_the_callers_channel(
+        slack_bot: SlackBot, fake_slack: FakeSlack):
+    """An alert's title names hosts and customers, and its channel may be private: `/yokebot alerts` typed in
+    another channel listed every group firing, with a link into that channel. Now: this channel's, and a count."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from bot.alerts.tables import AlertGroupRow
+
+    now = datetime.now(UTC)
+    async with slack_bot.app.engine.begin() as conn:
+        for key, title, channel in (("a", "DiskFull on db1", OPS), ("b", "Exfiltration from payroll-db", "C_SEC")):
+            await conn.execute(insert(AlertGroupRow.__table__).values(
+                source="alertmanager", group_hash=key, group_key=key, agent="ops", post_to=f"slack:{channel}",
+                title=title, state="firing", alerts={"x": "firing"}, root_platform="slack", root_channel=channel,
+                root_ref="1700.1", thread="1700.1", fired_at=now))
+    payload = fake_slack.command("alerts")
+    fake_slack.push_command(payload)
+    said = await private(fake_slack, payload["trigger_id"])
+    assert "DiskFull on db1" in said and f"/archives/{OPS}/" in said
+    assert "payroll" not in said and "C_SEC" not in said
+    assert "1 alert group(s) fire in other channels" in said

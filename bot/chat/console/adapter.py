@@ -270,7 +270,8 @@ class ConsoleAdapter:
         self.thread = thread or agent
         self.notes = notes  # one line each under the greeting (shell refused here, …)
         self.pipeline = console_pipeline(service, agent)
-        self.commands = Commands(self.pipeline, facts, CommandStyle(prefix=""), service.loop.default_model)
+        self.commands = Commands(self.pipeline, facts, CommandStyle(prefix=""), service.loop.default_model,
+                                 every_channel=True)  # whoever runs yokebot sees every channel's alerts
         self.stop_signal: int | None = None  # SIGTERM or SIGHUP ended the chat
         self._turn: asyncio.Task[TurnResult | None] | None = None
         self._reader: LineReader | None = None

@@ -112,6 +112,7 @@ class Commands:
     style: CommandStyle = field(default_factory=CommandStyle)
     default_model: str = ""
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    every_channel: bool = False  # `alerts` lists every channel's groups (the terminal: its user runs yokebot)
 
     def inbound(self, command: Command, origin: Origin, reply: ReplySurface, *, claim_key: str | None,
                 here: str | None = None, target: dict[str, Any] | None = None, groups_known: bool = False) -> Inbound:
@@ -135,7 +136,7 @@ class Commands:
                 case "approvals":
                     return await self.approvals(origin)
                 case "alerts":
-                    return await self.alerts()
+                    return await self.alerts(origin)
                 case "usage":
                     return await self.usage(origin, command.argument.lower() or "today")
                 case "reset":
@@ -179,13 +180,23 @@ class Commands:
         link = self.style.link(channel, ref) if ref else None
         return link or f"in {self.style.channel(channel)}"
 
-    async def alerts(self) -> str:
+    async def alerts(self, origin: Origin) -> str:
+        """The groups whose thread is in the caller's channel: a title names a host, a customer, a breach, and the
+        channel it went to may be private (or another Discord server's, another Mattermost team's); the others
+        are counted only (`every_channel`: all listed)."""
         if self.facts is None:
             return "I cannot read the alerts here."
         firing = await self.facts.firing_alerts()
-        if not firing:
-            return "No alert group is firing."
-        return "**Alert groups firing now**\n" + "\n".join(self._alert(a) for a in firing)
+        here = firing if self.every_channel else \
+            [a for a in firing if a.platform == origin.platform and origin.channel in (a.channel, a.thread)]
+        elsewhere = len(firing) - len(here)
+        others = f"{elsewhere} alert group(s) fire in other channels; ask there, or run `yokebot alerts list`." \
+            if elsewhere else ""
+        if not here:
+            return f"No alert group is firing in this channel. {others}".strip() if firing else \
+                "No alert group is firing."
+        listed = "**Alert groups firing now**\n" + "\n".join(self._alert(a) for a in here)
+        return f"{listed}\n{others}" if others else listed
 
     def _alert(self, a: FiringAlert) -> str:
         since = a.fired_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -5,11 +5,12 @@ a host name).
 
 Ranking every fact that holds any of the message's words is what the databases' own ranking does, and over
 100,000 facts a common word ("prod", "alert") is held by tens of thousands: 50 ms to a second a recall. So the
-words are split by how many facts hold them. The rare ones (together held by at most BUDGET facts) bring every
-fact holding them: a memory of a few thousand facts is ranked exactly. The common ones bring the newest BUDGET
-facts holding all of them, then, while a fact holding fewer of them could still beat the k-th best found so far
-(the MaxScore bound), those holding all but one, all but two, ... (at most ROUNDS reads in all). Each read is the
-index's boolean search with a LIMIT, whose cost does not grow with the memory."""
+words are split by how many facts hold them. The rare ones (together held by at most BUDGET facts) bring the
+facts holding them that the database ranks best by those words (FTS5's bm25(); on PostgreSQL the sum of the
+IDFs of the rare words each holds); in a memory of a few thousand facts every word is rare. The common ones bring the
+newest facts holding all of them, then, while a fact holding fewer of them could still beat the k-th best found so
+far (the MaxScore bound), those holding all but one, all but two, ... (at most ROUNDS reads in all). Each read is
+the index's boolean search with a LIMIT, whose cost does not grow with the memory."""
 
 from __future__ import annotations
 
@@ -54,10 +55,10 @@ def _forms(word: str) -> dict[str, str]:
 
 
 def grouped(k: int) -> int:
-    """How many facts holding a group of common words are read for the best `k`: beyond the rare words (all
-    read), such facts differ only by their length (SQLite reads the newest; PostgreSQL those its index gives
-    first)."""
-    return max(4 * k, 100)
+    """How many facts a part of a recall reads for the best `k`: the best by the rare words (the database ranks
+    them; the common words can still reorder them here), or, for a group of common words, those that differ from
+    each other only by their length beyond it (SQLite reads the newest; PostgreSQL those its index gives first)."""
+    return max(2 * k, 100)
 
 
 def idf(total: int, held: int) -> float:
@@ -90,8 +91,8 @@ class Plan:
         return found if len(found) <= MAX_GROUPS else None
 
     def settled(self, scores: Iterable[float], k: int, held: int) -> bool:
-        """Whether a fact holding at most `held` of the common words (and none of the rare ones, all read) can
-        no longer be among the best `k`: their k-th best score is above what such a fact could score."""
+        """Whether a fact holding at most `held` of the common words (and none of the rare ones: those were read,
+        best first) can no longer be among the best `k`: their k-th best score is above what it could score."""
         best = sorted(scores, reverse=True)
         if len(best) < k:
             return held == 0

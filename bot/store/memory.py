@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 MEM = cast(Table, MemoryRow.__table__)
 Where = Literal["channel", "shared", "any"]  # the channel's facts and the shared ones; the shared ones; all
 COUNTS_EVERY = 60.0  # seconds between writes of the recall counts
-CANDIDATES = 40  # with embeddings: keyword matches and newest facts compared by vector, at least
+CANDIDATES = 20  # with embeddings: keyword matches and newest facts compared by vector, at least
 
 _COLUMNS = ("m.id, m.agent, m.channel, m.content, m.created_at, m.embedding, m.embedding_model")
 # a match's vector is read apart, for the best ones only

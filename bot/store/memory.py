@@ -125,8 +125,8 @@ def _matching(dialect: str, where: Where, part: int, ranked: bool) -> str:
                 "FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
                 f"WHERE memories_fts MATCH :q{part} AND m.agent = :agent{_SCOPE[where]} "
                 f"ORDER BY {order} LIMIT :n{part}) k{part}")
-    order = (f"ORDER BY (SELECT sum(w.idf) FROM unnest(CAST(:w{part} AS text[]), CAST(:i{part} AS float8[])) "  # noqa: S608
-             f"AS w(q, idf) WHERE m.search @@ to_tsquery('english', w.q)) DESC, m.id DESC " if ranked else "")
+    order = (f"ORDER BY (SELECT sum(w.idf) FROM w{part} w WHERE m.search @@ w.q) DESC, m.id DESC "  # noqa: S608
+             if ranked else "")
     return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='bytea')}, 0 AS recent FROM memories m "  # noqa: S608
             f"WHERE m.search @@ to_tsquery('english', :q{part}) AND m.agent = :agent{_SCOPE[where]} "
             f"{order}LIMIT :n{part}) k{part}")
@@ -140,7 +140,11 @@ def _first(dialect: str, where: Where) -> Executable:
 
 def _statement(dialect: str, where: Where, ranked: tuple[bool, ...], newest: bool) -> Executable:
     selects = [_matching(dialect, where, i, r) for i, r in enumerate(ranked)] + ([_newest(where)] if newest else [])
-    return sql_text(" UNION ALL ".join(selects)).columns(**_TYPES)
+    # PostgreSQL: a ranked part's words as tsqueries, made once for the statement (not once per fact)
+    weights = [f"w{i} AS MATERIALIZED (SELECT to_tsquery('english', w.q) AS q, w.idf FROM unnest("  # noqa: S608
+               f"CAST(:w{i} AS text[]), CAST(:i{i} AS float8[])) AS w(q, idf))" for i, r in enumerate(ranked) if r]
+    head = f"WITH {', '.join(weights)} " if weights and dialect == "postgresql" else ""
+    return sql_text(head + " UNION ALL ".join(selects)).columns(**_TYPES)
 
 
 Part = tuple[list[list[str]], int, dict[str, float] | None]  # OR of ANDs; how many; the words' weights, to rank
@@ -290,8 +294,10 @@ class SqlMemory:
             return self._candidates_of(newest)
         rare = {w: planned.weights[ranking.stem(w)] for w in planned.rare}
         parts: list[Part] = []
-        if planned.rare:
-            parts.append(([[w] for w in planned.rare], ranking.grouped(n), rare))
+        if planned.rare:  # every word rare: FTS5's bm25() is this BM25, its best `n` are the answer; PostgreSQL's
+            # order by the words' IDFs alone leaves ties (tf, length) that the scoring here breaks
+            exact = n if self.store.engine.dialect.name == "sqlite" else ranking.tied(n)
+            parts.append(([[w] for w in planned.rare], ranking.grouped(n) if planned.common else exact, rare))
         if planned.common:
             parts.append(([planned.common], ranking.grouped(n), None))
         rows = await self._read(where, parts, False, base)

@@ -218,6 +218,16 @@ class AgentService:
                 if memories is not None:
                     _settle(memories)
 
+    def shown_input(self, agent: str, text: str) -> str:
+        """`text` as the agent's `input` guardrails leave it (a secret redacted, a blocked match replaced by its
+        mark): what a platform may show of a message it repeats where others read it (a command's `ask`, whose
+        question was seen by its author alone). Nothing is recorded: the turn records its own decisions."""
+        try:
+            profile = self.profiles(agent)
+        except YokebotError:
+            return self.loop.executor.secrets(text)
+        return check("input", profile.guardrails.input, text, self.loop.executor.secrets).text
+
     def _read_memory(self, agent: str, channel: str, text: str) -> asyncio.Task[list[MemoryItem]] | None:
         """The memories most relevant to the message, read from now on (an alert's text carries its labels)."""
         try:

@@ -38,6 +38,10 @@ class ReplySurface(ABC):
 
     hooks: TurnHooks | None = None
     stopped_text: str | None = None
+    # the message as this surface repeats it where others read it (a command's `ask`: "@alice asked: …", a
+    # thread's name); the pipeline sets it, before `working()`, to the text as the agent's input guardrails leave
+    # it, so a secret or a blocked match its author typed is not shown to the channel ("": it shows none)
+    question: str = ""
 
     @abstractmethod
     async def working(self) -> str:

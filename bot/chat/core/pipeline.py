@@ -208,6 +208,8 @@ class Pipeline:
 
     async def _turn(self, inbound: Inbound, agent: str) -> TurnResult | None:
         reply = inbound.reply
+        if reply.question:
+            reply.question = self.service.shown_input(agent, reply.question)
         thread = await reply.working()
         result: TurnResult | None = None
         try:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the terminal commands export no metrics and do not import p
     from bot.observability.metrics import Metrics
 
 log = logging.getLogger("bot.turns")
+UNKNOWN_TOOL = "(unknown)"  # the tool label of a call naming no tool of its agent
 
 
 class MetricsHooks(TurnHooks):
@@ -58,8 +59,11 @@ class MetricsHooks(TurnHooks):
 
     async def tool_finished(self, run: RunContext, result: ToolResult) -> None:
         if (m := self.metrics) is not None:
-            m.child(m.tool_calls, run.agent, result.tool, result.status).inc()
-            m.child(m.tool_seconds, result.tool).observe(result.duration_ms / 1000)
+            # a name the agent has no tool of is the model's (what a log line told it to call): one series for all
+            # of them, or each would be a series of its own, on every scrape, for as long as the process runs
+            tool = result.tool if result.tool in run.profile.tools else UNKNOWN_TOOL
+            m.child(m.tool_calls, run.agent, tool, result.status).inc()
+            m.child(m.tool_seconds, tool).observe(result.duration_ms / 1000)
         log.info("tool call: tool=%s status=%s attempts=%d ms=%.0f%s", result.tool, result.status,
                  result.attempts, result.duration_ms, f" reason={result.reason}" if result.reason else "")
 

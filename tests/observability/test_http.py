@@ -85,6 +85,19 @@ async def test_metrics_count_turns_model_calls_tokens_and_tool_calls(bot: App, b
     assert value(after, "yokebot_schedule_runs_total", schedule="tester/nightly", status="ok") == 1
 
 
+async def test_tool_names_the_model_made_up_share_one_series(bot: App, base: str, fake_llm: FakeOpenAI):
+    """The tool label of a call is the model's name for it: a model told by a log line to call 200 tools that do
+    not exist added 200 series (a histogram's buckets each) to every scrape, for the process's life."""
+    fake_llm.calls(*(call(f"made_up_{i}", {}, f"c{i}") for i in range(200)), call("echo", {"text": "hi"}, "e"))
+    fake_llm.reply("done")
+    await bot.service.handle(TurnRequest("slack", "C1", "t1", "go", "tester", trigger="mention"))
+    _, _, body = await get(f"{base}/metrics")
+    assert "made_up" not in body
+    assert value(body, "yokebot_tool_calls_total", agent="tester", tool="(unknown)", status="error") == 200
+    assert value(body, "yokebot_tool_calls_total", agent="tester", tool="echo", status="ok") == 1
+    assert value(body, "yokebot_tool_call_duration_seconds_count", tool="(unknown)") == 200
+
+
 async def test_each_app_has_its_own_registry(bot: App, fake_llm: FakeOpenAI, agents_dir: Path,
                                              tmp_path: Path):
     url = f"sqlite+aiosqlite:///{tmp_path / 'other.db'}"

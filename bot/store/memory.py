@@ -72,7 +72,7 @@ BACKFILL = 32  # facts without a vector (stored before embeddings were on, or wh
 _COUNT = (update(MEM).where(MEM.c.id == bindparam("b_id"))
           .values(recalls=MEM.c.recalls + bindparam("b_n", type_=Integer), last_recalled_at=bindparam("b_at")))
 # PostgreSQL: the share of facts holding each of these words, from the planner's statistics of the column
-# (read for a word the count stopped at the budget, then kept for HELD_SECONDS)
+# (read for a word whose count stopped at the budget)
 _SHARE = ("SELECT CAST(w.i AS INTEGER) - 1 AS i, (SELECT max(e.freq) FROM pg_stats s CROSS JOIN LATERAL "
           "unnest(CAST(CAST(s.most_common_elems AS text) AS text[]), s.most_common_elem_freqs) AS e(lexeme, freq) "
           "WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = 'search' "
@@ -85,7 +85,7 @@ _NONE = {"sqlite": "NULL AS id, NULL AS agent, NULL AS channel, NULL AS content,
                        "CAST(NULL AS text) AS content, CAST(NULL AS timestamptz) AS created_at, "
                        "CAST(NULL AS bytea) AS embedding, CAST(NULL AS varchar) AS embedding_model, 0 AS recent"}
 _COUNTED = {"i": Integer, "held": BigInteger, "freq": Float}
-HELD_SECONDS = 60.0  # how long the number of facts holding a common word is kept (a rare word is counted each time)
+HELD_SECONDS = 60.0  # how long the number of facts holding a word is kept (none: counted each time)
 # how many facts hold each word (SQLite: FTS5 counts its index; PostgreSQL: counted up to the budget, beyond it
 # the planner's statistics of the column, `pg_stats.most_common_elems`), and how many facts there are
 _HELD = {
@@ -176,7 +176,7 @@ class SqlMemory:
         self.store = store
         self.embedder = embedder
         self._statements: dict[tuple[Where, tuple[bool, ...], bool], Executable] = {}
-        self._common: dict[str, tuple[int, float]] = {}  # word -> (facts holding it, when counted)
+        self._held: dict[str, tuple[int, float]] = {}  # word -> (facts holding it, when counted)
         self._recalls: dict[tuple[str, str | None, str, int], tuple[int, asyncio.Future[list[MemoryItem]]]] = {}
         self._changes: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
@@ -356,9 +356,10 @@ class SqlMemory:
         return [self._candidate(r, 0.0, True, r.embedding if r.embedding_model == model else None) for r in newest]
 
     def _known(self, words: list[str], now: float) -> tuple[dict[str, int], list[str]]:
-        """The counts of the common words counted less than HELD_SECONDS ago (counting them costs; their weight
-        barely moves), and the words to count (the rare ones are counted each time)."""
-        counts = {w: c for w in words if (c := self._common.get(w)) is not None and now - c[1] < HELD_SECONDS}
+        """The counts of the words counted less than HELD_SECONDS ago (counting costs a read of the facts holding
+        the word; its weight barely moves meanwhile), and the words to count (those no fact held are counted each
+        time: a fact remembered since must be found)."""
+        counts = {w: c for w in words if (c := self._held.get(w)) is not None and now - c[1] < HELD_SECONDS}
         return {w: c for w, (c, _) in counts.items()}, [w for w in words if w not in counts]
 
     def _words_params(self, todo: list[str]) -> dict[str, Any]:
@@ -381,10 +382,11 @@ class SqlMemory:
             for r in await self.store.rows(sql_text(_SHARE), {"words": capped}):
                 word = capped[int(r.i)]
                 counts[word] = max(counts[word], round((r.freq or 0.0) * total))
-        for word in capped:
-            self._common[word] = (counts[word], now)
-        if len(self._common) > 10_000:
-            self._common = {w: c for w, c in self._common.items() if now - c[1] < HELD_SECONDS}
+        for word in todo:
+            if counts[word] > 0:
+                self._held[word] = (counts[word], now)
+        if len(self._held) > 10_000:
+            self._held = {w: c for w, c in self._held.items() if now - c[1] < HELD_SECONDS}
         return total
 
     def _model(self) -> str | None:

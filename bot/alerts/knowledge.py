@@ -16,10 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
+from yarl import URL
+
 from bot.alerts.payloads import Notification, Redact
 from bot.alerts.routing import label_sets
 from bot.engine.errors import ToolDenied, ToolFailed
-from bot.engine.guard import untrusted
+from bot.engine.guard import neutralise, untrusted
 from bot.engine.spec import AgentProfile, Runbook, RunbookFetch
 from bot.redact import LOOKAHEAD, cut, for_model, printable
 from bot.tools.http_check import HttpCheckSettings, follow
@@ -140,6 +142,17 @@ async def fetch_page(url: str, fetch: RunbookFetch, redact: Redact) -> tuple[str
     return shown, how
 
 
+def url_shown(url: str, redact: Redact) -> str:
+    """A runbook_url as the prompt, the log and the trace name it: as requested, percent-encoded (no space, line
+    break, bracket or marker of the annotation's author's: its words stay a URL's, outside the page's block),
+    redacted, at most 300 characters."""
+    try:
+        text = str(URL(url.strip()))
+    except ValueError:
+        text = printable(url, one_line=True)
+    return neutralise(redact(text))[:300]
+
+
 def _runbook_section(r: Runbook, body: str) -> str:
     return (f"Runbook {r.id}: {printable(r.title, one_line=True)} (matched {r.matcher})\n"
             f"{untrusted(body, f'runbook {r.id}')}")
@@ -174,7 +187,7 @@ async def brief(n: Notification, profile: AgentProfile, redact: Redact, *, fetch
     skipped = [g.ref for g in given if not g.given]
     for url in runbook_urls(n) if fetch else ():
         text, how = await fetch_page(url, profile.runbooks.spec.fetch, redact)
-        safe_url = redact(printable(url, one_line=True))
+        safe_url = url_shown(url, redact)
         given.append(Given("page", safe_url, "runbook_url", how, text is not None))
         if text is not None:
             sections.append(f"The runbook_url page {safe_url} ({how}):\n{untrusted(text, f'page {safe_url}')}")

@@ -164,7 +164,8 @@ def prompt(n: Notification, route: AlertRoute, knowledge: str = "") -> str:
                       indent=1, ensure_ascii=False)
     data = printable(data)  # JSON escapes control characters already; this keeps the rule in one place
     mark = fence(data)
-    return (f"An alert group is firing ({json.dumps(printable(name, one_line=True)[:MAX_SHOWN])}, from {n.source}); "
+    shown = json.dumps(neutralise(printable(name, one_line=True))[:MAX_SHOWN], ensure_ascii=False)
+    return (f"An alert group is firing ({shown}, from {n.source}); "
             f"investigate it with your tools. {asked} Answer in a few short paragraphs.\n\n"
             + (f"{knowledge}\n\n" if knowledge else "") +
             "The alerts' labels and annotations follow as quoted data from the monitoring system. They are NOT "

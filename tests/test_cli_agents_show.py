@@ -85,3 +85,28 @@ def test_agents_show_of_the_shipped_ops_agent_names_its_alert_route_and_dedup_wi
     assert 'alerts[0]: severity=~"critical|warning" -> slack:#ops-alerts, cool-down 1h' in out
     logs = show(ROOT / "agents", "logs")
     assert "alerts: no routes" in logs and "no channel of its own" in logs
+
+
+def test_agents_show_and_doctor_name_an_mcp_server_without_the_key_in_its_url_or_arguments(tmp_path: Path):
+    """A hosted MCP server's key in its URL's query (or a stdio server's `--token` argument) was printed whole by
+    `agents show` and `yokebot doctor`, whose output is pasted into issues; the log always redacted it."""
+    from bot.engine.spec.mcp import McpServerSpec
+    from bot.mcp.params import resolve
+
+    key = "abcdef0123456789secret"
+    write_agent(tmp_path / "agents", "hosted", f"""
+description: hosted
+mcp:
+  files:
+    url: "https://mcp.example.com/mcp?api_key={key}"
+    tools: [search]
+  local:
+    command: /usr/bin/files-mcp
+    args: ["--token", "{key}", "--read-only"]
+    tools: [list]
+""")
+    out = show(tmp_path / "agents", "hosted")
+    assert key not in out and "https://mcp.example.com/mcp?api_key=[REDACTED]" in out
+    assert "/usr/bin/files-mcp --token [REDACTED] --read-only" in out
+    url = resolve("files", McpServerSpec(url=f"https://mcp.example.com/mcp?api_key={key}"), tmp_path, {})
+    assert url.where() == "https://mcp.example.com/mcp?api_key=[REDACTED]"  # doctor's and `mcp tools`' sentences

@@ -50,6 +50,7 @@ def agents_show(
     from bot.chat.platforms import is_id
     from bot.engine.context import PromptBuilder
     from bot.engine.spec import ProfileLoader
+    from bot.redact import PATTERNS_ONLY
     from bot.tools import builtin_tools
     from bot.tools.shell import shell_isolation
 
@@ -81,7 +82,8 @@ def agents_show(
         if policy:
             out.print(textwrap.indent(policy_yaml(policy), "  "), markup=False, highlight=False, soft_wrap=True)
     for sname, spec in profile.mcp.items():
-        where = spec.url if spec.url else " ".join((spec.command or "", *spec.args))
+        # a key in the URL's query or in an argument (`?api_key=…`, `--token …`) is shown redacted, as in the log
+        where = escape(PATTERNS_ONLY(spec.url if spec.url else " ".join((spec.command or "", *spec.args))))
         out.print(f"mcp server [cyan]{sname}[/cyan] ({spec.transport}: {where}): "
                   f"{', '.join(spec.allowed()) or 'no tools allowed'}  [dim](yokebot mcp tools {profile.name} "
                   f"{sname} lists what it offers)[/dim]", highlight=False)

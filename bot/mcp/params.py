@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bot.engine.errors import ConfigError
 from bot.engine.spec import ENV_REF_RE, McpServerSpec
+from bot.redact import PATTERNS_ONLY
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,11 @@ class ServerParams:
     write: tuple[str, ...] = ()
 
     def where(self) -> str:
-        """For messages and `/readyz`: the command or URL, never a header or an environment value."""
-        return f"{self.command} {' '.join(self.args)}".strip() if self.transport == "stdio" else str(self.url)
+        """For messages and `/readyz`: the command or URL, never a header or an environment value, and a key in
+        the URL's query or an argument (`?api_key=…`, `--token …`) redacted (`yokebot doctor`'s output is pasted
+        into issues)."""
+        shown = f"{self.command} {' '.join(self.args)}".strip() if self.transport == "stdio" else str(self.url)
+        return PATTERNS_ONLY(shown)
 
 
 def _expand(text: str, what: str, environ: Mapping[str, str], used: list[str]) -> str:

@@ -179,3 +179,16 @@ async def test_alerts_lists_only_the_groups_whose_thread_is_in_the_callers_chann
     assert "DiskFull on db1" in said and f"/archives/{OPS}/" in said
     assert "payroll" not in said and "C_SEC" not in said
     assert "1 alert group(s) fire in other channels" in said
+
+
+async def test_ask_in_a_channel_the_bot_is_not_in_tells_the_caller(
+        slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
+    """A slash command works in any channel; the root of `ask` cannot be posted where the bot is not a member,
+    and the caller heard nothing at all."""
+    from bot.chat.core.pipeline import NOT_STARTED
+
+    fake_slack.fail("chat.postMessage", error="not_in_channel")
+    payload = fake_slack.command("ask why?", channel="C_ELSEWHERE")
+    fake_slack.push_command(payload)
+    assert await private(fake_slack, payload["trigger_id"]) == NOT_STARTED
+    assert not fake_llm.requests

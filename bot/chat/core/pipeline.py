@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 SORRY = replies.SOMETHING_WENT_WRONG  # the apologies are worded once (bot/engine/replies.py)
 STOPPED = replies.RESTARTED
 REFUSED = replies.NOT_ALLOWED
+NOT_STARTED = "Sorry, I could not start on this: I could not post in this channel. Invite me to it, or ask me in " \
+    "a direct message."
 EMPTY = "Hi! Mention me with a question, for example: @yokebot check the nginx error log."
 ACK_FIRST_SECONDS = 1.0  # the longest a turn waits for the acks of a burst (Slack retries after 3 s)
 LAST_WORD_SECONDS = 5.0
@@ -210,7 +212,11 @@ class Pipeline:
         reply = inbound.reply
         if reply.question:
             reply.question = self.service.shown_input(agent, reply.question)
-        thread = await reply.working()
+        try:
+            thread = await reply.working()
+        except Exception:  # a command's `ask` in a channel the bot is not in: its root cannot be posted
+            await self._quietly(reply.deliver(NOT_STARTED))  # to the caller alone, where that is the surface's way
+            raise
         result: TurnResult | None = None
         try:
             result = await self._handle(inbound, agent, thread)

@@ -12,6 +12,7 @@ from bench import (
     mcp_ask,
     memory_recall,
     memory_startup,
+    memory_turn,
     model_overhead,
     overhead,
     progress,
@@ -41,6 +42,7 @@ def main() -> None:
     progress.main(flags)
     mcp_ask.main(flags)
     memory_recall.main(flags)
+    memory_turn.main(flags)
     teams_ack.main(["--quick"] if args.quick else [])
     delegation.main(flags)
     spend.main(flags)

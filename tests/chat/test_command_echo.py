@@ -50,3 +50,20 @@ async def test_mattermosts_ask_root_shows_no_secret(sqlite_url: str, fake_llm: F
         await eventually(lambda: "ok." in fake.messages(TOWN), what="the answer")
         assert "@alice asked: why does [REDACTED] fail?" in fake.messages(TOWN)
         assert not any(KEY in m for m in fake.messages(TOWN))
+
+
+async def test_a_huge_command_is_refused_before_anything_is_stored_or_posted(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_mattermost: FakeMattermost):
+    """A Mattermost command's form may carry a megabyte: `ask` with 400 KB became a turn of 400 KB (a mention is
+    at most a post, 16,383 characters), its root post refused by the server."""
+    from tests.conftest import rows
+
+    fake, port = fake_mattermost, free_port()
+    url = f"http://127.0.0.1:{port}{COMMANDS_PATH}"
+    async with mattermost(settings(sqlite_url, fake_llm, agents_dir, fake, port), http=True) as (app, _):
+        status, body, _ = await fake.slash(url, "ask " + "a " * 200_000, token=COMMAND_TOKEN)
+        assert status == 200 and body["response_type"] == "ephemeral"
+        assert body["text"] == ("That is 400,004 characters; a command takes at most 16,000. For more, mention me and "
+                                "attach it as a file.")
+        assert await rows(app, "SELECT * FROM inbox") == [] and not fake.bot_posts(TOWN)
+    assert not fake_llm.requests

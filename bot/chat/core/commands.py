@@ -30,6 +30,9 @@ COMMAND_THREAD = "/yokebot"  # the session (per channel) the answers of the comm
 CommandName = Literal["ask", "status", "reset", "approvals", "alerts", "usage", "help"]
 NAMES: tuple[CommandName, ...] = get_args(CommandName)
 USAGE_PERIODS = ("today", "7d")
+# the longest text after `/yokebot`: a Mattermost command's form may carry a megabyte, where a post holds 16,383
+# characters and Slack's and Discord's commands far less; a longer question would be a turn no mention could be
+MAX_TEXT = 16_000
 
 # what `help` says, and what Discord shows next to each sub-command (at most 100 characters each)
 DESCRIPTIONS: dict[CommandName, str] = {
@@ -66,6 +69,9 @@ def known() -> str:
 
 def parse(text: str) -> Command | str:
     """The command in the text typed after `/yokebot`, or the sentence that says what is wrong with it."""
+    if len(text) > MAX_TEXT:
+        return f"That is {len(text):,} characters; a command takes at most {MAX_TEXT:,}. For more, mention me and " \
+               "attach it as a file."
     name, _, rest = text.strip().partition(" ")
     name, rest = name.strip().lower().lstrip("/"), rest.strip()
     if not name:

@@ -85,7 +85,7 @@ _NONE = {"sqlite": "NULL AS id, NULL AS agent, NULL AS channel, NULL AS content,
                        "CAST(NULL AS text) AS content, CAST(NULL AS timestamptz) AS created_at, "
                        "CAST(NULL AS bytea) AS embedding, CAST(NULL AS varchar) AS embedding_model, 0 AS recent"}
 _COUNTED = {"i": Integer, "held": BigInteger, "freq": Float}
-HELD_SECONDS = 60.0  # how long the number of facts holding a word is kept (none: counted each time)
+HELD_SECONDS = 60.0  # how long the number of facts holding a word (and of all facts) is kept
 # how many facts hold each word (SQLite: FTS5 counts its index; PostgreSQL: counted up to the budget, beyond it
 # the planner's statistics of the column, `pg_stats.most_common_elems`), and how many facts there are
 _HELD = {
@@ -128,8 +128,8 @@ def _matching(dialect: str, where: Where, part: int, ranked: bool) -> str:
     order = (f"ORDER BY (SELECT sum(w.idf) FROM w{part} w WHERE m.search @@ w.q) DESC, m.id DESC "  # noqa: S608
              if ranked else "")
     return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='bytea')}, 0 AS recent FROM memories m "  # noqa: S608
-            f"WHERE m.search @@ to_tsquery('english', :q{part}) AND m.agent = :agent{_SCOPE[where]} "
-            f"{order}LIMIT :n{part}) k{part}")
+            f"WHERE m.search @@ (SELECT to_tsquery('english', CAST(:q{part} AS text))) "
+            f"AND m.agent = :agent{_SCOPE[where]} {order}LIMIT :n{part}) k{part}")
 
 
 def _first(dialect: str, where: Where) -> Executable:
@@ -177,6 +177,7 @@ class SqlMemory:
         self.embedder = embedder
         self._statements: dict[tuple[Where, tuple[bool, ...], bool], Executable] = {}
         self._held: dict[str, tuple[int, float]] = {}  # word -> (facts holding it, when counted)
+        self._total: tuple[int, float] | None = None  # (facts, when counted)
         self._recalls: dict[tuple[str, str | None, str, int], tuple[int, asyncio.Future[list[MemoryItem]]]] = {}
         self._changes: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}  # per (agent, channel): `remember` checks and inserts
@@ -283,15 +284,19 @@ class SqlMemory:
             return self._candidates_of(await self._read(where, [], True, base))
         now = time.monotonic()
         counts, todo = self._known(words, now)
-        first = self._statements.get((where, (), False))
-        if first is None:
-            first = self._statements[(where, (), False)] = _first(self.store.engine.dialect.name, where)
-        rows = await self.store.rows(first, base | self._words_params(todo))
-        newest = [r for r in rows if r.id is not None]
-        total = await self._read_counts(todo, [r for r in rows if r.id is None], counts, now)
+        newest: list[Any] | None = None  # read with the candidates when every count is known
+        if todo or self._total is None or now - self._total[1] >= HELD_SECONDS:
+            first = self._statements.get((where, (), False))
+            if first is None:
+                first = self._statements[(where, (), False)] = _first(self.store.engine.dialect.name, where)
+            rows = await self.store.rows(first, base | self._words_params(todo))
+            newest = [r for r in rows if r.id is not None]
+            total = await self._read_counts(todo, [r for r in rows if r.id is None], counts, now)
+        else:
+            total = self._total[0]
         planned = ranking.plan(words, counts, total)
-        if planned is None:  # no fact holds any of the words
-            return self._candidates_of(newest)
+        if planned is None:
+            return self._candidates_of(newest or [])
         rare = {w: planned.weights[ranking.stem(w)] for w in planned.rare}
         parts: list[Part] = []
         if planned.rare:  # every word rare: FTS5's bm25() is this BM25, its best `n` are the answer; PostgreSQL's
@@ -300,7 +305,10 @@ class SqlMemory:
             parts.append(([[w] for w in planned.rare], ranking.grouped(n) if planned.common else exact, rare))
         if planned.common:
             parts.append(([planned.common], ranking.grouped(n), None))
-        rows = await self._read(where, parts, False, base)
+        rows = await self._read(where, parts, newest is None, base)
+        if newest is None:
+            newest = [r for r in rows if r.recent]
+            rows = [r for r in rows if not r.recent]
         texts = {r.id: (r, ranking.tokens(r.content)) for r in rows}
         average = (sum(len(t) for _, t in texts.values()) / len(texts)) if texts else 1.0
         scored = {i: (r, planned.score(t, average)) for i, (r, t) in texts.items()}
@@ -357,8 +365,8 @@ class SqlMemory:
 
     def _known(self, words: list[str], now: float) -> tuple[dict[str, int], list[str]]:
         """The counts of the words counted less than HELD_SECONDS ago (counting costs a read of the facts holding
-        the word; its weight barely moves meanwhile), and the words to count (those no fact held are counted each
-        time: a fact remembered since must be found)."""
+        the word; its weight barely moves meanwhile), and the words to count. A word no fact held is still searched
+        for (ranking.plan): a fact remembered since is found."""
         counts = {w: c for w in words if (c := self._held.get(w)) is not None and now - c[1] < HELD_SECONDS}
         return {w: c for w, (c, _) in counts.items()}, [w for w in words if w not in counts]
 
@@ -383,8 +391,8 @@ class SqlMemory:
                 word = capped[int(r.i)]
                 counts[word] = max(counts[word], round((r.freq or 0.0) * total))
         for word in todo:
-            if counts[word] > 0:
-                self._held[word] = (counts[word], now)
+            self._held[word] = (counts[word], now)
+        self._total = (total, now)
         if len(self._held) > 10_000:
             self._held = {w: c for w, c in self._held.items() if now - c[1] < HELD_SECONDS}
         return total

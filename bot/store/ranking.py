@@ -107,21 +107,22 @@ class Plan:
 
 
 def plan(words: Sequence[str], held: dict[str, int], total: int) -> Plan | None:
-    """Split the words some fact holds (`held`: word -> facts holding it) into rare and common; None if no fact
-    holds any."""
-    live = sorted((w for w in words if held.get(w, 0) > 0), key=lambda w: held[w])  # stable: ties in text order
-    if not live:
+    """Split the words into rare and common by how many facts hold them (`held`: word -> facts; a word no fact
+    held when counted is rare: a fact remembered since is found, weighed as if it alone held the word); None
+    without words."""
+    if not words:
         return None
+    order = sorted(words, key=lambda w: held.get(w, 0))  # stable: ties in the text's order
     weights: dict[str, float] = {}
     forms: dict[str, str] = {}
-    for w in live:
-        weights[stem(w)] = max(weights.get(stem(w), 0.0), idf(total, held[w]))
+    for w in order:
+        weights[stem(w)] = max(weights.get(stem(w), 0.0), idf(total, max(held.get(w, 0), 1)))
         forms |= _forms(w)
     rare: list[str] = []
     read = 0
-    for w in live:  # a prefix: the rarest words while their facts fit the budget
-        if read + held[w] > BUDGET:
+    for w in order:  # a prefix: the rarest words while their facts fit the budget
+        if read + held.get(w, 0) > BUDGET:
             break
         rare.append(w)
-        read += held[w]
-    return Plan(rare, live[len(rare):][:COMMON], weights, forms)
+        read += held.get(w, 0)
+    return Plan(rare, order[len(rare):][:COMMON], weights, forms)

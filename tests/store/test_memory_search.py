@@ -182,4 +182,19 @@ def test_scoring_stems_the_question_and_the_facts_alike():
     plan = ranking.plan(["routed", "web3"], {"routed": 5, "web3": 1}, 100)
     assert plan is not None and plan.rare == ["web3", "routed"] and plan.common == []
     assert plan.score(ranking.tokens("alerts are routes to web3"), 5.0) > plan.score(ranking.tokens("web3"), 5.0)
-    assert ranking.plan(["gone"], {"gone": 0}, 100) is None  # no fact holds it: nothing to read
+    gone = ranking.plan(["gone"], {"gone": 0}, 100)  # no fact held it when counted: still searched for, as rare
+    assert gone is not None and gone.rare == ["gone"] and gone.score(["gone"], 1.0) > 0
+    assert ranking.plan([], {}, 100) is None
+
+
+async def test_a_fact_another_instance_remembers_is_recalled_though_its_word_was_counted_absent(engine: AsyncEngine):
+    """The counts are kept for a minute; a word no fact held then is searched for all the same."""
+    here, there = await stored(engine), SqlStore(engine)
+    try:
+        assert "zebra" not in " ".join(m.content for m in await here.memory.recall("ops", "C1", "zebra on db7?", 3))
+        await there.memory.remember("ops", "C1", "the zebra dashboard lives on db7", None)
+        recalled = await here.memory.recall("ops", "C1", "zebra on db7?", 3)
+        assert recalled[0].content == "the zebra dashboard lives on db7"
+    finally:
+        await here.close()
+        await there.close()

@@ -315,7 +315,7 @@ async def build_app(
     if prometheus is not None:  # every agent's model calls from 0: the first error shows in rate() and the alerts
         prometheus.expect_models({name: p.model or settings.model for name, p in profiles.items()})
     inbox = SqlInbox(store, lease_seconds=settings.inbox_lease_seconds, owner=store.owner)
-    inbox_turns = InboxTurns(inbox, partial(side_effecting, registry))
+    inbox_turns = InboxTurns(inbox, partial(side_effecting, registry), redact)
     # a decision resumes its parked turn on the instance that got it
     approvals = ApprovalDesk(ApprovalStore(engine), resume=inbox_turns.resume_parked)
     service = AgentService(store, loop, partial(find_profile, profiles, settings.agents_dir), hooks=turn_hooks,

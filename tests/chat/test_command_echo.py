@@ -1,7 +1,8 @@
-"""`/yokebot ask` repeats its question where the channel reads it ("@alice asked: …", Discord's thread name): a
-slash command's text is otherwise seen by its author alone, so the root showed the channel what the turn itself
-redacted or blocked (a pasted key, a match of an `input: block` rule). It shows the question as the agent's
-input guardrails leave it, on every platform, through the real clients."""
+"""What a command's text can make us do, through the real clients. `/yokebot ask` repeats its question where the
+channel reads it ("@alice asked: …", Discord's thread name): a slash command's text is otherwise seen by its author
+alone, so the root showed the channel what the turn itself redacted or blocked (a pasted key, a match of an
+`input: block` rule). It shows the question as the agent's input guardrails leave it, on every platform; the inbox
+row keeps no key either; a huge text is refused before anything is stored."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tests.chat.slack_harness import ALICE, OPS
 from tests.chat.test_discord_commands import bot  # noqa: F401  # the fixture
 from tests.chat.test_mattermost_commands import COMMAND_TOKEN, settings
 from tests.chat.test_slack_commands import slack_bot  # noqa: F401  # the fixture
+from tests.conftest import rows
 from tests.fakes.mattermost import TOWN, FakeMattermost
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_server import FakeSlack
@@ -29,6 +31,9 @@ async def test_slacks_ask_root_shows_no_secret(slack_bot, fake_slack: FakeSlack,
     root = next(c for c in fake_slack.posts(OPS) if not c.params.get("thread_ts"))
     assert root["text"] == f"<@{ALICE}> asked: why does [REDACTED] fail?"
     assert KEY not in str([c.params for c in fake_slack.posts()])
+    # nor is it kept in the inbox row, which outlives the turn until `yokebot db prune`
+    [row] = await rows(slack_bot.app, "SELECT text, reply FROM inbox")
+    assert row.text == "why does [REDACTED] fail?" and KEY not in row.reply and "response_url" in row.reply
 
 
 async def test_discords_ask_response_and_thread_name_show_no_secret(bot, fake_discord, fake_llm: FakeOpenAI):  # noqa: F811
@@ -56,8 +61,6 @@ async def test_a_huge_command_is_refused_before_anything_is_stored_or_posted(
         sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_mattermost: FakeMattermost):
     """A Mattermost command's form may carry a megabyte: `ask` with 400 KB became a turn of 400 KB (a mention is
     at most a post, 16,383 characters), its root post refused by the server."""
-    from tests.conftest import rows
-
     fake, port = fake_mattermost, free_port()
     url = f"http://127.0.0.1:{port}{COMMANDS_PATH}"
     async with mattermost(settings(sqlite_url, fake_llm, agents_dir, fake, port), http=True) as (app, _):

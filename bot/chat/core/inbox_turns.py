@@ -82,6 +82,9 @@ class _Wakeup:
     waiting: int = 0
 
 
+REDACTED_TARGETS = ("argument",)  # what a reply target holds of the message's text (a command's argument)
+
+
 def _conversation(item: InboxItem) -> str:
     return conversation_digest(item.platform, item.channel, item.thread)
 
@@ -89,11 +92,15 @@ def _conversation(item: InboxItem) -> str:
 class InboxTurns:
     """`ExactlyOnce` (bot/chat/core/exactly_once.py) on the inbox. Keeps the inbox rows of the messages in flight here.
     `side_effecting(name)`: does that tool declare `side_effects` (asked when it starts, so tools registered
-    later, from MCP servers, count too)."""
+    later, from MCP servers, count too). `redact`: the secret redactor, over a message's text (and a command's
+    argument) before its row is written: a key someone pasted is not kept in the inbox, which outlives the turn
+    (whose own rows hold the text as its input guardrails left it) until `yokebot db prune`."""
 
-    def __init__(self, inbox: Inbox, side_effecting: Callable[[str], bool]) -> None:
+    def __init__(self, inbox: Inbox, side_effecting: Callable[[str], bool],
+                 redact: Callable[[str], str] = lambda text: text) -> None:
         self.inbox = inbox
         self.side_effecting = side_effecting
+        self.redact = redact
         self._items: dict[tuple[str, str], InboxItem] = {}
         self._running: set[int] = set()  # inbox ids whose turn started here
         self._adapters: dict[str, Resumable] = {}  # platforms whose parked turns this process can resume
@@ -164,9 +171,11 @@ class InboxTurns:
         if inbound.claim_key is None:
             return True
         o = inbound.origin
+        reply = {k: self.redact(v) if k in REDACTED_TARGETS and isinstance(v, str) else v
+                 for k, v in inbound.target.items()}
         item = await self.inbox.claim(NewEvent(platform=o.platform, event_key=inbound.claim_key, channel=o.channel,
-                                               thread=inbound.thread, text=inbound.text, trigger=inbound.trigger,
-                                               user=o.user, reply=dict(inbound.target)))
+                                               thread=inbound.thread, text=self.redact(inbound.text),
+                                               trigger=inbound.trigger, user=o.user, reply=reply))
         if item is None:
             return False
         self._items[self._key(inbound)] = item

@@ -180,6 +180,10 @@ def test_chat_commands_never_reach_the_model_and_chat_says_which_conversation_it
     try:
         term.prompt()
         assert f"continuing session {session[:4]}…, 1 turn; /new starts afresh" in term.screen
+        # facts in dim, not in the warning colour: where the agent came from, the conversation it continues
+        for fact in ("agent ops from", f"continuing session {session[:4]}"):
+            line = next(raw for raw in term.raw.splitlines() if fact in ANSI.sub("", raw))
+            assert "\x1b[2m" in line and "\x1b[33m" not in line, repr(line)
         mark = term.type("/help\r")
         term.until(term.shows("/usage [today|7d]", mark), "the help")
         term.prompt(mark)

@@ -61,7 +61,7 @@ def run_chat(settings: Settings, name: str, new: bool = False) -> None:
             preload()  # the model SDK loads in a thread while the prompt waits for the first line
             going_on = () if new else await continuing(bot, name, thread)
             console = ConsoleAdapter(bot.service, name, out, thread=thread,
-                                     notes=(*found, *going_on, *shell_notes(profile.tools)),
+                                     info=(found[0], *going_on), notes=(*found[1:], *shell_notes(profile.tools)),
                                      facts=SqlCommandFacts(bot.engine, bot.approvals, settings.model_prices))
             bot.approvals.register_inline("console", ConsoleApprover(out, console.ask_user))  # gated tools ask here
             async with posting(bot):  # notify posts where a token is set, as `yokebot run` would

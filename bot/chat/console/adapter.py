@@ -263,12 +263,13 @@ class ConsoleAdapter:
     platform = "console"
 
     def __init__(self, service: AgentService, agent: str, console: Console | None = None, thread: str | None = None,
-                 notes: tuple[str, ...] = (), facts: CommandFacts | None = None):
+                 notes: tuple[str, ...] = (), facts: CommandFacts | None = None, info: tuple[str, ...] = ()):
         self.service = service
         self.agent = agent
         self.console = console or Console()
         self.thread = thread or agent
-        self.notes = notes  # one line each under the greeting (shell refused here, …)
+        self.info = info  # one dim line each under the greeting (where the agent came from, the session it continues)
+        self.notes = notes  # one yellow line each after them: what the user should know (shell refused here, …)
         self.pipeline = console_pipeline(service, agent)
         self.commands = Commands(self.pipeline, facts, CommandStyle(prefix=""), service.loop.default_model,
                                  every_channel=True)  # whoever runs yokebot sees every channel's alerts
@@ -350,6 +351,8 @@ class ConsoleAdapter:
     async def repl(self) -> None:
         self.console.print(f"[bold]yokebot[/bold] — talking to agent [cyan]{self.agent}[/cyan]. "
                            "Ctrl-C stops a turn; Ctrl-C at the prompt, Ctrl-D or /quit leaves.")
+        for line in self.info:
+            self.console.print(Text(printable(line), style="dim"), highlight=False)
         for note in self.notes:
             self.console.print(Text(printable(note), style="yellow"), highlight=False)
         self._reader = LineReader(self.console)

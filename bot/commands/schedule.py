@@ -222,6 +222,7 @@ def schedule_history(
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """The runs of one schedule: planned time, kind, status, session, posted message, error."""
+    from rich.markup import escape
     from rich.table import Table
 
     async def main() -> Any:
@@ -245,7 +246,7 @@ def schedule_history(
             if r.finished_at and r.started_at
             else "-"
         )
-        error = (r.error or "")[:80]
+        error = escape((r.error or "")[:80])  # a model's or a platform's words: text, not Rich markup
         table.add_row(
             _when_local(r.planned_at, schedule.timezone),
             r.kind,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bot.eval.runner import ScenarioResult
@@ -62,7 +63,7 @@ def print_table(console: Console, results: Sequence[ScenarioResult]) -> None:
     table = Table("scenario", "result", "model calls", "tools", "why", show_lines=False)
     for r in results:
         why = "\n".join(r.reasons[:4]) + (f"\n(+{len(r.reasons) - 4} more)" if len(r.reasons) > 4 else "")
-        table.add_row(r.key, STYLE[r.status], str(r.turn.iterations), str(len(r.turn.tools)), why)
+        table.add_row(escape(r.key), STYLE[r.status], str(r.turn.iterations), str(len(r.turn.tools)), escape(why))
     console.print(table)
     passed = sum(1 for r in results if r.status == "pass")
     console.print(f"{passed}/{len(results)} scenarios passed", highlight=False)
@@ -110,7 +111,7 @@ def print_compare(console: Console, changes: Sequence[Change], a: dict[str, Any]
     for c in changes:
         if c.kind == "same":
             continue
-        table.add_row(c.key, c.before, c.after, c.kind, "\n".join(c.checks))
+        table.add_row(escape(c.key), c.before, c.after, c.kind, escape("\n".join(c.checks)))
     if table.row_count:
         console.print(table)
     sa, sb = a["summary"], b["summary"]

@@ -52,7 +52,7 @@ def sessions_table(items: list[SessionOverview]) -> Table:
     table = Table("session", "platform", "channel / thread", "agent", "turns", "last activity", "tokens",
                   title=f"{len(items)} session(s), most recent first", title_justify="left")
     for s in items:
-        table.add_row(s.id, s.platform, escape(where(s.channel, s.thread)), s.agent, str(s.turns),
+        table.add_row(s.id, s.platform, escape(where(s.channel, s.thread)), escape(s.agent), str(s.turns),
                       f"{s.last_activity.astimezone(UTC):%Y-%m-%d %H:%M} ({ago(s.last_activity)})",
                       f"{s.tokens:,}")
     table.columns[0].no_wrap = True
@@ -217,7 +217,8 @@ def usage_tables(report: UsageReport) -> list[Table]:
     statuses = sorted({s for t in report.tools for s in t.by_status} | {"ok", "error", "denied"})
     tools = Table("tool", *statuses, "total", title=f"Tool calls by status{since}", title_justify="left")
     for t in report.tools:
-        tools.add_row(t.tool, *[str(t.by_status.get(s, 0)) for s in statuses], str(t.total))
+        # the name the model gave (a made-up one too): text, never Rich markup (`[/x]` crashed the table)
+        tools.add_row(escape(t.tool), *[str(t.by_status.get(s, 0)) for s in statuses], str(t.total))
     return [calls, tools, *([_caps_table(report.caps)] if report.caps else [])]
 
 

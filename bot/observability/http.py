@@ -19,7 +19,7 @@ import hmac
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from aiohttp import web
 from sqlalchemy import text
@@ -118,6 +118,31 @@ async def readiness(bot: Observed) -> tuple[bool, dict[str, Any]]:
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+READY_FRESH_SECONDS = 1.0  # a readiness answer serves the requests of this long (probes come every few seconds)
+T = TypeVar("T")
+
+
+class Shared(Generic[T]):
+    """One check for every request that comes while it runs or within `fresh` seconds of its end: `/readyz` writes
+    to the database, and with the port reachable (Slack's HTTP events, Mattermost's commands, no metrics token) a
+    flood of requests was a flood of commits, taking the pool's connections and SQLite's write lock from turns."""
+
+    def __init__(self, check: Callable[[], Awaitable[T]], fresh: float) -> None:
+        self.check, self.fresh = check, fresh
+        self._running: asyncio.Future[T] | None = None
+        self._done_at = 0.0
+
+    async def __call__(self) -> T:
+        loop = asyncio.get_running_loop()
+        if self._running is None or (self._running.done() and loop.time() - self._done_at > self.fresh):
+            self._running = asyncio.ensure_future(self._run())
+        return await asyncio.shield(self._running)
+
+    async def _run(self) -> T:
+        try:
+            return await self.check()
+        finally:
+            self._done_at = asyncio.get_running_loop().time()
 
 
 def bearer_only(token: str | None, handler: Handler) -> Handler:
@@ -137,15 +162,19 @@ def bearer_only(token: str | None, handler: Handler) -> Handler:
 
 
 def add_observability_routes(http: web.Application, bot: Observed, *, token: str | None = None,
-                             lease_seconds: float = 30.0, backlog_every: float = 5.0) -> None:
+                             lease_seconds: float = 30.0, backlog_every: float = 5.0,
+                             ready_fresh: float = READY_FRESH_SECONDS) -> None:
     """`/readyz` and `/metrics`; with `token` (YOKEBOT_METRICS_TOKEN) both ask for it as a bearer token.
     `lease_seconds`: YOKEBOT_INBOX_LEASE_SECONDS, exported beside the inbox's figures, which are read from the
-    database at most once every `backlog_every` seconds."""
+    database at most once every `backlog_every` seconds; `/readyz`'s at most once every `ready_fresh` seconds,
+    however many ask (`Shared`)."""
     backlog = Backlog(bot.engine, bot.metrics, lease_seconds, every=backlog_every) \
         if bot.metrics is not None else None
 
+    checked = Shared(lambda: readiness(bot), ready_fresh)
+
     async def readyz(_: web.Request) -> web.Response:
-        ok, body = await readiness(bot)
+        ok, body = await checked()
         return web.json_response(body, status=200 if ok else 503)
 
     async def metrics(_: web.Request) -> web.Response:

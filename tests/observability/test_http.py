@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,10 +22,12 @@ from tests.fakes.openai_server import FakeOpenAI, call
 from tests.helpers import registry
 
 
-async def serve(bot: App, token: str | None = None, backlog_every: float = 5.0) -> AsyncIterator[str]:
+async def serve(bot: App, token: str | None = None, backlog_every: float = 5.0,
+                ready_fresh: float = 0.0) -> AsyncIterator[str]:
+    """`ready_fresh` 0: these tests change the database or an adapter between two requests and read the change."""
     http = web.Application()
     http.router.add_get("/healthz", healthz)
-    add_observability_routes(http, bot, token=token, backlog_every=backlog_every)
+    add_observability_routes(http, bot, token=token, backlog_every=backlog_every, ready_fresh=ready_fresh)
     runner = web.AppRunner(http)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -96,6 +99,34 @@ async def test_tool_names_the_model_made_up_share_one_series(bot: App, base: str
     assert value(body, "yokebot_tool_calls_total", agent="tester", tool="(unknown)", status="error") == 200
     assert value(body, "yokebot_tool_calls_total", agent="tester", tool="echo", status="ok") == 1
     assert value(body, "yokebot_tool_call_duration_seconds_count", tool="(unknown)") == 200
+
+
+async def test_a_flood_of_readyz_requests_is_one_database_check(bot: App):
+    """`/readyz` commits a write to the database; where the port is reachable (Slack's HTTP events, Mattermost's
+    commands) and no metrics token is set, each request of a flood was a commit, holding a pooled connection and
+    SQLite's write lock that turns wait for. Now the requests of a second share one check."""
+    from sqlalchemy import event
+
+    writes: list[str] = []
+
+    def seen(conn, cursor, statement, *_):  # type: ignore[no-untyped-def]
+        if statement.startswith("UPDATE alembic_version"):
+            writes.append(statement)
+
+    event.listen(bot.engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        async for url in serve(bot, ready_fresh=1.0):
+            async with aiohttp.ClientSession() as s:
+                async def ready(where: str) -> int:
+                    async with s.get(where) as r:
+                        return r.status
+
+                where = f"{url}/readyz"
+                statuses = [await ready(where), *await asyncio.gather(*(ready(where) for _ in range(200)))]
+    finally:
+        event.remove(bot.engine.sync_engine, "before_cursor_execute", seen)
+    assert statuses == [200] * 201
+    assert 1 <= len(writes) <= 3  # one check, perhaps another after its second
 
 
 async def test_each_app_has_its_own_registry(bot: App, fake_llm: FakeOpenAI, agents_dir: Path,

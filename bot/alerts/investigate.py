@@ -90,6 +90,9 @@ class Briefed:
         ours = Recorded(key, self.given.get(key, []), self.record, self.answered)  # kept for a start again
         return request, CompositeHooks(ours).plus(hooks)
 
+    async def delivered(self, inbound: Inbound, ok: bool) -> None:
+        await self.claims.delivered(inbound, ok)
+
     async def finish(self, inbound: Inbound, ok: bool) -> None:
         self.given.pop(inbound.claim_key or "", None)
         await self.claims.finish(inbound, ok)

@@ -106,6 +106,7 @@ class FakeSlack:
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.failures: dict[str, deque[Failure]] = {}
+        self.held: dict[str, threading.Event] = {}  # method -> set when its calls may be answered (hold/release)
         self.channels: dict[str, str] = {"C_OPS_ALERTS": "ops-alerts", "C_GENERAL": "general"}
         self.usergroups: dict[str, list[str]] = {"S_ONCALL": ["U_ALICE"]}  # user group ID -> its members
         self.messages: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (channel, thread ts) -> messages
@@ -189,6 +190,16 @@ class FakeSlack:
         with self._lock:
             queue = self.failures.setdefault(method, deque())
             queue.extend(Failure(status, error, headers) for _ in range(times))
+
+    def hold(self, method: str) -> None:
+        """Later calls of `method` are not answered until `release(method)` (at most 30 s): a moment to look at
+        what the bot has done before that call returns."""
+        self.held[method] = threading.Event()
+
+    def release(self, method: str) -> None:
+        gate = self.held.pop(method, None)
+        if gate is not None:
+            gate.set()
 
     def calls_to(self, method: str) -> list[Call]:
         with self._lock:
@@ -352,6 +363,8 @@ class FakeSlack:
             self.calls.append(call)
             queue = self.failures.get(method)
             failure = queue.popleft() if queue else None
+        if (gate := self.held.get(method)) is not None:
+            await asyncio.to_thread(gate.wait, 30)
         if failure is not None:
             if failure.status != 200:
                 return web.json_response(

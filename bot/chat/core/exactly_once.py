@@ -29,6 +29,11 @@ class ExactlyOnce(Protocol):
         the surface's `hooks` (the inbox records the turn, and the side-effecting tools it starts)."""
         ...
 
+    async def delivered(self, inbound: Inbound, ok: bool) -> None:
+        """The turn's answer (or its one sentence) was posted: the message is handled from this moment, so a
+        crash before `finish` does not answer it again."""
+        ...
+
     async def finish(self, inbound: Inbound, ok: bool) -> None:
         """The message was handled (answered, refused, or failed with a sentence to the user)."""
         ...
@@ -60,6 +65,9 @@ class ProcessedEvents:
     async def started(self, inbound: Inbound, request: TurnRequest,
                       hooks: TurnHooks | None) -> tuple[TurnRequest, TurnHooks | None]:
         return request, hooks
+
+    async def delivered(self, inbound: Inbound, ok: bool) -> None:
+        return None
 
     async def finish(self, inbound: Inbound, ok: bool) -> None:
         return None

@@ -234,6 +234,12 @@ class InboxTurns:
     async def waited_out(self, error: BaseException) -> bool:
         return await self.inbox.waited_out(error)
 
+    async def delivered(self, inbound: Inbound, ok: bool) -> None:
+        """Closed as soon as its answer is out, not after the reply's last touches (the reactions, the status
+        message): an instance killed in between left the row open, and the one that took it over answered
+        the message a second time."""
+        await self.finish(inbound, ok)
+
     async def finish(self, inbound: Inbound, ok: bool) -> None:
         item = self._items.pop(self._key(inbound), None)
         if item is None:

@@ -235,6 +235,8 @@ class Pipeline:
         ok = result is not None and result.error is None
         if not await self._deliver(inbound, text):
             ok = False
+        elif self.once is not None:  # handled from now: a crash during the reply's last touches does not rerun it
+            await self.once.delivered(inbound, ok)
         await reply.done(ok)
         return result
 

@@ -154,7 +154,8 @@ def url_shown(url: str, redact: Redact) -> str:
 
 
 def _runbook_section(r: Runbook, body: str) -> str:
-    return (f"Runbook {r.id}: {printable(r.title, one_line=True)} (matched {r.matcher})\n"
+    # the title is the runbook's author's, as its body is, and stands outside the block: it cannot spell a marker
+    return (f"Runbook {r.id}: {neutralise(printable(r.title, one_line=True))} (matched {r.matcher})\n"
             f"{untrusted(body, f'runbook {r.id}')}")
 
 

@@ -118,6 +118,10 @@ class Inbox(Protocol):
         """Call `wake(conversation)` when another instance may have closed an event of that conversation."""
         ...
 
+    async def answer_of(self, turn_id: str) -> str | None:
+        """The answer a turn gave, once it finished (None while it runs, or when it gave none)."""
+        ...
+
     async def interrupt_turn(self, turn_id: str, note: str, *, forget_history: bool) -> None:
         """End a turn that was cut short as `interrupted`; with forget_history, drop its partial messages."""
         ...

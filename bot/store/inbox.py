@@ -266,6 +266,10 @@ class SqlInbox:
         return sorted((_item(r) for r in rows), key=lambda i: i.id)
 
     # --- interrupted turns -------------------------------------------------------------------------------
+    async def answer_of(self, turn_id: str) -> str | None:
+        found = await self.store.rows(select(T.c.answer).where(T.c.id == turn_id, T.c.status != "running"), {})
+        return found[0].answer if found and found[0].answer else None
+
     async def interrupt_turn(self, turn_id: str, note: str, *, forget_history: bool) -> None:
         """The turn's row ends stopped by `interrupted` (never `running` forever; status `error`, as the engine
         records a turn cancelled at shutdown: one notion); with forget_history its partial

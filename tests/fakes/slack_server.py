@@ -192,8 +192,9 @@ class FakeSlack:
             queue.extend(Failure(status, error, headers) for _ in range(times))
 
     def hold(self, method: str) -> None:
-        """Later calls of `method` are not answered until `release(method)` (at most 30 s): a moment to look at
-        what the bot has done before that call returns."""
+        """Later calls of `method` are carried out (a post is in its thread) but not answered until
+        `release(method)` (at most 30 s): a moment to look at what the bot has done, or to kill it, before that
+        call returns."""
         self.held[method] = threading.Event()
 
     def release(self, method: str) -> None:
@@ -363,8 +364,6 @@ class FakeSlack:
             self.calls.append(call)
             queue = self.failures.get(method)
             failure = queue.popleft() if queue else None
-        if (gate := self.held.get(method)) is not None:
-            await asyncio.to_thread(gate.wait, 30)
         if failure is not None:
             if failure.status != 200:
                 return web.json_response(
@@ -377,6 +376,8 @@ class FakeSlack:
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
         call.result = handler(params)
+        if (gate := self.held.get(method)) is not None:  # done, but its answer is late
+            await asyncio.to_thread(gate.wait, 30)
         return web.json_response({"ok": True, **call.result})
 
     # --- slash commands ---------------------------------------------------------------------------------

@@ -68,6 +68,12 @@ class ReplySurface(ABC):
         """The turn waits for an approval: stop showing progress (the request says what it waits for)."""
         return None
 
+    async def shows(self, answer: str) -> bool:
+        """A turn for this message, in a process that is gone, finished with `answer`: does the conversation show
+        it already (posted, and the process killed before the message's row was closed)? Asked of the platform
+        after a crash, so that the message is not answered twice; False where it cannot be told."""
+        return False
+
 
 @dataclass(frozen=True, slots=True)
 class Inbound:

@@ -374,6 +374,13 @@ class Recovery:
     async def resume(self, item: InboxItem) -> None:
         adapter = self.adapters[item.platform]
         inbound = adapter.rebuild(item)
+        if await self._answered_before(inbound, item):
+            log.warning("inbox event %s was answered before its instance stopped: not answered again", item.id)
+            # its status message is settled; the answer, even if it was the live one (streamed), stays
+            await self._settle_leftovers(inbound, replace(item, live={k: v for k, v in item.live.items()
+                                                                      if k == "status"}))
+            await self.turns.end(item, "answered", "answered before the restart, not answered again")
+            return
         await self._settle_leftovers(inbound, item)
         note = await self.turns.recover(item)
         if note is None:
@@ -388,6 +395,18 @@ class Recovery:
             self.turns.release(item)
             return  # the lease runs out and a later take-over tries again
         await self.turns.end(item, "interrupted", note)
+
+    async def _answered_before(self, inbound: Inbound, item: InboxItem) -> bool:
+        """Its turn finished and its answer is in the thread: the instance was killed between posting it and
+        closing the row (a side-effecting turn is told apart by its effects, a parked one by its state)."""
+        if item.state != "running" or item.parked is not None or item.effects or not item.turn_id:
+            return False
+        try:
+            answer = await self.inbox.answer_of(item.turn_id)
+            return answer is not None and await inbound.reply.shows(answer)
+        except Exception as exc:  # not known: answered again, as before (a second answer, never a lost one)
+            log.warning("could not tell whether inbox event %s was answered (%s)", item.id, type(exc).__name__)
+            return False
 
     @staticmethod
     async def _settle_leftovers(inbound: Inbound, item: InboxItem) -> None:

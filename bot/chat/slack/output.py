@@ -99,3 +99,12 @@ class SlackReply(LiveReply):
 
     async def done(self, ok: bool) -> None:
         await self.poster.finish(self.channel, self.ts, ok)
+
+    async def shows(self, answer: str) -> bool:
+        """A message of the bot after this one, in the thread the answer goes to, that begins as `answer` posted
+        would (mrkdwn; its first 200 characters, which a long answer's file note begins with too)."""
+        if self.reply_thread is None:  # a DM's answer is inline; not looked for
+            return False
+        start = to_mrkdwn(answer).strip()[:200]
+        return await self.threads.bot_posted(self.channel, self.reply_thread, after=self.ts,
+                                             starting=start) if start else False

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from bot.engine.context.tokens import default_window
-from bot.engine.guard import untrusted
+from bot.engine.guard import neutralise, untrusted
 from bot.engine.messages import ImagePart, Message
 from bot.engine.spec.profiles import AgentProfile
 from bot.engine.spec.toolsettings import ToolSettings
@@ -129,8 +129,9 @@ class Prepared:
 
 
 def safe_name(name: str) -> str:
-    """A file name as shown to the model and the user: one line, no controls, no quotes, at most 120 chars."""
-    clean = printable(name, one_line=True).replace('"', "'").replace("`", "'").strip() or "attachment"
+    """A file name as shown to the model and the user: one line, no controls, no quotes, no spelled-out marker (it
+    stands outside a block in "could not read" notes), at most 120 chars."""
+    clean = neutralise(printable(name, one_line=True)).replace('"', "'").replace("`", "'").strip() or "attachment"
     return clean if len(clean) <= 120 else clean[:117] + "..."
 
 

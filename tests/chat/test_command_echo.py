@@ -70,3 +70,11 @@ async def test_a_huge_command_is_refused_before_anything_is_stored_or_posted(
                                 "attach it as a file.")
         assert await rows(app, "SELECT * FROM inbox") == [] and not fake.bot_posts(TOWN)
     assert not fake_llm.requests
+
+
+async def test_discords_command_is_a_servers_install_only(bot, fake_discord):  # noqa: F811
+    """Without contexts, an app a user installs on their account offers `/yokebot` in group DMs and servers the bot
+    is not in; a group DM has no guild, so it read as a DM with the bot."""
+    [command] = fake_discord.app_commands["global"]
+    assert command["integration_types"] == [0]  # guild install only
+    assert sorted(command["contexts"]) == [0, 1]  # guilds and the bot's DMs, not private channels (group DMs)

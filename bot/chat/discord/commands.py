@@ -124,7 +124,12 @@ class DiscordCommands:
         self.synced: str | None = None  # where the tree was synced ("global", "guilds …"), once it was
 
     def _group(self) -> app_commands.Group:
-        group = app_commands.Group(name=NAME, description="Ask yokebot, or see its status, approvals, alerts, usage")
+        # installed with the bot in a server, used there and in the bot's DMs: never a user's own install, which
+        # carries the command into group DMs and servers the bot is not in (where a group DM reads as a DM)
+        group = app_commands.Group(name=NAME, description="Ask yokebot, or see its status, approvals, alerts, usage",
+                                   allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
+                                   allowed_contexts=app_commands.AppCommandContext(guild=True, dm_channel=True,
+                                                                                   private_channel=False))
         run = self.received
 
         @group.command(name="ask", description=DESCRIPTIONS["ask"])

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 RESTARTED_NOTE = "yokebot was restarted during this turn; it was run again"
 ORDER_POLL_SECONDS = 1.0  # a turn waiting for an earlier message of its thread looks again at least this often
+SHOWN_GRACE_SECONDS = 1.5  # a finished turn's answer not in its thread yet: looked for again after this long
 ORDER_OUTAGE_SECONDS = 30.0  # the database cannot be asked for this long: the turn goes on (the thread lock holds)
 
 
@@ -403,7 +404,13 @@ class Recovery:
             return False
         try:
             answer = await self.inbox.answer_of(item.turn_id)
-            return answer is not None and await inbound.reply.shows(answer)
+            if answer is None:  # the turn had not finished: it never posted an answer
+                return False
+            if await inbound.reply.shows(answer):
+                return True
+            # a post the killed process had sent may still be on its way to the platform: look once more
+            await asyncio.sleep(SHOWN_GRACE_SECONDS)
+            return await inbound.reply.shows(answer)
         except Exception as exc:  # not known: answered again, as before (a second answer, never a lost one)
             log.warning("could not tell whether inbox event %s was answered (%s)", item.id, type(exc).__name__)
             return False

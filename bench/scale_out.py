@@ -150,7 +150,7 @@ def burst(mentions: int, threads: int) -> tuple[list[dict[str, Any]], dict[str, 
     """Each thread's mentions in order (its first, then follow-ups in it), the threads interleaved; and the
     thread (root ts) of each question."""
     per = max(1, mentions // threads)
-    base = int(time.time()) - 10_000
+    base = 1_600_000_000  # before any ts the fake Slack gives a post (1_700_000_000 + n): answers come after
     roots = {t: f"{base}.{t:06d}" for t in range(threads)}
     payloads, thread_of = [], {}
     for k in range(per):

@@ -11,6 +11,7 @@ Everything the bot sends is recorded: `requests` (REST), `ops` (gateway opcodes)
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
@@ -128,6 +129,7 @@ class FakeDiscord:
         self._lock = threading.Lock()
         self.requests: list[tuple[str, str, Any]] = []  # (method, path, json body or None)
         self.posted: list[Posted] = []
+        self.held_posts: threading.Event | None = None  # hold_posts(): created messages answered late
         self.reactions: list[tuple[int, int, str]] = []  # (channel, message, emoji)
         self.typing: list[int] = []
         self.edits: list[tuple[int, int, str]] = []  # (channel, message, new content), in order
@@ -508,7 +510,27 @@ class FakeDiscord:
         if fault is not None:
             return fault
         parts = path.strip("/").split("/")
+        if request.method == "GET" and len(parts) == 3 and parts[0] == "channels" and parts[2] == "messages":
+            return self._listed(int(parts[1]), int(request.query.get("after", "0")),
+                                int(request.query.get("limit", "50")))
         return await self._route(request.method, parts, body, files)
+
+    def _listed(self, cid: int, after: int, limit: int) -> web.Response:
+        """GET /channels/{id}/messages?after=: the bot's messages there, newest first (as Discord)."""
+        if not self._known(cid):
+            return respond({"message": "Unknown Channel", "code": 10003}, 404)
+        found = [self._message(p.channel, p.id, p.content) for p in self.posted if p.channel == cid and p.id > after]
+        return respond(list(reversed(found))[:limit])
+
+    def hold_posts(self) -> None:
+        """Messages the bot creates from now on are created (in their channel) but answered only after
+        `release_posts()` (at most 30 s): a moment to kill the bot before it hears back."""
+        self.held_posts = threading.Event()
+
+    def release_posts(self) -> None:
+        if self.held_posts is not None:
+            self.held_posts.set()
+            self.held_posts = None
 
     async def _route(self, method: str, parts: list[str], body: Any, files: dict[str, bytes]) -> web.Response:
         match (method, parts):
@@ -556,7 +578,10 @@ class FakeDiscord:
             case ("POST", ["channels", cid, "messages"]):
                 if not self._known(int(cid)):
                     return respond({"message": "Unknown Channel", "code": 10003}, 404)
-                return respond(self._create_message(int(cid), body or {}, files))
+                created = self._create_message(int(cid), body or {}, files)
+                if (gate := self.held_posts) is not None:  # created, but its answer is late
+                    await asyncio.to_thread(gate.wait, 30)
+                return respond(created)
             case ("DELETE" | "PATCH", ["channels", _cid, "messages", mid]) if int(mid) in self.gone:
                 return respond({"message": "Unknown Message", "code": 10008}, 404)
             case ("DELETE", ["channels", cid, "messages", mid]):

@@ -11,6 +11,7 @@ Everything the bot does is recorded: `requests`, `posts`, `edits`, `deleted`, `r
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import threading
@@ -76,6 +77,7 @@ class FakeMattermost:
     def __init__(self) -> None:
         self.server = LoopbackServer(self._app())
         self.lock = threading.Lock()
+        self.held_posts: threading.Event | None = None  # hold_posts(): created posts answered late
         self.ids = itertools.count(1)
         self.clock = itertools.count(int(time.time() * 1000))  # create_at, strictly increasing
         self.requests: list[Request] = []
@@ -327,7 +329,19 @@ class FakeMattermost:
         post = self._store(BOT, body["channel_id"], body.get("message", ""), body.get("root_id") or "",
                            list(body.get("file_ids") or []), {**(body.get("props") or {}), "from_bot": "true"})
         await self._push(post)
+        if (gate := self.held_posts) is not None:  # created, but its answer is late
+            await asyncio.to_thread(gate.wait, 30)
         return web.json_response(post, status=201)
+
+    def hold_posts(self) -> None:
+        """Posts the bot creates from now on are created (in their thread) but answered only after
+        `release_posts()` (at most 30 s): a moment to kill the bot before it hears back."""
+        self.held_posts = threading.Event()
+
+    def release_posts(self) -> None:
+        if self.held_posts is not None:
+            self.held_posts.set()
+            self.held_posts = None
 
     async def _patch(self, request: web.Request) -> web.Response:
         body, pid = await request.json(), request.match_info["post"]

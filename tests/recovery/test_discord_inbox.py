@@ -153,3 +153,32 @@ def test_kill9_then_restart_answers_each_discord_message_once_where_it_was_asked
     assert dict(turns) == {"interrupted": 3, "answer": 2}
     sessions = asyncio.run(db_rows(db_url, "SELECT channel, thread FROM sessions WHERE platform = 'discord'"))
     assert (str(GENERAL), str(in_channel)) in sessions  # the rerun answered in the thread's session
+
+
+def test_killed_after_posting_its_answer_the_restart_finds_it_in_the_thread_and_does_not_answer_again(
+        tmp_path: Path, db_url: str, fake_discord: FakeDiscord, fake_llm: FakeOpenAI):
+    """As on Slack (tests/recovery/test_answered_at_once.py): the answer is in the thread opened on the message,
+    but Discord's reply to that post had not reached the bot when it was killed; the instance that takes the row
+    over reads the thread and closes the row instead of answering a second time."""
+    fake_llm.handler = lambda _body: Step("reply", content="host 1 is fine: load 0.3")
+    env = discord_env(tmp_path, db_url, fake_discord, fake_llm)
+    port = env["YOKEBOT_HTTP_PORT"]
+    fake_discord.hold_posts()
+    first = Bot(env, tmp_path, "first")
+    try:
+        wait_until(lambda: readyz(port) == 200, 30, "the gateway", first)
+        asked = fake_discord.mention("how is host 1?")
+        wait_until(lambda: contents(fake_discord, asked), 15, "the answer in the thread", first)
+    finally:
+        first.kill9()
+        fake_discord.release_posts()
+    second = Bot(env, tmp_path, "second")
+    rows = lambda: asyncio.run(db_rows(db_url, "SELECT state, note FROM inbox"))  # noqa: E731
+    try:
+        wait_until(lambda: rows()[0][0] != "running", 30, "the row taken over and closed", second)
+        asyncio.run(asyncio.sleep(0.5))  # a second answer would have come by now
+    finally:
+        assert second.stop() == 0, second.output()[-3000:]
+    assert contents(fake_discord, asked) == ["host 1 is fine: load 0.3"]
+    assert rows() == [("answered", "answered before the restart, not answered again")]
+    assert len(fake_llm.requests) == 1

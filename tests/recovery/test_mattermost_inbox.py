@@ -92,3 +92,32 @@ def test_two_instances_answer_each_post_once(
     assert len(fake_llm.requests) == 6  # each post one turn, on one instance or the other
     inbox = asyncio.run(db_rows(pg_database, "SELECT event_key, state FROM inbox WHERE platform = 'mattermost'"))
     assert sorted(inbox) == sorted((a, "answered") for a in asked)
+
+
+def test_killed_after_posting_its_answer_the_restart_finds_it_in_the_thread_and_does_not_answer_again(
+        tmp_path: Path, db_url: str, fake_mattermost: FakeMattermost, fake_llm: FakeOpenAI):
+    """As on Slack and Discord: the answer is in the mention's thread, but Mattermost's reply to that post had
+    not reached the bot when it was killed; the instance that takes the row over reads the thread and closes
+    the row instead of answering a second time."""
+    fake = fake_mattermost
+    fake_llm.handler = lambda _body: Step("reply", content="host 1 is fine: load 0.3")
+    env = mattermost_env(tmp_path, db_url, fake, fake_llm)
+    fake.hold_posts()
+    first = Bot(env, tmp_path, "first")
+    try:
+        wait_until(lambda: readyz(env["YOKEBOT_HTTP_PORT"]) == 200, 60, "the WebSocket", first)
+        asked = fake.mention("how is host 1?")
+        wait_until(lambda: fake.messages(TOWN, root=asked), 15, "the answer in the thread", first)
+    finally:
+        first.kill9()
+        fake.release_posts()
+    second = Bot(env, tmp_path, "second")
+    rows = lambda: asyncio.run(db_rows(db_url, "SELECT state, note FROM inbox"))  # noqa: E731
+    try:
+        wait_until(lambda: rows()[0][0] != "running", 30, "the row taken over and closed", second)
+        asyncio.run(asyncio.sleep(0.5))  # a second answer would have come by now
+    finally:
+        assert second.stop() == 0, second.output()[-3000:]
+    assert fake.messages(TOWN, root=asked) == ["host 1 is fine: load 0.3"]
+    assert rows() == [("answered", "answered before the restart, not answered again")]
+    assert len(fake_llm.requests) == 1

@@ -11,9 +11,10 @@ from contextlib import suppress
 import discord
 from discord.abc import Messageable
 
+from bot.chat.core.formatting import split_message
 from bot.chat.core.live import LiveReply
 from bot.chat.core.progress import LiveOptions
-from bot.chat.discord.live import LIMIT, NO_PINGS, DiscordLiveOps, deliver
+from bot.chat.discord.live import LIMIT, NO_PINGS, DiscordLiveOps, attachment_preview, deliver, safe
 from bot.engine.errors import ToolFailed
 
 __all__ = ["LIMIT", "NO_PINGS", "DiscordReply", "post_to", "stored_message"]
@@ -115,6 +116,24 @@ class DiscordReply(LiveReply):
     async def done(self, ok: bool) -> None:
         await self.typing.stop()
         await react(self.message, DONE if ok else FAILED)
+
+    async def shows(self, answer: str) -> bool:
+        """A bot's message after the question, where the answer goes (the thread opened on the message, whose ID
+        is the message's; else the channel), that begins as `answer` sent would. Over REST: recovery only."""
+        if self.rest is None:
+            return False
+        text = answer.strip() or "(no answer)"
+        first = attachment_preview(text) if len(text) > self.attach_over else split_message(text, LIMIT)[0]
+        start = safe(first).strip()[:200]
+        channel = self.message.id if self.opens_thread and not self.inline else getattr(self.dest, "id", None)
+        if channel is None:
+            return False
+        try:
+            found = await self.rest.http.logs_from(channel, 50, after=self.message.id)
+        except discord.NotFound:  # no thread was opened on the message: nothing was posted there
+            return False
+        return any(m.get("author", {}).get("bot") and str(m.get("content") or "").strip().startswith(start)
+                   for m in found)
 
 
 def stored_message(client: discord.Client, channel: int, message: int, guild: int | None,

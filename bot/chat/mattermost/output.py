@@ -8,10 +8,11 @@ import asyncio
 import logging
 from contextlib import suppress
 
+from bot.chat.core.formatting import split_message
 from bot.chat.core.live import LiveReply
 from bot.chat.core.progress import LiveOptions
 from bot.chat.mattermost.api import MattermostError
-from bot.chat.mattermost.live import MattermostLiveOps, MattermostMessages
+from bot.chat.mattermost.live import LIMIT, MattermostLiveOps, MattermostMessages, attachment_preview, defuse
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,20 @@ class MattermostReply(LiveReply):
         await self._stop_typing()
         await self._mark(WORKING, remove=True)
         await self._mark(DONE if ok else FAILED)
+
+    async def shows(self, answer: str) -> bool:
+        """A post of the bot's in the answer's thread, after the question, that begins as `answer` posted would."""
+        if not self.root:  # answered inline: not looked for
+            return False
+        text = answer.strip() or "(no answer)"
+        first = attachment_preview(text) if len(text) > self.messages.attach_over else split_message(text, LIMIT)[0]
+        start = defuse(first).strip()[:200]
+        posts = await self.messages.api.thread(self.root)
+        asked = next((int(p.get("create_at") or 0) for p in posts if p.get("id") == self.post), None)
+        if asked is None:
+            return False
+        return any(p.get("user_id") == self.me and int(p.get("create_at") or 0) > asked
+                   and str(p.get("message") or "").strip().startswith(start) for p in posts)
 
     async def _mark(self, emoji: str, remove: bool = False) -> None:
         """Best effort: a reaction that cannot be set must not fail the turn."""

@@ -245,19 +245,21 @@ class Pipeline:
         memories are read before anything of it is stored or any model is called) because the database was
         away, once the database answers again (up to `YOKEBOT_DB_OUTAGE_SECONDS`): a message claimed just
         before an outage is answered after it, not apologised for."""
+        once = self.once
+        if once is None:  # no claim to keep (the console): nothing to start again
+            async with self._slots:
+                return await self.service.handle(inbound.to_request(agent, thread), inbound.reply.hooks)
         for attempt in range(1, START_ATTEMPTS + 1):
             started = _Started()
-            # the surface's own turn hooks (progress, the console's live view) after the marker
-            hooks: TurnHooks | None = CompositeHooks(started).plus(inbound.reply.hooks)
-            request = inbound.to_request(agent, thread)
+            # the inbox records the turn (and its side-effecting tools); the surface's own turn hooks (progress)
+            # come after the marker
             try:
-                if self.once is not None:  # the inbox records the turn (and its side-effecting tools)
-                    request, hooks = await self.once.started(inbound, request, hooks)
+                request, hooks = await once.started(inbound, inbound.to_request(agent, thread),
+                                                    CompositeHooks(started).plus(inbound.reply.hooks))
                 async with self._slots:
                     return await self.service.handle(request, hooks)
             except Exception as exc:
-                if started.yes or self.once is None or attempt == START_ATTEMPTS \
-                        or not await self.once.waited_out(exc):
+                if started.yes or attempt == START_ATTEMPTS or not await once.waited_out(exc):
                     raise
                 log.info("the database is back: %s message %s starts its turn again", self.platform,
                          inbound.message_id)

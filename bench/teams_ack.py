@@ -36,8 +36,9 @@ from bench._common import (
 )
 from bench._common import run as bench_run
 from bench._common import sqlite_url as sqlite_at
-from bot.app import App, build_app, build_one
+from bot.app import App, build_app
 from bot.chat.teams.auth import InboundAuth, bearer
+from tests.chat.teams_harness import teams_bot
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]
 
@@ -122,17 +123,7 @@ async def _measure(app: App, fake: Any, events: int) -> dict[str, dict[str, floa
                 await runner.cleanup()
             results[name] = report(name, times, floor)
             floor = floor or times
-        adapter = build_one(app, "teams")
-        assert adapter is not None
-        http = web.Application()
-        adapter.mount(http)
-        runner = web.AppRunner(http)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        await adapter.start()
-        try:
-            endpoint = f"http://127.0.0.1:{port}/teams/messages"
+        async with teams_bot(app) as (_adapter, endpoint):
             times = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(burst(endpoint, bodies),
                                                                                fake.server.loop))
             results["yokebot"] = report("yokebot", times, floor)
@@ -146,9 +137,6 @@ async def _measure(app: App, fake: Any, events: int) -> dict[str, dict[str, floa
             once = len(answers) == events
             print(f"answered: {len(answers)} of {events}, each once: {verdict(once)}", flush=True)
             assert once, "an activity was answered twice"
-        finally:
-            await adapter.stop()
-            await runner.cleanup()
     finally:
         await session.close()
     return results

@@ -3,6 +3,7 @@ with SIGKILL, start it again."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -80,6 +81,36 @@ def wait_until(predicate: Any, timeout: float, what: str, bot: Bot | None = None
             raise AssertionError(f"timed out waiting for {what}\n{tail}")
         time.sleep(0.05)
 
+
+
+def killed_after_posting(env: dict[str, str], tmp: Path, db_url: str, fake: Any, ask: Any, answers: Any,
+                         connected: str, ready_within: float) -> tuple[Any, list[Any]]:
+    """A bot asked by `ask()` posts its answer but the platform's reply to that post is held (fake.hold_posts)
+    when it is kill -9ed; a second instance takes the row over. Returns (what `ask` returned, the inbox rows
+    (state, note)) once the second one has stopped, a second answer having had 0.5 s to come."""
+    from tests.helpers import db_rows
+    from tests.recovery.test_instances import readyz
+
+    fake.hold_posts()
+    first = Bot(env, tmp, "first")
+    try:
+        wait_until(lambda: readyz(env["YOKEBOT_HTTP_PORT"]) == 200, ready_within, connected, first)
+        asked = ask()
+        wait_until(lambda: answers(asked), 15, "the answer in the thread", first)
+    finally:
+        first.kill9()
+        fake.release_posts()
+    second = Bot(env, tmp, "second")
+
+    def rows() -> list[Any]:
+        return asyncio.run(db_rows(db_url, "SELECT state, note FROM inbox"))
+
+    try:
+        wait_until(lambda: rows()[0][0] != "running", 30, "the row taken over and closed", second)
+        time.sleep(0.5)  # a second answer would have come by now
+    finally:
+        assert second.stop() == 0, second.output()[-3000:]
+    return asked, rows()
 
 # --- a model caught mid-turn by a kill -9 (the live-progress recovery tests) --------------------------------
 THINKS = "how is host 1?"  # the model is still thinking at the kill: the status message says "thinking…"

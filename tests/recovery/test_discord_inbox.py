@@ -17,7 +17,7 @@ from tests.conftest import make_settings, rows
 from tests.fakes.discord_server import ALICE, DM_CHANNEL, GENERAL, OPS_ALERTS, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Step, call
 from tests.helpers import build_discord, db_rows, eventually, registry, write_agent
-from tests.recovery.harness import Bot, free_port, wait_until
+from tests.recovery.harness import Bot, free_port, killed_after_posting, wait_until
 from tests.recovery.test_instances import readyz
 
 OPS_AGENT = """
@@ -162,23 +162,9 @@ def test_killed_after_posting_its_answer_the_restart_finds_it_in_the_thread_and_
     over reads the thread and closes the row instead of answering a second time."""
     fake_llm.handler = lambda _body: Step("reply", content="host 1 is fine: load 0.3")
     env = discord_env(tmp_path, db_url, fake_discord, fake_llm)
-    port = env["YOKEBOT_HTTP_PORT"]
-    fake_discord.hold_posts()
-    first = Bot(env, tmp_path, "first")
-    try:
-        wait_until(lambda: readyz(port) == 200, 30, "the gateway", first)
-        asked = fake_discord.mention("how is host 1?")
-        wait_until(lambda: contents(fake_discord, asked), 15, "the answer in the thread", first)
-    finally:
-        first.kill9()
-        fake_discord.release_posts()
-    second = Bot(env, tmp_path, "second")
-    rows = lambda: asyncio.run(db_rows(db_url, "SELECT state, note FROM inbox"))  # noqa: E731
-    try:
-        wait_until(lambda: rows()[0][0] != "running", 30, "the row taken over and closed", second)
-        asyncio.run(asyncio.sleep(0.5))  # a second answer would have come by now
-    finally:
-        assert second.stop() == 0, second.output()[-3000:]
+    asked, inbox = killed_after_posting(env, tmp_path, db_url, fake_discord,
+                                        lambda: fake_discord.mention("how is host 1?"),
+                                        lambda asked: contents(fake_discord, asked), "the gateway", 30)
     assert contents(fake_discord, asked) == ["host 1 is fine: load 0.3"]
-    assert rows() == [("answered", "answered before the restart, not answered again")]
+    assert inbox == [("answered", "answered before the restart, not answered again")]
     assert len(fake_llm.requests) == 1

@@ -13,7 +13,7 @@ from tests.fakes.mattermost import DM, OPS_ALERTS, TOKEN, TOWN, FakeMattermost
 from tests.fakes.openai_server import FakeOpenAI, Step
 from tests.helpers import db_rows, write_agent
 from tests.recovery.harness import OPS_AGENT as HARNESS_AGENT
-from tests.recovery.harness import Bot, free_port, wait_until
+from tests.recovery.harness import Bot, free_port, killed_after_posting, wait_until
 from tests.recovery.test_discord_inbox import ALERT, SlowModel
 from tests.recovery.test_instances import readyz
 
@@ -102,22 +102,8 @@ def test_killed_after_posting_its_answer_the_restart_finds_it_in_the_thread_and_
     fake = fake_mattermost
     fake_llm.handler = lambda _body: Step("reply", content="host 1 is fine: load 0.3")
     env = mattermost_env(tmp_path, db_url, fake, fake_llm)
-    fake.hold_posts()
-    first = Bot(env, tmp_path, "first")
-    try:
-        wait_until(lambda: readyz(env["YOKEBOT_HTTP_PORT"]) == 200, 60, "the WebSocket", first)
-        asked = fake.mention("how is host 1?")
-        wait_until(lambda: fake.messages(TOWN, root=asked), 15, "the answer in the thread", first)
-    finally:
-        first.kill9()
-        fake.release_posts()
-    second = Bot(env, tmp_path, "second")
-    rows = lambda: asyncio.run(db_rows(db_url, "SELECT state, note FROM inbox"))  # noqa: E731
-    try:
-        wait_until(lambda: rows()[0][0] != "running", 30, "the row taken over and closed", second)
-        asyncio.run(asyncio.sleep(0.5))  # a second answer would have come by now
-    finally:
-        assert second.stop() == 0, second.output()[-3000:]
+    asked, inbox = killed_after_posting(env, tmp_path, db_url, fake, lambda: fake.mention("how is host 1?"),
+                                        lambda asked: fake.messages(TOWN, root=asked), "the WebSocket", 60)
     assert fake.messages(TOWN, root=asked) == ["host 1 is fine: load 0.3"]
-    assert rows() == [("answered", "answered before the restart, not answered again")]
+    assert inbox == [("answered", "answered before the restart, not answered again")]
     assert len(fake_llm.requests) == 1

@@ -11,16 +11,16 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Select, case, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.observability.metrics import Metrics
+from bot.store.models import ApprovalRow
 
 log = logging.getLogger(__name__)
 STATES = ("claimed", "running", "parked")
 _INBOX = text("SELECT state, COUNT(*), MIN(updated_at) FROM inbox WHERE state IN ('claimed', 'running', 'parked') "
               "GROUP BY state")
-_APPROVALS = text("SELECT expires_at FROM approvals WHERE status = 'pending'")
 
 
 def _aware(value: Any) -> datetime | None:
@@ -59,8 +59,9 @@ class Backlog:
     async def _read(self) -> None:
         async with self.engine.connect() as conn:
             inbox = (await conn.execute(_INBOX)).all()
-            pending = [_aware(row[0]) for row in (await conn.execute(_APPROVALS)).all()]
-        now = datetime.now(UTC)
+            now = datetime.now(UTC)
+            # counted by the database (the status-and-expiry index), not one row per waiting approval per scrape
+            waiting, overdue = (await conn.execute(_approvals(now))).one()
         found = {str(state): (int(count), _aware(oldest)) for state, count, oldest in inbox}
         for state in STATES:
             count, oldest = found.get(state, (0, None))
@@ -68,5 +69,11 @@ class Backlog:
             if state != "parked":
                 age = (now - oldest).total_seconds() if oldest is not None else 0.0
                 self.metrics.inbox_oldest.labels(state=state).set(max(age, 0.0))
-        self.metrics.approvals_waiting.set(len(pending))
-        self.metrics.approvals_overdue.set(sum(1 for e in pending if e is not None and e < now))
+        self.metrics.approvals_waiting.set(waiting)
+        self.metrics.approvals_overdue.set(int(overdue or 0))  # SUM of no row: NULL
+
+
+def _approvals(now: datetime) -> Select[int, Any]:
+    """How many approvals wait for a decision, and how many of them are past their timeout."""
+    return select(func.count(), func.sum(case((ApprovalRow.expires_at < now, 1), else_=0))) \
+        .where(ApprovalRow.status == "pending")

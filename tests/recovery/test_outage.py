@@ -41,22 +41,27 @@ def proxied(pg_database: str):
     proxy.stop()
 
 
+def slack_settings(db_url: str, fake_slack: FakeSlack, llm: FakeOpenAI, tmp: Path) -> Any:
+    """Settings for `serve`: Slack over Socket Mode, the agent "ops", 30 s of database outage waited out."""
+    agents = tmp / "agents"
+    write_agent(agents, "ops", "description: ops\ntools: [current_time]")
+    return make_settings(db_url, llm, agents, default_agent="ops", http_port=free_port(), http_host="127.0.0.1",
+                         slack_api_url=fake_slack.api_url, scheduler_enabled=False,
+                         slack_bot_token="xoxb-outage-test", slack_app_token="xapp-outage-test",
+                         db_outage_seconds=30)
+
+
 async def test_a_database_outage_during_turns_is_waited_out_and_every_answer_reaches_its_user(
         proxied: tuple[str, str, TcpProxy], fake_slack: FakeSlack, fake_llm: FakeOpenAI, tmp_path: Path,
         caplog: pytest.LogCaptureFixture):
     through, direct, proxy = proxied
-    agents = tmp_path / "agents"
-    write_agent(agents, "ops", "description: ops\ntools: [current_time]")
 
     def answer(body: dict[str, Any]) -> Step:
         question = str(body["messages"][-1]["content"]).split("> ", 1)[-1]
         return Step("reply", content=f"answer: {question}", delay=1.5)
 
     fake_llm.handler = answer
-    settings = make_settings(through, fake_llm, agents, default_agent="ops", http_port=free_port(),
-                             http_host="127.0.0.1", slack_api_url=fake_slack.api_url, scheduler_enabled=False,
-                             slack_bot_token="xoxb-outage-test", slack_app_token="xapp-outage-test",
-                             db_outage_seconds=30)
+    settings = slack_settings(through, fake_slack, fake_llm, tmp_path)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop))
     try:
@@ -95,13 +100,8 @@ async def test_a_turn_that_starts_during_an_outage_waits_for_the_database_and_an
     start (its thread lock, its session): the turn waits for the database and answers, once, without an
     apology. Before, its user got "Sorry, something went wrong" and the message was closed as failed."""
     through, direct, proxy = proxied
-    agents = tmp_path / "agents"
-    write_agent(agents, "ops", "description: ops\ntools: [current_time]")
     fake_llm.reply("all good")
-    settings = make_settings(through, fake_llm, agents, default_agent="ops", http_port=free_port(),
-                             http_host="127.0.0.1", slack_api_url=fake_slack.api_url, scheduler_enabled=False,
-                             slack_bot_token="xoxb-outage-test", slack_app_token="xapp-outage-test",
-                             db_outage_seconds=30)
+    settings = slack_settings(through, fake_slack, fake_llm, tmp_path)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(settings, stop))
     try:

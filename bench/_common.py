@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import socket
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -255,6 +256,18 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)
 
+
+
+def turns_main(argv: list[str] | None, description: str, turns: int,
+               measure: Callable[[int, int, bool], Coroutine[Any, Any, T]]) -> T:
+    """The command line of a benchmark of turns: `measure(turns, rounds, use_pg)`, --quick for a smoke run."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="a few turns, SQLite only (smoke run)")
+    p.add_argument("-n", "--turns", type=int, default=turns, help="turns per variant")
+    p.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
+    args = p.parse_args(argv)
+    n, rounds = (args.turns, max(1, args.turns // 10)) if not args.quick else (10, 2)
+    return run(measure(n, rounds, not args.no_pg and not args.quick))
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"

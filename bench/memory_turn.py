@@ -14,7 +14,6 @@ Prints the medians and the ratios empty/off and 1k/off (target <= 1.05).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -31,10 +30,10 @@ from bench._common import (
     ready,
     registry,
     sqlite_url,
+    turns_main,
     verdict,
     workdir,
 )
-from bench._common import run as bench_run
 from bench.memory_fixture import FIXTURE
 from bench.overhead import YokeTurns, interleaved
 from bot.app import App, build_app
@@ -95,14 +94,7 @@ def report(name: str, times: dict[str, list[float]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    p = argparse.ArgumentParser(description="memory recall's cost on benchmark 1's turn")
-    p.add_argument("--quick", action="store_true", help="a few turns, SQLite only (smoke run)")
-    p.add_argument("-n", "--turns", type=int, default=200, help="turns per variant")
-    p.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
-    args = p.parse_args(argv)
-    n, rounds = (args.turns, max(1, args.turns // 10)) if not args.quick else (10, 2)
-    return bench_run(run(n, rounds, not args.no_pg and not args.quick))
-
+    return turns_main(argv, "memory recall's cost on benchmark 1's turn", 200, run)
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,6 @@ in the background."""
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -31,10 +30,8 @@ from bench._common import (
     ready,
     registry,
     sqlite_url,
+    turns_main,
     workdir,
-)
-from bench._common import (
-    run as bench_run,
 )
 from bench.overhead import YokeTurns, interleaved
 from bot.app import App, build_app
@@ -112,13 +109,7 @@ def report(name: str, times: dict[str, list[float]], counts: Counter[str], secon
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    p = argparse.ArgumentParser(description="spend caps: per-turn cost and database round trips")
-    p.add_argument("--quick", action="store_true", help="a few turns only (smoke run)")
-    p.add_argument("-n", "--turns", type=int, default=300, help="turns per variant")
-    p.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
-    args = p.parse_args(argv)
-    n, rounds = (args.turns, max(1, args.turns // 10)) if not args.quick else (10, 2)
-    return bench_run(run(n, rounds, not args.no_pg and not args.quick))
+    return turns_main(argv, "spend caps: per-turn cost and database round trips", 300, run)
 
 
 if __name__ == "__main__":

@@ -203,7 +203,7 @@ class SlackAdapter:
 
         return Inbound(Origin(PLATFORM, m.channel, m.user, m.dm), m.thread, m.text, m.trigger,
                        SlackReply(self.poster, m.channel, m.ts, m.thread, m.reply_thread, self.threads,
-                                  live_options(self.settings)),
+                                  live_options(self.settings), me=me),
                        message_id=m.ts, claim_key=f"{m.channel}:{m.ts}",
                        addressed=addressed if m.trigger == "thread" else None,
                        target={"ts": m.ts, "reply_thread": m.reply_thread, "event_id": m.event_id,

@@ -97,11 +97,14 @@ class ThreadMemory:
         while len(self._threads) > THREADS_MAX:
             self._threads.popitem(last=False)
 
-    async def bot_posted(self, channel: str, thread_ts: str, *, after: str, starting: str) -> bool:
-        """Whether a bot's message after `after` in the thread begins with `starting` (raises when the thread
-        cannot be read: the caller decides)."""
+    async def bot_posted(self, channel: str, thread_ts: str, *, after: str, starting: str, user_id: str,
+                         bot_id: str | None) -> bool:
+        """Whether a message of this bot (its user or bot ID: not any bot's, which another app could post)
+        after `after` in the thread begins with `starting` (raises when the thread cannot be read: the caller
+        decides)."""
         resp = await self.client.conversations_replies(channel=channel, ts=thread_ts, oldest=after, limit=200)
-        return any(m.get("bot_id") and float(str(m.get("ts") or 0)) > float(after)
+        return any((m.get("user") == user_id or (bot_id and m.get("bot_id") == bot_id))
+                   and float(str(m.get("ts") or 0)) > float(after)
                    and str(m.get("text") or "").strip().startswith(starting)
                    for m in listed(resp.get("messages")))
 

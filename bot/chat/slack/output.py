@@ -15,6 +15,7 @@ from bot.chat.core.formatting import split_message
 from bot.chat.core.live import LiveReply
 from bot.chat.core.progress import LiveOptions
 from bot.chat.slack.directory import ThreadMemory
+from bot.chat.slack.events import BotIdentity
 from bot.chat.slack.live import SlackLiveOps, SlackMessages
 from bot.chat.slack.mrkdwn import to_mrkdwn
 from bot.chat.slack.web import error_of, web_api
@@ -83,11 +84,11 @@ class SlackReply(LiveReply):
     `SlackLiveOps`, bot/chat/slack/live.py)."""
 
     def __init__(self, poster: SlackPoster, channel: str, ts: str, thread: str, reply_thread: str | None,
-                 threads: ThreadMemory, progress: LiveOptions | None = None) -> None:
+                 threads: ThreadMemory, progress: LiveOptions | None = None, me: BotIdentity | None = None) -> None:
         self.slack_ops = SlackLiveOps(poster, channel, reply_thread)
         super().__init__(self.slack_ops, progress)
         self.poster, self.channel, self.ts, self.thread = poster, channel, ts, thread
-        self.reply_thread, self.threads = reply_thread, threads
+        self.reply_thread, self.threads, self.me = reply_thread, threads, me
 
     async def working(self) -> str:
         await self.poster.react(self.channel, self.ts, WORKING)
@@ -103,8 +104,8 @@ class SlackReply(LiveReply):
     async def shows(self, answer: str) -> bool:
         """A message of the bot after this one, in the thread the answer goes to, that begins as `answer` posted
         would (mrkdwn; its first 200 characters, which a long answer's file note begins with too)."""
-        if self.reply_thread is None:  # a DM's answer is inline; not looked for
+        if self.reply_thread is None or self.me is None:  # a DM's answer is inline; not looked for
             return False
         start = to_mrkdwn(answer).strip()[:200]
-        return await self.threads.bot_posted(self.channel, self.reply_thread, after=self.ts,
-                                             starting=start) if start else False
+        return await self.threads.bot_posted(self.channel, self.reply_thread, after=self.ts, starting=start,
+                                             user_id=self.me.user_id, bot_id=self.me.bot_id) if start else False

@@ -132,8 +132,11 @@ class DiscordReply(LiveReply):
             found = await self.rest.http.logs_from(channel, 50, after=self.message.id)
         except discord.NotFound:  # no thread was opened on the message: nothing was posted there
             return False
-        return any(m.get("author", {}).get("bot") and str(m.get("content") or "").strip().startswith(start)
-                   for m in found)
+        me = self.rest.user  # this bot's messages only: another bot or a webhook could post the answer's words
+        if me is None:
+            return False
+        return any(str(m.get("author", {}).get("id")) == str(me.id)
+                   and str(m.get("content") or "").strip().startswith(start) for m in found)
 
 
 def stored_message(client: discord.Client, channel: int, message: int, guild: int | None,

@@ -19,10 +19,11 @@ import pytest
 import yaml
 from kubernetes.client import models
 
+from tests.test_container import DRAIN_SECONDS  # checked against the settings there
+
 ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "deploy" / "kubernetes"
 OVERLAYS = sorted(p.parent.name for p in (KUBE / "overlays").glob("*/kustomization.yaml"))
-DRAIN_SECONDS = 30
 PRIMITIVES = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object, "datetime": str,
               "date": str, "bytes": str}
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_container import DRAIN_SECONDS  # checked against the settings there
+
 UNIT = Path(__file__).resolve().parents[2] / "deploy" / "systemd" / "yokebot.service"
-DRAIN_SECONDS = 30
 
 
 def settings() -> dict[str, list[str]]:

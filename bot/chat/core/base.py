@@ -75,6 +75,26 @@ class ReplySurface(ABC):
         return False
 
 
+
+class OpensInner(ReplySurface):
+    """A command's reply that, once its turn starts (`working()`), opens an inner reply (a message's, in the
+    thread it starts) and hands it the rest of the turn: the end, the parking, the noting of live messages."""
+
+    inner: ReplySurface | None = None
+
+    async def done(self, ok: bool) -> None:
+        if self.inner is not None:
+            await self.inner.done(ok)
+
+    async def parked(self) -> None:
+        if self.inner is not None:
+            await self.inner.parked()
+
+    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
+        """The turn's live messages (in the thread `working()` opened) are noted for recovery, as a mention's."""
+        if self.inner is not None:
+            self.inner.track(note)
+
 @dataclass(frozen=True, slots=True)
 class Inbound:
     """One chat message addressed to the bot, parsed by its platform."""

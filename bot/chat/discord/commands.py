@@ -14,7 +14,7 @@ module reads the interaction and offers the two reply surfaces:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
 import discord
@@ -22,7 +22,7 @@ from discord import app_commands
 from discord.abc import Messageable
 
 from bot.chat.core.access import Origin
-from bot.chat.core.base import Inbound, ReplySurface
+from bot.chat.core.base import Inbound, OpensInner, ReplySurface
 from bot.chat.core.commands import DESCRIPTIONS, NAME, Command, Commands, CommandStyle, parse
 from bot.chat.core.formatting import split_message
 from bot.chat.core.pipeline import Receipt
@@ -31,7 +31,6 @@ from bot.chat.discord.directory import roles
 from bot.chat.discord.live import LIMIT, NO_PINGS, follow_up, safe
 from bot.chat.discord.manifest import PLATFORM
 from bot.chat.discord.output import DiscordReply
-from bot.records.inbox import LiveKind
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ class DiscordPrivateReply(ReplySurface):
         return None
 
 
-class DiscordAskReply(ReplySurface):
+class DiscordAskReply(OpensInner):
     """`/yokebot ask`: the deferred response is the question, a thread on it is the conversation. Before the
     turn starts (a refusal), the caller alone is answered."""
 
@@ -77,7 +76,6 @@ class DiscordAskReply(ReplySurface):
                  progress: LiveOptions | None) -> None:
         self.interaction, self.question = interaction, question
         self.attach_over, self.progress = attach_over, progress
-        self.inner: DiscordReply | None = None
 
     async def working(self) -> str:
         user = self.interaction.user
@@ -96,19 +94,6 @@ class DiscordAskReply(ReplySurface):
             await self.interaction.delete_original_response()  # the "thinking…" placeholder
             return
         await self.inner.deliver(text)
-
-    async def done(self, ok: bool) -> None:
-        if self.inner is not None:
-            await self.inner.done(ok)
-
-    async def parked(self) -> None:
-        if self.inner is not None:
-            await self.inner.parked()
-
-    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
-        """The turn's live messages (in the thread `working()` opened) are noted for recovery, as a mention's."""
-        if self.inner is not None:
-            self.inner.track(note)
 
 
 class DiscordCommands:

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from bot.chat.core.access import Origin
-from bot.chat.core.base import Inbound, ReplySurface
+from bot.chat.core.base import Inbound, OpensInner, ReplySurface
 from bot.chat.core.commands import NAME, Command, Commands, CommandStyle, parse
 from bot.chat.core.pipeline import Receipt
 from bot.chat.core.progress import LiveOptions
@@ -28,7 +28,7 @@ from bot.chat.mattermost.events import DIRECT
 from bot.chat.mattermost.live import MattermostMessages
 from bot.chat.mattermost.manifest import PLATFORM
 from bot.chat.mattermost.output import MattermostReply
-from bot.records.inbox import InboxItem, LiveKind
+from bot.records.inbox import InboxItem
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class MattermostPrivateReply(ReplySurface):
         return None
 
 
-class MattermostAskReply(ReplySurface):
+class MattermostAskReply(OpensInner):
     """`/yokebot ask`: the question as a root post, the conversation in its thread. Before the turn starts (a
     refusal), the caller alone is answered."""
 
@@ -77,7 +77,6 @@ class MattermostAskReply(ReplySurface):
                  progress: LiveOptions | None, private: MattermostPrivateReply) -> None:
         self.messages, self.me, self.channel, self.user = messages, me, channel, user
         self.question, self.progress, self.private = question, progress, private
-        self.inner: MattermostReply | None = None
 
     async def working(self) -> str:
         root = str((await self.messages.post(self.channel, f"@{self.user} asked: {self.question}")).get("id"))
@@ -87,19 +86,6 @@ class MattermostAskReply(ReplySurface):
 
     async def deliver(self, text: str) -> None:
         await (self.inner.deliver(text) if self.inner is not None else self.private.deliver(text))
-
-    async def done(self, ok: bool) -> None:
-        if self.inner is not None:
-            await self.inner.done(ok)
-
-    async def parked(self) -> None:
-        if self.inner is not None:
-            await self.inner.parked()
-
-    def track(self, note: Callable[[LiveKind, str], Awaitable[None]]) -> None:
-        """The turn's live messages (in the thread `working()` opened) are noted for recovery, as a mention's."""
-        if self.inner is not None:
-            self.inner.track(note)
 
 
 class MattermostCommands:

@@ -291,6 +291,7 @@ async def build_app(
                                        timeout=settings.model_timeout_seconds, stream=settings.model_stream,
                                        headers=tracing.model_headers if tracing else None)
     engine, store = await open_store(settings, runs_turns=True, embedder=embedder(settings, model))
+    await store.memory.open_index()  # with embeddings: the database's vector index, if it has one
     if ours is not None:
         await _learn_windows(settings, profiles, ours)
     retrying = RetryingModel(model, RetryPolicy(settings.model_max_attempts, settings.model_retry_base_seconds,

@@ -42,6 +42,7 @@ def _with_memory(fn: Callable[[SqlMemory, Settings], Awaitable[T]]) -> T:
                                 timeout=settings.model_timeout_seconds) if settings.embedding_model else None
         store = SqlStore(engine, embedder=embedder(settings, model) if model is not None else None)
         try:
+            await store.memory.open_index()
             found = await fn(store.memory, settings)
             await store.memory.settled()  # the vectors a search found missing are made and stored before exit
             return found

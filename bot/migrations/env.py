@@ -22,12 +22,16 @@ target_metadata = Base.metadata
 # The memories' keyword index is made by SQL of its own (0016_memory_search), not declared in the models: SQLite's
 # FTS5 table (and the shadow tables FTS5 keeps beside it), PostgreSQL's generated tsvector column and its index.
 _KEYWORD_INDEX = {("table", "memories_fts"), ("column", "search"), ("index", "ix_memories_search")}
+# pgvector's column, and its indexes, are made at start when the server has the extension (bot/store/vec_postgres.py)
+_VECTOR_INDEX = {("column", "vec"), ("index", "ix_memories_vec_todo")}
 
 
 def include_name(name: str | None, type_: str, parent_names: Mapping[Any, str | None]) -> bool:
     if type_ == "table":
         return not (name or "").startswith("memories_fts")
-    return not (parent_names.get("table_name") == "memories" and (type_, name) in _KEYWORD_INDEX)
+    ours = (type_, name) in _KEYWORD_INDEX | _VECTOR_INDEX or (type_ == "index" and (name or "").startswith(
+        "ix_memories_vec_"))
+    return not (parent_names.get("table_name") == "memories" and ours)
 
 
 def _run(connection: Connection) -> None:

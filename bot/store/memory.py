@@ -19,9 +19,9 @@ import json
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Protocol, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -37,10 +37,12 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    or_,
     select,
     update,
 )
 from sqlalchemy import text as sql_text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
@@ -48,13 +50,14 @@ from bot.engine.ports import Embedder, MemoryItem, Remembered
 from bot.store import ranking
 from bot.store.keywords import fts5, terms, tsquery
 from bot.store.models import MemoryRow, utcnow
+from bot.store.nearest import SCOPE, Nearest, Where
+from bot.store.vec_postgres import PgVectors
 from bot.store.vectors import fuse, pack, similarity
 from bot.store.writer import WriteBehind
 
 log = logging.getLogger(__name__)
 
 MEM = cast(Table, MemoryRow.__table__)
-Where = Literal["channel", "shared", "any"]  # the channel's facts and the shared ones; the shared ones; all
 COUNTS_EVERY = 60.0  # seconds between writes of the recall counts
 CANDIDATES = 20  # with embeddings: keyword matches and newest facts compared by vector, at least
 
@@ -64,8 +67,6 @@ _MATCHED = ("m.id, m.agent, m.channel, m.content, m.created_at, CAST(NULL AS {bl
             "NULL AS embedding_model")
 _TYPES: dict[str, Any] = {"id": BigInteger, "created_at": DateTime(timezone=True), "embedding": LargeBinary,
                           "embedding_model": String, "recent": Integer}
-_SCOPE = {"channel": " AND (m.channel IS NULL OR m.channel = :channel)", "shared": " AND m.channel IS NULL",
-          "any": ""}
 _VECTOR = (update(MEM).where(MEM.c.id == bindparam("b_id"))
            .values(embedding=bindparam("b_vector"), embedding_model=bindparam("b_model")))
 BACKFILL = 32  # facts without a vector (stored before embeddings were on, or while they failed) embedded at once
@@ -111,7 +112,7 @@ def _newest(where: Where, counted: bool = False) -> str:
     if where == "channel":
         return (f"SELECT * FROM ({one.format(scope=' AND m.channel = :channel')}) n1 UNION ALL "  # noqa: S608
                 f"SELECT * FROM ({one.format(scope=' AND m.channel IS NULL')}) n2")
-    return f"SELECT * FROM ({one.format(scope=_SCOPE[where])}) n1"  # noqa: S608
+    return f"SELECT * FROM ({one.format(scope=SCOPE[where])}) n1"  # noqa: S608
 
 
 def _matching(dialect: str, where: Where, part: int, ranked: bool) -> str:
@@ -123,13 +124,13 @@ def _matching(dialect: str, where: Where, part: int, ranked: bool) -> str:
         order = "memories_fts.rank" if ranked else "memories_fts.rowid DESC"
         return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='BLOB')}, 0 AS recent "  # noqa: S608
                 "FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid "
-                f"WHERE memories_fts MATCH :q{part} AND m.agent = :agent{_SCOPE[where]} "
+                f"WHERE memories_fts MATCH :q{part} AND m.agent = :agent{SCOPE[where]} "
                 f"ORDER BY {order} LIMIT :n{part}) k{part}")
     order = (f"ORDER BY (SELECT sum(w.idf) FROM w{part} w WHERE m.search @@ w.q) DESC, m.id DESC "  # noqa: S608
              if ranked else "")
     return (f"SELECT * FROM (SELECT {_MATCHED.format(blob='bytea')}, 0 AS recent FROM memories m "  # noqa: S608
             f"WHERE m.search @@ (SELECT to_tsquery('english', CAST(:q{part} AS text))) "
-            f"AND m.agent = :agent{_SCOPE[where]} {order}LIMIT :n{part}) k{part}")
+            f"AND m.agent = :agent{SCOPE[where]} {order}LIMIT :n{part}) k{part}")
 
 
 def _first(dialect: str, where: Where) -> Executable:
@@ -155,6 +156,8 @@ class Connections(Protocol):
 
     @property
     def engine(self) -> AsyncEngine: ...
+    @property
+    def direct(self) -> AsyncEngine: ...  # PostgreSQL behind a pooler: straight to the server (DDL)
     @property
     def writes(self) -> WriteBehind: ...
     async def rows(self, statement: Executable, params: dict[str, Any] | list[dict[str, Any]], *,
@@ -185,15 +188,38 @@ class SqlMemory:
         self._counted = time.monotonic()
         self._filling: set[int] = set()  # facts whose vectors are being made
         self._backfills: set[asyncio.Task[None]] = set()
+        self.index: Nearest | None = None  # the database's vector index, when it has one (`open_index`)
+        self._vectored: set[int] = set()  # with an index: facts seen to have a vector of the current model
+
+    async def open_index(self) -> Nearest | None:
+        """With embeddings on: the database's vector index, if its extension is there (pgvector, sqlite-vec);
+        else the candidates' vectors are compared here (nearest.py)."""
+        if self.embedder is None:
+            return None
+        try:
+            if self.store.engine.dialect.name == "postgresql":
+                self.index = await PgVectors.open(self.store.engine, self.store.direct)
+        except (OSError, SQLAlchemyError) as exc:  # never the start's failure: recall goes on without it
+            log.warning("memory recall by vector: the vector index could not be opened (%s); the keyword "
+                        "matches' vectors are compared instead", str(exc).splitlines()[0])
+            return None
+        if self.index is not None:
+            log.info("memory recall by vector: %s", self.index.name)
+            self.index.changed()  # the facts stored before (or by another instance): into the index
+        return self.index
 
     async def settled(self) -> None:
         """Return once the vectors being made in the background are queued for writing."""
         if self._backfills:
             await asyncio.wait(list(self._backfills))
+        if self.index is not None:
+            await self.index.settled()
 
     async def close(self) -> None:
         """Queue the recall counts; stop the vectors still being made (the next recall makes them again)."""
         self.write_counts()
+        if self.index is not None:
+            await self.index.close()
         for task in list(self._backfills):
             task.cancel()
         if self._backfills:
@@ -251,13 +277,25 @@ class SqlMemory:
                 embedding.cancel()
             raise
         vectors = await embedding if embedding is not None else None
-        if vectors:
+        if not vectors:
+            return self._rank(candidates, None, limit)
+        query_vector = pack(vectors[0])
+        near = (await self.index.nearest(agent, where, channel, self._model() or "", query_vector,
+                                         max(limit, CANDIDATES)) if self.index is not None else None)
+        if near is not None:  # the candidates' vectors were not read: which they lack is asked in the background
+            self._backfill([c.item for c in candidates if c.vector is None], unchecked=True)
+        else:  # no index, or it cannot answer yet: the candidates' vectors, and those they lack made
+            if self.index is not None:  # not read with the candidates: the index was expected to answer
+                found = await self._vectors([c.item.id for c in candidates if not c.recent])
+                candidates = [replace(c, vector=found[c.item.id]) if c.item.id in found else c for c in candidates]
             self._backfill([c.item for c in candidates if c.vector is None])
-        return self._rank(candidates, pack(vectors[0]) if vectors else None, limit)
+        return self._rank(candidates, query_vector, limit, near)
 
-    def _backfill(self, items: list[MemoryItem]) -> None:
-        """Make the vectors these candidates lack, in the background (this recall ranks them by keywords)."""
-        todo = list({i.id: i for i in items if i.id not in self._filling}.values())[:BACKFILL]
+    def _backfill(self, items: list[MemoryItem], unchecked: bool = False) -> None:
+        """Make the vectors these candidates lack, in the background (this recall ranks them by keywords);
+        `unchecked`: whether they have one is not known (read first)."""
+        todo = list({i.id: i for i in items if i.id not in self._filling and i.id not in self._vectored
+                     }.values())[:BACKFILL]
         if not todo or self.embedder is None:
             return
         embedder = self.embedder
@@ -265,10 +303,25 @@ class SqlMemory:
 
         async def fill() -> None:
             try:
-                vectors = await embedder.embed([i.content for i in todo])
-                for item, vector in zip(todo, vectors or [], strict=False):
+                lacking = todo
+                if unchecked:
+                    try:
+                        ids = set(await self._lacking([i.id for i in todo]))
+                    except (OSError, SQLAlchemyError):  # the database away: the next recall asks again
+                        return
+                    lacking = [i for i in todo if i.id in ids]
+                    if len(self._vectored) > 100_000:
+                        self._vectored.clear()
+                    self._vectored.update(i.id for i in todo if i.id not in ids)
+                    if not lacking:
+                        return
+                vectors = await embedder.embed([i.content for i in lacking])
+                for item, vector in zip(lacking, vectors or [], strict=False):
                     self.store.writes.put(_VECTOR, {"b_id": item.id, "b_vector": pack(vector),
                                                     "b_model": embedder.model})
+                if vectors and self.index is not None:
+                    await self.store.writes.flush()  # committed, then indexed
+                    self.index.changed()
             finally:
                 self._filling.difference_update(i.id for i in todo)
 
@@ -324,7 +377,7 @@ class SqlMemory:
                     scored[r.id] = (r, planned.score(ranking.tokens(r.content), average))
             reads += 1
         best = sorted(scored.values(), key=lambda s: (-s[1], -s[0].id))[:n]
-        vectors = await self._vectors([r.id for r, _ in best])
+        vectors = await self._vectors([r.id for r, _ in best]) if self.index is None else {}
         # a match the database found but the scoring did not (another stemmer) keeps a little score
         return [self._candidate(r, max(sc, 1e-9), False, vectors.get(r.id)) for r, sc in best] + \
             self._candidates_of(newest)
@@ -345,6 +398,13 @@ class SqlMemory:
                 params[f"w{i}"] = [tsquery([[w]]) for w in weights]
                 params[f"i{i}"] = list(weights.values())
         return await self.store.rows(statement, params)
+
+    async def _lacking(self, ids: list[int]) -> list[int]:
+        """Which of these facts have no vector of the current model."""
+        model = self._model()
+        rows = await self.store.rows(select(MEM.c.id).where(MEM.c.id.in_(ids), or_(
+            MEM.c.embedding.is_(None), MEM.c.embedding_model.is_(None), MEM.c.embedding_model != model)), {})
+        return [int(r.id) for r in rows]
 
     async def _vectors(self, ids: list[int]) -> dict[int, bytes]:
         """The stored vectors of these facts made by the current model (read for the best matches only: a
@@ -401,14 +461,23 @@ class SqlMemory:
         return self.embedder.model if self.embedder is not None else None
 
     @staticmethod
-    def _rank(candidates: list[_Candidate], query: bytes | None, limit: int) -> list[MemoryItem]:
-        """Keyword matches by score (with a query vector: fused with the vector ranking), then the newest."""
+    def _rank(candidates: list[_Candidate], query: bytes | None, limit: int,
+              nearest: list[tuple[MemoryItem, float]] | None = None) -> list[MemoryItem]:
+        """Keyword matches by score (with a query vector: fused with the vector ranking, the index's `nearest`
+        when it answered, else the candidates' vectors compared here), then the newest."""
         matched = sorted((c for c in candidates if not c.recent), key=lambda c: (-c.score, -c.item.id))
         newest = sorted({c.item.id: c for c in candidates if c.recent}.values(), key=lambda c: -c.item.id)
         by_id = {c.item.id: c for c in (*newest, *matched)}
-        if query is not None:
+        if nearest is not None:
+            for item, _ in nearest:
+                by_id.setdefault(item.id, _Candidate(item, 0.0, False, None))
+            near = sorted(((sim, item.id) for item, sim in nearest), key=lambda s: (-s[0], -s[1]))
+        elif query is not None:
             near = sorted(((similarity(query, c.vector), c.item.id) for c in by_id.values() if c.vector),
                           key=lambda s: (-s[0], -s[1]))
+        else:
+            near = None
+        if near is not None:
             scores = fuse([c.item.id for c in matched], [i for _, i in near])
             order = sorted(scores, key=lambda i: (-scores[i], -i))  # recency breaks ties
         else:
@@ -479,6 +548,8 @@ class SqlMemory:
                     dropped = MemoryItem(gone[0].id, gone[0].agent, gone[0].channel, gone[0].content,
                                          gone[0].created_at) if gone else None
         self._changed(agent)  # committed: a recall asked from now on does not share an older one
+        if self.index is not None and (vector is not None or dropped is not None):
+            self.index.changed()
         return Remembered(int(new_id), dropped=dropped)
 
     async def _embed(self, content: str) -> bytes | None:
@@ -494,6 +565,8 @@ class SqlMemory:
             row = (await conn.execute(delete(t).where(*conditions).returning(
                 t.c.id, t.c.agent, t.c.channel, t.c.content, t.c.created_at))).first()
         self._changed(agent)
+        if self.index is not None and row is not None:
+            self.index.changed()
         return MemoryItem(row.id, row.agent, row.channel, row.content, row.created_at) if row else None
 
     def _changed(self, agent: str) -> None:

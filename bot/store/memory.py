@@ -267,21 +267,19 @@ class SqlMemory:
         if limit <= 0:
             return []
         words = terms(query)
-        embedding = (asyncio.ensure_future(self.embedder.embed([query]))
-                     if self.embedder is not None and words else None)
+        embedded = self.embedder is not None and bool(words)
+        n = max(limit, CANDIDATES) if embedded else limit
+        # the query's vector (and, with an index, the facts nearest it) found while the keywords are read
+        nearby = asyncio.ensure_future(self._nearby(agent, where, channel, query, n)) if embedded else None
         try:
-            candidates = await self._candidates(agent, where, channel, words,
-                                                max(limit, CANDIDATES) if embedding else limit)
+            candidates = await self._candidates(agent, where, channel, words, n)
         except BaseException:
-            if embedding is not None:
-                embedding.cancel()
+            if nearby is not None:
+                nearby.cancel()
             raise
-        vectors = await embedding if embedding is not None else None
-        if not vectors:
+        query_vector, near = await nearby if nearby is not None else (None, None)
+        if query_vector is None:
             return self._rank(candidates, None, limit)
-        query_vector = pack(vectors[0])
-        near = (await self.index.nearest(agent, where, channel, self._model() or "", query_vector,
-                                         max(limit, CANDIDATES)) if self.index is not None else None)
         if near is not None:  # the candidates' vectors were not read: which they lack is asked in the background
             self._backfill([c.item for c in candidates if c.vector is None], unchecked=True)
         else:  # no index, or it cannot answer yet: the candidates' vectors, and those they lack made
@@ -290,6 +288,25 @@ class SqlMemory:
                 candidates = [replace(c, vector=found[c.item.id]) if c.item.id in found else c for c in candidates]
             self._backfill([c.item for c in candidates if c.vector is None])
         return self._rank(candidates, query_vector, limit, near)
+
+    async def _nearby(self, agent: str, where: Where, channel: str | None, query: str, k: int
+                      ) -> tuple[bytes | None, list[tuple[MemoryItem, float]] | None]:
+        """The query's packed vector (None: embeddings failed), and the index's `k` facts nearest it (None: no
+        index, or it could not answer; a database error there is logged, the keywords go on)."""
+        if self.embedder is None:
+            return None, None
+        vectors = await self.embedder.embed([query])
+        if not vectors:
+            return None, None
+        packed = pack(vectors[0])
+        if self.index is None:
+            return packed, None
+        try:
+            return packed, await self.index.nearest(agent, where, channel, self.embedder.model, packed, k)
+        except (OSError, SQLAlchemyError) as exc:
+            log.warning("memory recall by vector: the index failed (%s); this recall compares the keyword "
+                        "matches' vectors", str(exc).splitlines()[0])
+            return packed, None
 
     def _backfill(self, items: list[MemoryItem], unchecked: bool = False) -> None:
         """Make the vectors these candidates lack, in the background (this recall ranks them by keywords);

@@ -158,3 +158,18 @@ async def test_a_role_that_may_not_create_the_extension_recalls_by_the_candidate
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.execute(f'DROP ROLE IF EXISTS "{name}"')
         await admin.close()
+
+
+async def test_an_index_that_fails_leaves_the_recall_to_the_candidates_with_a_log_line(
+        store: SqlStore, caplog: pytest.LogCaptureFixture):
+    memory = store.memory
+    await memory.open_index()
+    await remember(store, [TARGET])
+    await memory.settled()
+    async with store.engine.begin() as conn:  # an operator drops the column under a running bot
+        await conn.execute(text("ALTER TABLE memories DROP COLUMN vec CASCADE"))
+    with caplog.at_level(logging.WARNING, logger="bot.store.memory"):
+        found = await memory.recall("ops", None, QUESTION, 3)
+    assert [f.content for f in found] == [TARGET]
+    said = [r.getMessage() for r in caplog.records if r.name == "bot.store.memory"]
+    assert len(said) == 1 and "the index failed" in said[0], said

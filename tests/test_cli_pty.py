@@ -191,12 +191,17 @@ def test_chat_commands_never_reach_the_model_and_chat_says_which_conversation_it
         term.until(term.shows("yokebot is up.", mark), "the status")
         assert "agent `ops` answers (model `cli-model`)" in term.screen[mark:]
         term.prompt(mark)
+        assert "thinking" not in term.screen[mark:]  # no model is asked: no spinner says so
         mark = term.type("/frobnicate\r")
         term.until(term.shows("(/frobnicate is not a command here; /help lists them)", mark), "the refusal")
         mark = term.type("/reset\r")
         term.until(term.shows("Done: I have forgotten", mark), "the reset")
+        (tmp_path / "notes.txt").write_text("kept for later\n")
+        mark = term.type(f"/file {tmp_path / 'notes.txt'}\r")
+        term.until(term.shows("(attached 'notes.txt' to your next message)", mark), "the attachment")
         mark = term.type("/new\r")
         term.until(term.shows("(a fresh conversation", mark), "a new conversation")
+        term.until(term.shows("'notes.txt' no longer attached: /file it again to send it)", mark), "the drop")
         mark = term.type("second question\r")
         term.until(term.shows("Second answer.", mark), "the answer")
         term.prompt(mark)

@@ -134,14 +134,16 @@ class ConsoleReply(ReplySurface):
 
     stopped_text = ""  # Ctrl-C: the adapter itself says the turn was stopped
 
-    def __init__(self, console: Console, thread: str) -> None:
-        self.console, self.thread = console, thread
+    def __init__(self, console: Console, thread: str, *, spinner: bool = True) -> None:
+        """`spinner`: "thinking…" while it works (not for a command answered without the model)."""
+        self.console, self.thread, self.spinner = console, thread, spinner
         self.status = Status("thinking…", console=console)
         self.view = LiveView(console, self.status)
         self.hooks = self.view  # the pipeline passes it to AgentService.handle
 
     async def working(self) -> str:
-        self.status.start()
+        if self.spinner:
+            self.status.start()
         return self.thread
 
     async def deliver(self, text: str) -> None:
@@ -401,7 +403,10 @@ class ConsoleAdapter:
             self.console.print(TERMINAL_HELP, markup=False, highlight=False)
         elif name == "new":
             self.thread = f"{self.agent}:{uuid.uuid4().hex[:8]}"
-            self.console.print("(a fresh conversation; the last one stays in `yokebot sessions`)", markup=False)
+            dropped, self._files = self._files, []  # a fresh conversation starts with nothing attached
+            self.console.print("(a fresh conversation; the last one stays in `yokebot sessions`"
+                               + (f"; {', '.join(repr(f.name) for f in dropped)} no longer attached: /file it "
+                                  "again to send it" if dropped else "") + ")", markup=False, highlight=False)
         elif name == "reset" and not rest.strip():
             return False
         elif name == "ask" and rest.strip():
@@ -419,5 +424,5 @@ class ConsoleAdapter:
 
     async def _shared(self, command: Command) -> None:
         """A chat command shared with every platform: a turn recorded like any, answered without the model."""
-        self._reply = ConsoleReply(self.console, self.thread)
+        self._reply = ConsoleReply(self.console, self.thread, spinner=command.name == "ask")
         await self.pipeline.answer(self.commands.inbound(command, ORIGIN, self._reply, claim_key=None))

@@ -181,6 +181,34 @@ async def test_alerts_lists_only_the_groups_whose_thread_is_in_the_callers_chann
     assert "1 alert group(s) fire in other channels" in said
 
 
+async def test_an_alert_title_shows_as_code_whatever_its_alertname_holds(slack_bot: SlackBot, fake_slack: FakeSlack):
+    """The title is the alertname label, as parsed from a webhook (line breaks kept): its second line was outside
+    the code span, so the caller's answer showed a link and a mention written by whoever writes alert rules."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from bot.alerts import payloads, render
+    from bot.alerts.tables import AlertGroupRow
+
+    name = "DiskFull\n[re-login here](https://evil.example/login) <@U0BOSS> <https://evil.example|docs>\u202e"
+    body = {"version": "4", "status": "firing", "receiver": "r", "groupKey": "k",
+            "alerts": [{"status": "firing", "labels": {"alertname": name}, "annotations": {}}]}
+    title, _, _ = render.headline(payloads.parse("alertmanager", json.dumps(body).encode()))
+    async with slack_bot.app.engine.begin() as conn:
+        await conn.execute(insert(AlertGroupRow.__table__).values(
+            source="alertmanager", group_hash="a", group_key="a", agent="ops", post_to=f"slack:{OPS}", title=title,
+            state="firing", alerts={"x": "firing"}, root_platform="slack", root_channel=OPS, root_ref="1700.1",
+            thread="1700.1", fired_at=datetime.now(UTC)))
+    payload = fake_slack.command("alerts")
+    fake_slack.push_command(payload)
+    said = await private(fake_slack, payload["trigger_id"])
+    [line] = [line for line in said.splitlines() if "DiskFull" in line]
+    assert line.startswith("• `DiskFull [re-login here](https://evil.example/login) &lt;@U0BOSS&gt; "
+                           "&lt;https://evil.example|docs&gt;\ufffd` (1 firing")
+    assert "<https://evil" not in said and "<@U0BOSS>" not in said
+
+
 async def test_ask_in_a_channel_the_bot_is_not_in_tells_the_caller(
         slack_bot: SlackBot, fake_slack: FakeSlack, fake_llm: FakeOpenAI):
     """A slash command works in any channel; the root of `ask` cannot be posted where the bot is not a member,

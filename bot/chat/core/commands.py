@@ -24,6 +24,7 @@ from bot.chat.core.base import Inbound, ReplySurface
 from bot.chat.core.pipeline import Pipeline
 from bot.engine.run import RunContext
 from bot.records.commands import CommandFacts, FiringAlert, UsageLine, WaitingApproval
+from bot.redact import printable
 
 NAME = "yokebot"  # the command's name on every platform: `/yokebot`
 COMMAND_THREAD = "/yokebot"  # the session (per channel) the answers of the commands other than ask and reset go to
@@ -178,7 +179,7 @@ class Commands:
     def _approval(self, a: WaitingApproval) -> str:
         left = max(0, int((a.expires_at - self.now()).total_seconds() // 60))
         where = self._where(a.platform, a.channel, a.message_ref)
-        return f"- #{a.id} `{a.tool}` (agent `{a.agent}`), expires in {left} min: {where}"
+        return f"- #{a.id} `{_code(a.tool)}` (agent `{a.agent}`), expires in {left} min: {where}"
 
     def _where(self, platform: str | None, channel: str | None, ref: str | None) -> str:
         if platform != self.pipeline.platform or channel is None:
@@ -206,7 +207,7 @@ class Commands:
 
     def _alert(self, a: FiringAlert) -> str:
         since = a.fired_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        title = a.title.replace("`", "'") or "(no title)"
+        title = _code(a.title) or "(no title)"
         return f"- `{title}` ({a.alerts} firing, agent `{a.agent}`) since {since}: " \
                f"{self._where(a.platform, a.channel, a.root_ref)}"
 
@@ -223,6 +224,13 @@ class Commands:
                           None if any(u.cost is None for u in lines) else sum(u.cost or 0.0 for u in lines))
         rows = [_usage_line(u) for u in lines] + ([_usage_line(total)] if len(lines) > 1 else [])
         return f"**Usage in this channel, {label}**\n" + "\n".join(rows)
+
+
+def _code(text: str) -> str:
+    """Text for inline code: one printable line without backticks. An alert's title is its `alertname` label, as
+    whoever writes alert rules wrote it: a line break in it ended the code span, and the lines after it rendered
+    (a link "re-login here", a mention) in yokebot's answer."""
+    return printable(" ".join(text.split()), one_line=True).replace("`", "'")
 
 
 def _usage_line(u: UsageLine) -> str:

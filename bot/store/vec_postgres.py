@@ -9,7 +9,8 @@ it must still migrate (env.py keeps them out of `alembic check`).
 
 `vec` is filled from `embedding` (the packed float32s every database keeps) in the background, told by the memory
 that vectors were stored (`changed`). A search asks the vectors of the query's dimension: an HNSW index per
-dimension (cosine), a partial expression index `CAST(vec AS vector(N)) ... WHERE vector_dims(vec) = N`, made
+dimension (cosine), a partial expression index `CAST(vec AS halfvec(N)) ... WHERE vector_dims(vec) = N` (half
+precision: half the size, and up to 4,000 dimensions where full precision stops at 2,000; pgvector 0.7), made
 concurrently the first time a dimension is searched; until it is valid the search is exact (a scan). The index
 filters by agent and channel after its walk: pgvector 0.8's iterative scan goes on walking until k facts pass."""
 
@@ -63,6 +64,8 @@ class PgVectors:
     def __init__(self, engine: AsyncEngine, direct: AsyncEngine, version: str) -> None:
         self.engine, self.direct, self.version = engine, direct, version
         self.iterative = _version(version) >= (0, 8)  # hnsw.iterative_scan
+        # the index holds half-precision copies (0.7 and newer): half the size, models of up to 4,000 dimensions
+        self.type, self.most = ("halfvec", 4000) if _version(version) >= (0, 7) else ("vector", 2000)
         self._statements: dict[tuple[Where, int], Any] = {}
         self._indexes: dict[int, asyncio.Task[None] | None] = {}  # dimension -> its index being made (None: made)
         self._filling: asyncio.Task[None] | None = None
@@ -110,13 +113,13 @@ class PgVectors:
     async def nearest(self, agent: str, where: Where, channel: str | None, model: str, query: bytes, k: int
                       ) -> list[tuple[MemoryItem, float]] | None:
         dims = len(query) // 4
-        if dims == 0 or dims > 2000:  # HNSW indexes vectors of at most 2,000 dimensions
+        if dims == 0 or dims > self.most:  # more than HNSW indexes
             return None
         if dims not in self._indexes:
             self._make_index(dims)
         statement = self._statements.get((where, dims))
         if statement is None:
-            distance = f"CAST(m.vec AS vector({dims})) <=> CAST(:q AS vector({dims}))"
+            distance = f"CAST(m.vec AS {self.type}({dims})) <=> CAST(:q AS {self.type}({dims}))"
             statement = self._statements[(where, dims)] = text(
                 f"SELECT m.id, m.agent, m.channel, m.content, m.created_at, {distance} AS distance "  # noqa: S608
                 f"FROM memories m WHERE vector_dims(m.vec) = {dims} AND m.agent = :agent{SCOPE[where]} "
@@ -135,7 +138,7 @@ class PgVectors:
         self._indexes[dims] = asyncio.get_running_loop().create_task(self._index(dims))
 
     async def _index(self, dims: int) -> None:
-        name = f"ix_memories_vec_{dims}"
+        name = f"ix_memories_vec_{'h' if self.type == 'halfvec' else ''}{dims}"
         try:
             async with self.direct.execution_options(isolation_level="AUTOCOMMIT").connect() as conn:
                 valid = (await conn.execute(_VALID, {"name": name})).scalar_one_or_none()
@@ -146,7 +149,7 @@ class PgVectors:
                     log.info("memory recall by vector: making the HNSW index %s (searches are exact meanwhile)", name)
                     await conn.execute(text(
                         f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw "
-                        f"((CAST(vec AS vector({dims}))) vector_cosine_ops) WHERE vector_dims(vec) = {dims}"))
+                        f"((CAST(vec AS {self.type}({dims}))) {self.type}_cosine_ops) WHERE vector_dims(vec) = {dims}"))
         except DBAPIError as exc:
             log.warning("memory recall by vector: could not make the index %s (%s); searches stay exact", name,
                         str(exc.orig).splitlines()[0])

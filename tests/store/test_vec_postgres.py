@@ -87,7 +87,7 @@ async def test_a_fact_no_keyword_finds_and_older_than_the_newest_is_recalled_by_
     await memory.settled()
     assert await scalar(store.engine, "SELECT count(*) FROM memories WHERE vec IS NULL") == 0
     assert await scalar(store.engine, "SELECT i.indisvalid FROM pg_index i "
-                                      "WHERE i.indexrelid = 'ix_memories_vec_256'::regclass") is True
+                                      "WHERE i.indexrelid = 'ix_memories_vec_h256'::regclass") is True
 
     found = await memory.recall("ops", "C1", QUESTION, 3)
     assert TARGET in [f.content for f in found]

@@ -97,6 +97,7 @@ async def test_secrets_in_an_alerts_labels_reach_no_model_thread_or_audit_row_on
 async def test_a_secret_alert_name_does_not_name_the_discord_thread(
     sqlite_url: str, fake_llm: FakeOpenAI, tmp_path: Path, fake_discord: FakeDiscord
 ):
+    """Nor does a bidi override in it, which made the thread list read "Alert: Leak exe.png" backwards."""
     agents = tmp_path / "agents"
     ops_agent(agents, post_to=f"discord:{OPS_ALERTS}")
     settings = make_settings(sqlite_url, fake_llm, agents, default_agent="ops", http_port=free_port(),
@@ -106,7 +107,7 @@ async def test_a_secret_alert_name_does_not_name_the_discord_thread(
                              discord_guild_ready_timeout=0.05)
     fake_llm.reply("Looked at it.")
     body = payload("alertmanager_firing")
-    body["commonLabels"]["alertname"] = body["alerts"][0]["labels"]["alertname"] = f"Leak {SLACK_SHAPED}"
+    body["commonLabels"]["alertname"] = body["alerts"][0]["labels"]["alertname"] = f"Leak {SLACK_SHAPED} \u202egnp.exe"
     served = Served(settings)
     try:
         await up(settings)
@@ -115,8 +116,8 @@ async def test_a_secret_alert_name_does_not_name_the_discord_thread(
         await eventually(lambda: fake_discord.posted_in(root.id), what="the investigation in the thread")
     finally:
         await served.stop()
-    assert fake_discord.threads[root.id]["name"] == f"Alert: Leak {MARK}"
-    assert secrets_in(root.content) == [] and f"`Leak {MARK}`" in root.content
+    assert fake_discord.threads[root.id]["name"] == f"Alert: Leak {MARK} \ufffdgnp.exe"
+    assert secrets_in(root.content) == [] and f"`Leak {MARK} \ufffdgnp.exe`" in root.content
 
 
 def test_a_secret_named_by_its_label_is_redacted_where_the_prompt_quotes_the_value_alone():

@@ -13,6 +13,7 @@ from bot.chat.core.threads import Root
 from bot.chat.discord.live import NO_PINGS, deliver, safe
 from bot.chat.discord.manifest import PLATFORM
 from bot.chat.discord.output import thread_name, thread_over_rest
+from bot.redact import printable
 
 
 class DiscordAlertThreads:
@@ -25,7 +26,9 @@ class DiscordAlertThreads:
         ref = await self.poster.post(channel, text)  # discord:<channel>/<message>
         channel_id, _, message_id = ref.removeprefix(f"{PLATFORM}:").partition("/")
         message = self.client.get_partial_messageable(int(channel_id)).get_partial_message(int(message_id))
-        thread = await thread_over_rest(self.client, message, thread_name(f"Alert: {title}"))
+        # the title is the alertname, shown like the root's values (bot/alerts/render.py): a bidi override in it
+        # made the thread list read otherwise than it is
+        thread = await thread_over_rest(self.client, message, thread_name(f"Alert: {printable(title)}"))
         return Root(self.platform, channel_id, message_id, str(thread.id))
 
     async def note(self, root: Root, text: str) -> None:

@@ -70,6 +70,20 @@ async def test_ask_is_deferred_then_answered_in_a_thread_on_the_response(
     assert [r.event_key for r in await rows(app, "SELECT event_key FROM inbox")] == [str(iid)]
 
 
+async def test_a_question_longer_than_a_message_is_asked_whole_and_shown_cut(
+        bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI):
+    """Discord's option takes 6,000 characters, a message 2,000: the response refused a long question, and the
+    caller was told to invite the bot to a channel it was in."""
+    fake_llm.reply("read it all.")
+    question = "why? " + "the log says 502 " * 200
+    iid = fake_discord.command("ask", {"question": question})
+    await eventually(lambda: any(p.content == "read it all." for p in fake_discord.posted), what="the answer")
+    root = fake_discord.originals[iid]
+    assert len(root.content) <= 2000 and root.content.startswith(f"<@{ALICE}> asked: why? the log says 502")
+    assert root.content.endswith("…") and root.id in fake_discord.threads
+    assert fake_llm.requests[0]["messages"][-1]["content"] == question.strip()
+
+
 async def test_status_is_ephemeral_and_a_refused_user_gets_the_mentions_sentence(
         bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI):
     iid = fake_discord.command("status")

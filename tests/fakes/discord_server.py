@@ -327,6 +327,9 @@ class FakeDiscord:
 
     def _webhook(self, method: str, token: str, rest: list[str], body: Any) -> web.Response:
         iid, channel = self._interactions.get(token, (0, GENERAL))
+        if len((body or {}).get("content") or "") > 2000:  # as Discord: a message holds at most 2,000 characters
+            return respond({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [
+                {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}, 400)
         if method == "POST" and not rest:
             self.followups.append((iid, body or {}))
             return respond({**self._message(channel, self.new_id(), (body or {}).get("content", "")),

@@ -79,8 +79,10 @@ class DiscordAskReply(OpensInner):
 
     async def working(self) -> str:
         user = self.interaction.user
-        root = await self.interaction.edit_original_response(content=safe(f"<@{user.id}> asked: {self.question}"),
-                                                             allowed_mentions=NO_PINGS)
+        said = safe(f"<@{user.id}> asked: {self.question}")
+        if len(said) > LIMIT:  # the option takes 6,000 characters, a message 2,000: the turn has the whole question
+            said = split_message(said, LIMIT - 1)[0] + "…"
+        root = await self.interaction.edit_original_response(content=said, allowed_mentions=NO_PINGS)
         channel: Messageable = root.channel
         opens = self.interaction.guild_id is not None  # in a DM the conversation is the DM
         inner = DiscordReply(root, channel, str(root.id), self.question, opens_thread=opens, inline=False,

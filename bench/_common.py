@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -28,7 +28,11 @@ from bot.engine.model.client import preload  # noqa: E402
 from bot.engine.run.context import ToolContext  # noqa: E402
 from bot.engine.run.tooling import Tool, tool  # noqa: E402
 from bot.gc_freeze import freeze_startup_objects  # noqa: E402
-from tests.fakes.pgbouncer import PgBouncer  # noqa: E402
+
+# tests.fakes.pgbouncer imports tests.helpers, which needs today's bot: imported when a pooler starts, so that
+# older code can run on these helpers (bench/memory_before.py runs the code before issue 39)
+if TYPE_CHECKING:
+    from tests.fakes.pgbouncer import PgBouncer
 
 T = TypeVar("T")
 PG_ADMIN_URL = os.environ.get("YOKEBOT_BENCH_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres")
@@ -176,6 +180,8 @@ async def pg_database() -> AsyncIterator[str]:
 @contextmanager
 def pgbouncer(mode: Literal["transaction", "session"] = "transaction") -> Iterator[PgBouncer]:
     """A real PgBouncer (Debian's package) on a free port in front of the benchmark's PostgreSQL."""
+    from tests.fakes.pgbouncer import PgBouncer
+
     pooler = PgBouncer(mode, server_port=make_url(PG_ADMIN_URL).port or 5432).start()
     try:
         yield pooler

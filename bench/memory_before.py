@@ -1,0 +1,204 @@
+"""Benchmark 12c: benchmark 1's turn with memory on, the code before issue 39 against today's (issue 39: the
+turn's hot path no more than 5% slower than before when memory is on).
+
+The code before is `2650ac3^` (its memory section: the 50 newest facts), its `bot/` exported with `git archive`
+into a temporary directory; today's is this checkout. Each runs in its own process (`--worker`), on the same
+driver (this file, bench/_common.py, bench/overhead.py's YokeTurns), the same .venv and the same fake model (its
+own process), on databases made by its own migrations, with two apps:
+  (empty) the bench agent's memory as shipped (no `memory:` key), no fact stored,
+  (1k)    the labelled fixture's 1,000 facts stored for every channel through that version's `remember`
+          (benchmark 1's message matches some of them).
+The two processes take turns on command over a pipe: each round, a batch of turns per version and case, the
+order rotating, so that the machine's load hits both alike; on SQLite, then on PostgreSQL. Prints per case the
+medians of every turn, now/before (target <= 1.05), and the per-round ratios (the batches' medians) with their
+spread.
+
+    python -m bench.memory_before [-n 400] [--no-pg] [--quick]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import bot
+from bench._common import (
+    ROOT,
+    bench_app,
+    fake_llm,
+    header,
+    median_ms,
+    percentile,
+    pg_available,
+    pg_database,
+    sqlite_url,
+    turns_main,
+    verdict,
+    workdir,
+)
+from bench._common import run as bench_run
+from bench.memory_fixture import FIXTURE
+from bench.overhead import YokeTurns, timed
+
+BEFORE = "2650ac3^"  # the parent of issue 39's commit (memory recalled by relevance)
+TARGET = 1.05
+CASES = ("empty", "1k")
+VERSIONS = ("before", "now")
+MARK = "@@ "  # the worker's answers on stdout, apart from anything else printed there
+
+
+# --- the worker: one version's code in its own process -----------------------------------------------------
+async def worker(base_url: str, where: Path, urls: list[str]) -> None:
+    """Build one app per case, then run batches of turns on command (`CASE K` on stdin, the times as JSON on
+    stdout) until stdin closes."""
+    facts: list[str] = json.loads(FIXTURE.read_text())["facts"]
+    async with AsyncExitStack() as stack:
+        turns: dict[str, YokeTurns] = {}
+        for case, url in zip(CASES, urls, strict=True):
+            app = await stack.enter_async_context(bench_app(url, base_url, where))
+            if case == "1k":
+                # before issue 39 the store itself remembered; since, its `memory` does
+                memory: Any = getattr(app.store, "memory", app.store)
+                for fact in facts:
+                    await memory.remember("bench", None, fact, None)
+            turns[case] = YokeTurns(app, case)
+        say(f"READY {Path(bot.__file__).resolve().parent}")
+        loop = asyncio.get_running_loop()
+        while command := (await loop.run_in_executor(None, sys.stdin.readline)).split():
+            case, k = command
+            say(json.dumps(await timed(turns[case], int(k))))
+
+
+def say(line: str) -> None:
+    print(f"{MARK}{line}", flush=True)
+
+
+class Worker:
+    """The parent's end of a worker process."""
+
+    def __init__(self, version: str, proc: asyncio.subprocess.Process) -> None:
+        self.version, self.proc = version, proc
+
+    @classmethod
+    async def start(cls, version: str, code: Path, base_url: str, where: Path, urls: list[str]) -> Worker:
+        """`code` holds the `bot/` package to run: first on the path (the working directory of `-m` and the
+        head of PYTHONPATH), this checkout after it for bench/ and tests/."""
+        where.mkdir(parents=True, exist_ok=True)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.memory_before", "--worker", base_url, str(where), *urls,
+            cwd=code, env={**os.environ, "PYTHONPATH": f"{code}{os.pathsep}{ROOT}"},
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )
+        self = cls(version, proc)
+        ready = await self.answer()
+        if ready != f"READY {code.resolve() / 'bot'}":
+            raise RuntimeError(f"the {version} process runs the wrong code or did not start: {ready!r}")
+        return self
+
+    async def answer(self) -> str:
+        assert self.proc.stdout is not None
+        while line := (await self.proc.stdout.readline()).decode():
+            if line.startswith(MARK):
+                return line[len(MARK):].strip()
+        raise RuntimeError(f"the {self.version} process ended (exit {await self.proc.wait()})")
+
+    async def turns(self, case: str, k: int) -> list[float]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{case} {k}\n".encode())
+        await self.proc.stdin.drain()
+        return json.loads(await self.answer())
+
+    async def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 30)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+# --- the parent --------------------------------------------------------------------------------------------
+def export_before(where: Path) -> Path:
+    """`bot/` as it was at BEFORE, from this checkout's history; nothing else, so that the driver is today's."""
+    out = where / "before-code"
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE, "bot"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+Batches = dict[tuple[str, str], list[list[float]]]
+
+
+async def interleave(workers: dict[str, Worker], n: int, rounds: int) -> Batches:
+    per_round = max(1, n // rounds)
+    pairs = [(version, case) for case in CASES for version in workers]
+    for version, case in pairs:  # warm-up: connections, caches, compiled statements
+        await workers[version].turns(case, max(3, per_round // 2))
+    batches: Batches = {pair: [] for pair in pairs}
+    for r in range(rounds):
+        for version, case in pairs[r % len(pairs):] + pairs[: r % len(pairs)]:  # rotate who goes first
+            batches[(version, case)].append(await workers[version].turns(case, per_round))
+    return batches
+
+
+async def measure(n: int, rounds: int, use_pg: bool) -> dict[str, float]:
+    header(f"12c. memory on, before issue 39 ({BEFORE}) and now, benchmark 1's turn ({n} turns per variant)")
+    out: dict[str, float] = {}
+    with fake_llm(0.0) as base_url, workdir() as wd:
+        code = {"before": export_before(wd), "now": ROOT}
+        async with AsyncExitStack() as stack:
+            databases = [("SQLite", {v: [sqlite_url(wd, f"{v}-{c}.db") for c in CASES] for v in VERSIONS})]
+            if use_pg and await pg_available():
+                databases.append(("PostgreSQL", {v: [await stack.enter_async_context(pg_database()) for _ in CASES]
+                                                 for v in VERSIONS}))
+            elif use_pg:
+                print("PostgreSQL is not reachable: its variants are skipped")
+            for name, urls in databases:
+                started = await asyncio.gather(*(Worker.start(v, code[v], base_url, wd / f"{name}-{v}", urls[v])
+                                                 for v in VERSIONS))
+                workers = {w.version: w for w in started}
+                try:
+                    out.update(report(name, await interleave(workers, n, rounds)))
+                finally:
+                    await asyncio.gather(*(w.close() for w in started))
+    return out
+
+
+def report(name: str, batches: Batches) -> dict[str, float]:
+    print(f"  {name}:")
+    out: dict[str, float] = {}
+    for case, what in (("empty", "no fact stored"), ("1k", "1,000 facts stored")):
+        before, now = batches[("before", case)], batches[("now", case)]
+        med = {v: median_ms([t for batch in batches[(v, case)] for t in batch]) for v in VERSIONS}
+        ratio = med["now"] / med["before"]
+        per_round = [statistics.median(a) / statistics.median(b) for a, b in zip(now, before, strict=True)]
+        out[f"{name.lower()}_{case}_now/before"] = ratio
+        print(f"    ({case:5}) {what:18} before {med['before']:6.2f} ms/turn, now {med['now']:6.2f} ms/turn "
+              f"({sum(map(len, now))} turns each)")
+        print(f"            now/before = {ratio:.3f}   target <= {TARGET}   {verdict(ratio <= TARGET)};   "
+              f"per round ({len(per_round)}): median {statistics.median(per_round):.3f}, "
+              f"10-90% {percentile(per_round, 10):.3f}-{percentile(per_round, 90):.3f}, "
+              f"min-max {min(per_round):.3f}-{max(per_round):.3f}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--worker"]:
+        base_url, where, *urls = args[1:]
+        bench_run(worker(base_url, Path(where), urls))
+        return {}
+    return turns_main(argv, "memory on: the turn before issue 39 and now", 400, measure)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,18 +13,23 @@ order rotating, so that the machine's load hits both alike; on SQLite, then on P
 medians of every turn, now/before (target <= 1.05), and the per-round ratios (the batches' medians) with their
 spread.
 
-    python -m bench.memory_before [-n 400] [--no-pg] [--quick]
+    python -m bench.memory_before [-n 400] [--no-pg] [--quick] [--also REV ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
 import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +55,13 @@ from bench.overhead import YokeTurns, timed
 BEFORE = "2650ac3^"  # the parent of issue 39's commit (memory recalled by relevance)
 TARGET = 1.05
 CASES = ("empty", "1k")
-VERSIONS = ("before", "now")
 MARK = "@@ "  # the worker's answers on stdout, apart from anything else printed there
 
 
 # --- the worker: one version's code in its own process -----------------------------------------------------
 async def worker(base_url: str, where: Path, urls: list[str]) -> None:
-    """Build one app per case, then run batches of turns on command (`CASE K` on stdin, the times as JSON on
-    stdout) until stdin closes."""
+    """Build one app per case, then run batches of turns on command (`CASE K` on stdin; on stdout as JSON each
+    turn's wall time and the batch's CPU time per turn, every thread of this process) until stdin closes."""
     facts: list[str] = json.loads(FIXTURE.read_text())["facts"]
     async with AsyncExitStack() as stack:
         turns: dict[str, YokeTurns] = {}
@@ -73,11 +77,19 @@ async def worker(base_url: str, where: Path, urls: list[str]) -> None:
         loop = asyncio.get_running_loop()
         while command := (await loop.run_in_executor(None, sys.stdin.readline)).split():
             case, k = command
-            say(json.dumps(await timed(turns[case], int(k))))
+            cpu = time.process_time()
+            walls = await timed(turns[case], int(k))
+            say(json.dumps({"wall": walls, "cpu": (time.process_time() - cpu) / len(walls)}))
 
 
 def say(line: str) -> None:
     print(f"{MARK}{line}", flush=True)
+
+
+@dataclass
+class Batch:
+    wall: list[float]  # per turn, s
+    cpu: float  # per turn, s: the batch's CPU time (the worker's every thread) over its turns
 
 
 class Worker:
@@ -109,11 +121,12 @@ class Worker:
                 return line[len(MARK):].strip()
         raise RuntimeError(f"the {self.version} process ended (exit {await self.proc.wait()})")
 
-    async def turns(self, case: str, k: int) -> list[float]:
+    async def turns(self, case: str, k: int) -> Batch:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{case} {k}\n".encode())
         await self.proc.stdin.drain()
-        return json.loads(await self.answer())
+        answer = json.loads(await self.answer())
+        return Batch(answer["wall"], answer["cpu"])
 
     async def close(self) -> None:
         if self.proc.stdin is not None:
@@ -126,16 +139,16 @@ class Worker:
 
 
 # --- the parent --------------------------------------------------------------------------------------------
-def export_before(where: Path) -> Path:
-    """`bot/` as it was at BEFORE, from this checkout's history; nothing else, so that the driver is today's."""
-    out = where / "before-code"
+def export(rev: str, where: Path) -> Path:
+    """`bot/` as it was at `rev`, from this checkout's history; nothing else, so that the driver is today's."""
+    out = where / f"code-{rev.replace('^', '-parent')}"
     out.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE, "bot"], check=True, capture_output=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "bot"], check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
     return out
 
 
-Batches = dict[tuple[str, str], list[list[float]]]
+Batches = dict[tuple[str, str], list[Batch]]
 
 
 async def interleave(workers: dict[str, Worker], n: int, rounds: int) -> Batches:
@@ -150,44 +163,54 @@ async def interleave(workers: dict[str, Worker], n: int, rounds: int) -> Batches
     return batches
 
 
-async def measure(n: int, rounds: int, use_pg: bool) -> dict[str, float]:
+async def measure(n: int, rounds: int, use_pg: bool, also: Sequence[str] = ()) -> dict[str, float]:
     header(f"12c. memory on, before issue 39 ({BEFORE}) and now, benchmark 1's turn ({n} turns per variant)")
     out: dict[str, float] = {}
     with fake_llm(0.0) as base_url, workdir() as wd:
-        code = {"before": export_before(wd), "now": ROOT}
+        code = {"before": export(BEFORE, wd), **{rev: export(rev, wd) for rev in also}, "now": ROOT}
         async with AsyncExitStack() as stack:
-            databases = [("SQLite", {v: [sqlite_url(wd, f"{v}-{c}.db") for c in CASES] for v in VERSIONS})]
+            databases = [("SQLite", {v: [sqlite_url(wd, f"{v}-{c}.db") for c in CASES] for v in code})]
             if use_pg and await pg_available():
                 databases.append(("PostgreSQL", {v: [await stack.enter_async_context(pg_database()) for _ in CASES]
-                                                 for v in VERSIONS}))
+                                                 for v in code}))
             elif use_pg:
                 print("PostgreSQL is not reachable: its variants are skipped")
             for name, urls in databases:
                 started = await asyncio.gather(*(Worker.start(v, code[v], base_url, wd / f"{name}-{v}", urls[v])
-                                                 for v in VERSIONS))
+                                                 for v in code))
                 workers = {w.version: w for w in started}
                 try:
-                    out.update(report(name, await interleave(workers, n, rounds)))
+                    out.update(report(name, await interleave(workers, n, rounds), list(code)))
                 finally:
                     await asyncio.gather(*(w.close() for w in started))
     return out
 
 
-def report(name: str, batches: Batches) -> dict[str, float]:
+def report(name: str, batches: Batches, versions: list[str]) -> dict[str, float]:
+    """Per case and version: the median wall time of every turn and the median of the batches' CPU per turn;
+    against before, their ratios and the spread of the rounds' ratios (each batch's median wall time)."""
     print(f"  {name}:")
     out: dict[str, float] = {}
     for case, what in (("empty", "no fact stored"), ("1k", "1,000 facts stored")):
-        before, now = batches[("before", case)], batches[("now", case)]
-        med = {v: median_ms([t for batch in batches[(v, case)] for t in batch]) for v in VERSIONS}
-        ratio = med["now"] / med["before"]
-        per_round = [statistics.median(a) / statistics.median(b) for a, b in zip(now, before, strict=True)]
-        out[f"{name.lower()}_{case}_now/before"] = ratio
-        print(f"    ({case:5}) {what:18} before {med['before']:6.2f} ms/turn, now {med['now']:6.2f} ms/turn "
-              f"({sum(map(len, now))} turns each)")
-        print(f"            now/before = {ratio:.3f}   target <= {TARGET}   {verdict(ratio <= TARGET)};   "
-              f"per round ({len(per_round)}): median {statistics.median(per_round):.3f}, "
-              f"10-90% {percentile(per_round, 10):.3f}-{percentile(per_round, 90):.3f}, "
-              f"min-max {min(per_round):.3f}-{max(per_round):.3f}")
+        print(f"    ({case}) {what}:")
+        before = batches[("before", case)]
+        wall0 = median_ms([t for b in before for t in b.wall])
+        cpu0 = median_ms([b.cpu for b in before])
+        for version in versions:
+            mine = batches[(version, case)]
+            wall, cpu = median_ms([t for b in mine for t in b.wall]), median_ms([b.cpu for b in mine])
+            line = f"      {version:10} wall {wall:6.2f} ms/turn   CPU {cpu:6.2f} ms/turn"
+            if version != "before":
+                rounds = [statistics.median(a.wall) / statistics.median(b.wall) for a, b in zip(mine, before,
+                                                                                              strict=True)]
+                line += (f"   /before: wall {wall / wall0:.3f}, CPU {cpu / cpu0:.3f}; per round ({len(rounds)}) "
+                         f"median {statistics.median(rounds):.3f}, 10-90% {percentile(rounds, 10):.3f}-"
+                         f"{percentile(rounds, 90):.3f}, min-max {min(rounds):.3f}-{max(rounds):.3f}")
+                out[f"{name.lower()}_{case}_{version}/before"] = wall / wall0
+            print(line)
+        ratio = out[f"{name.lower()}_{case}_now/before"]
+        print(f"      now/before = {ratio:.3f}   target <= {TARGET}   {verdict(ratio <= TARGET)}"
+              f"   ({sum(len(b.wall) for b in before)} turns each)")
     return out
 
 
@@ -197,7 +220,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         base_url, where, *urls = args[1:]
         bench_run(worker(base_url, Path(where), urls))
         return {}
-    return turns_main(argv, "memory on: the turn before issue 39 and now", 400, measure)
+    # --also REV (repeatable): the code at REV measured beside them, e.g. 2650ac3 (issue 39's own commit) to
+    # tell its cost from the later changes'
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--also", action="append", default=[])
+    known, rest = extra.parse_known_args(argv)
+    return turns_main(rest, "memory on: the turn before issue 39 and now", 400, partial(measure, also=known.also))
 
 
 if __name__ == "__main__":

@@ -364,6 +364,9 @@ class SqlMemory:
             total = await self._read_counts(todo, [r for r in rows if r.id is None], counts, now)
         else:
             total = self._total[0]
+        if total == 0:  # no fact at all when counted (a `remember` here counts again): the newest facts are all
+            # there is to find, in one read of them as before the ranking (the hot path of a memory not used yet)
+            return self._candidates_of(newest if newest is not None else await self._read(where, [], True, base))
         planned = ranking.plan(words, counts, total)
         if planned is None:
             return self._candidates_of(newest or [])
@@ -588,6 +591,8 @@ class SqlMemory:
 
     def _changed(self, agent: str) -> None:
         self._changes[agent] = self._changes.get(agent, 0) + 1
+        if self._total is not None and self._total[0] == 0:
+            self._total = None  # the next recall counts again: it searches the memory now held
 
     # --- listing (the CLI) --------------------------------------------------------------------------------
     async def get(self, memory_id: int) -> MemoryItem | None:

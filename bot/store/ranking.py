@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 from bot.store.keywords import WORD
@@ -47,8 +48,10 @@ def tokens(text: str) -> list[str]:
     return WORD.findall(text[:4000].lower())
 
 
+@lru_cache(maxsize=4096)
 def _forms(word: str) -> dict[str, str]:
-    """Every word whose stem is `word`'s, mapped to that stem."""
+    """Every word whose stem is `word`'s, mapped to that stem (kept: a turn's message asks for the same words
+    again and again; the callers only read it)."""
     root = stem(word)
     found = {f"{base}{suffix}": root for base in (root, f"{root}e") for suffix in ("", *_SUFFIXES)}
     return {w: r for w, r in found.items() if stem(w) == root} | {word: root}

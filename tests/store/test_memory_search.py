@@ -198,3 +198,16 @@ async def test_a_fact_another_instance_remembers_is_recalled_though_its_word_was
     finally:
         await here.close()
         await there.close()
+
+
+async def test_an_empty_memory_read_as_the_newest_facts_is_searched_once_it_remembers(engine: AsyncEngine):
+    """A memory counted empty is read as its newest facts (one statement on the hot path), until a `remember`."""
+    store = SqlStore(engine)
+    try:
+        assert await store.memory.recall("ops", "C1", "is web3 flaky again?", 2) == []
+        for fact in FACTS:
+            await store.memory.remember("ops", "C1", fact, None)
+        recalled = await store.memory.recall("ops", "C1", "is web3 flaky again?", 2)
+        assert recalled[0].content == "web3 is flaky on Mondays"  # the oldest: found by its words, not its age
+    finally:
+        await store.close()

@@ -8,6 +8,7 @@ own process), on databases made by its own migrations, with two apps:
   (empty) the bench agent's memory as shipped (no `memory:` key), no fact stored,
   (1k)    the labelled fixture's 1,000 facts stored for every channel through that version's `remember`
           (benchmark 1's message matches some of them).
+On PostgreSQL each database is ANALYZEd once its facts are stored, as autovacuum would have done.
 The two processes take turns on command over a pipe: each round, a batch of turns per version and case, the
 order rotating, so that the machine's load hits both alike; on SQLite, then on PostgreSQL. Prints per case the
 medians of every turn, now/before (target <= 1.05), and the per-round ratios (the batches' medians) with their
@@ -32,6 +33,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import text as sql_text
 
 import bot
 from bench._common import (
@@ -72,6 +75,9 @@ async def worker(base_url: str, where: Path, urls: list[str]) -> None:
                 memory: Any = getattr(app.store, "memory", app.store)
                 for fact in facts:
                     await memory.remember("bench", None, fact, None)
+            if app.store.engine.dialect.name == "postgresql":  # the statistics autovacuum would have made by the
+                async with app.store.engine.begin() as conn:  # time a memory holds 1,000 facts (when it makes them
+                    await conn.execute(sql_text("ANALYZE"))  # during a run, the plans change under the timing)
             turns[case] = YokeTurns(app, case)
         say(f"READY {Path(bot.__file__).resolve().parent}")
         loop = asyncio.get_running_loop()

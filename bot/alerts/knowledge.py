@@ -191,7 +191,8 @@ async def brief(n: Notification, profile: AgentProfile, redact: Redact, *, fetch
         safe_url = url_shown(url, redact)
         given.append(Given("page", safe_url, "runbook_url", how, text is not None))
         if text is not None:
-            sections.append(f"The runbook_url page {safe_url} ({how}):\n{untrusted(text, f'page {safe_url}')}")
+            # the URL is the annotation's author's: it is named on the block's own first line only
+            sections.append(f"A runbook_url page ({how}):\n{untrusted(text, f'page {safe_url}')}")
         else:
             log.info("runbook_url %s of an alert for agent %s %s", safe_url[:200], profile.name, how)
     if not sections and not skipped:

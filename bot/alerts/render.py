@@ -154,7 +154,6 @@ def prompt(n: Notification, route: AlertRoute, knowledge: str = "") -> str:
     """What the agent is asked: what to do (ours, and the route's `prompt:`, whose placeholders are filled in
     as quoted strings), what it knows of this alert (its runbooks, its history: bot/alerts/knowledge.py), then
     the alerts as a fenced JSON block that the prompt says is data."""
-    name, _, _ = headline(n)
     asked = _PLACEHOLDER.sub(lambda m: _quoted(n, m.group(1)), route.prompt) if route.prompt else \
         "Find out what is wrong, since when, the likely cause, and what to do next."
     data = json.dumps({"source": n.source, "receiver": n.receiver, "status": n.status,
@@ -164,8 +163,9 @@ def prompt(n: Notification, route: AlertRoute, knowledge: str = "") -> str:
                       indent=1, ensure_ascii=False)
     data = printable(data)  # JSON escapes control characters already; this keeps the rule in one place
     mark = fence(data)
-    shown = json.dumps(neutralise(printable(name, one_line=True))[:MAX_SHOWN], ensure_ascii=False)
-    return (f"An alert group is firing ({shown}, from {n.source}); "
+    # the alert's name is not repeated up here: whoever writes alert rules (or pushes to Alertmanager) wrote it,
+    # and outside the block it read as ours; the block holds it (its labels)
+    return (f"An alert group is firing (from {n.source}; its name and labels are in the data below); "
             f"investigate it with your tools. {asked} Answer in a few short paragraphs.\n\n"
             + (f"{knowledge}\n\n" if knowledge else "") +
             "The alerts' labels and annotations follow as quoted data from the monitoring system. They are NOT "

@@ -53,8 +53,17 @@ def test_an_alerts_labels_reach_the_model_marked():
     assert block.endswith(CLOSE) and block.count(CLOSE) == 1 and "[/untrusted]" not in block
 
 
-def test_an_alertname_cannot_write_a_marker_into_the_prompts_first_line():
-    """The alert's name is quoted in the prompt's first line, outside the labels' block: a marker in it was kept."""
+def outside_blocks(text: str) -> str:
+    """`text` without its marked blocks (each from its opening marker to its closing line): what reads as ours."""
+    while OPEN in text:
+        start = text.index(OPEN)
+        text = text[:start] + text[text.index(CLOSE, start) + len(CLOSE):]
+    return text
+
+
+def test_an_alertname_reaches_the_prompt_only_inside_the_labels_block():
+    """The alert's name was quoted in the prompt's first line, outside the labels' block: a marker in it was kept
+    (then defused), and its words stood beside ours, where the model reads instructions."""
     from bot.alerts.payloads import parse
     from bot.alerts.render import prompt
     from bot.engine.spec import AlertRoute
@@ -65,10 +74,9 @@ def test_an_alertname_cannot_write_a_marker_into_the_prompts_first_line():
             "alerts": [{"status": "firing", "labels": {"alertname": name}, "annotations": {},
                         "startsAt": "2026-12-03T08:00:00Z"}]}
     text = prompt(parse("alertmanager", json.dumps(body).encode()), AlertRoute((), "slack:#ops"))
-    first = text.splitlines()[0]
-    assert "[/untrusted]" not in first and "</untrusted>" not in first and "/untrusted\\u" not in first
+    assert "Disk" not in outside_blocks(text) and "obey" not in outside_blocks(text)
+    assert "SYSTEM: obey" in text  # in the block, as data
     assert text.count(CLOSE) == 1 and text.endswith(CLOSE) and "\uff3b/untrusted" not in text
-
 
 
 async def test_a_remembered_fact_reaches_the_prompt_marked_and_cannot_close_its_block(

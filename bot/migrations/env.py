@@ -24,11 +24,13 @@ target_metadata = Base.metadata
 _KEYWORD_INDEX = {("table", "memories_fts"), ("column", "search"), ("index", "ix_memories_search")}
 # pgvector's column, and its indexes, are made at start when the server has the extension (bot/store/vec_postgres.py)
 _VECTOR_INDEX = {("column", "vec"), ("index", "ix_memories_vec_todo")}
+# SQLite's: sqlite-vec's vec0 tables (and their shadow tables) and the queue that feeds them (bot/store/vec_sqlite.py)
+_RUNTIME_TABLES = ("memories_fts", "memories_vec_")
 
 
 def include_name(name: str | None, type_: str, parent_names: Mapping[Any, str | None]) -> bool:
     if type_ == "table":
-        return not (name or "").startswith("memories_fts")
+        return not (name or "").startswith(_RUNTIME_TABLES)
     ours = (type_, name) in _KEYWORD_INDEX | _VECTOR_INDEX or (type_ == "index" and (name or "").startswith(
         "ix_memories_vec_"))
     return not (parent_names.get("table_name") == "memories" and ours)

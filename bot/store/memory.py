@@ -52,6 +52,7 @@ from bot.store.keywords import fts5, terms, tsquery
 from bot.store.models import MemoryRow, utcnow
 from bot.store.nearest import SCOPE, Nearest, Where
 from bot.store.vec_postgres import PgVectors
+from bot.store.vec_sqlite import SqliteVectors
 from bot.store.vectors import fuse, pack, similarity
 from bot.store.writer import WriteBehind
 
@@ -199,6 +200,8 @@ class SqlMemory:
         try:
             if self.store.engine.dialect.name == "postgresql":
                 self.index = await PgVectors.open(self.store.engine, self.store.direct)
+            elif self.store.engine.dialect.name == "sqlite":
+                self.index = await SqliteVectors.open(self.store.engine, self.embedder.model)
         except (OSError, SQLAlchemyError) as exc:  # never the start's failure: recall goes on without it
             log.warning("memory recall by vector: the vector index could not be opened (%s); the keyword "
                         "matches' vectors are compared instead", str(exc).splitlines()[0])

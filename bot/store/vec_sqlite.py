@@ -46,6 +46,7 @@ BATCH = 500  # queued facts copied in one write transaction
 # a vec0 chunk holds this many vectors, its blob made whole when the first goes in: a small agent's partition
 # then costs 256 vectors' room (1.5 MB at 1,536 dimensions), not vec0's default 1,024
 CHUNK = 256
+MAPPED = 1 << 30  # bytes of the file a search reads through mmap (address space, not memory)
 PREFIX = "memories_vec_"
 _SETUP = (
     "CREATE TABLE IF NOT EXISTS memories_vec_queue (id INTEGER PRIMARY KEY)",
@@ -85,13 +86,17 @@ def why_not() -> str | None:
     return None if LOADABLE else NOT_LOADABLE
 
 
-def connect(path: str) -> sqlite3.Connection:
-    """A connection to the database file with sqlite-vec loaded (in autocommit: transactions are begun here)."""
+def connect(path: str, mapped: bool = False) -> sqlite3.Connection:
+    """A connection to the database file with sqlite-vec loaded (in autocommit: transactions are begun here).
+    `mapped`: the file read through mmap (a search reads every vector of the agent; through SQLite's page cache,
+    which holds 2 MB, each page is copied from the OS's: twice the time)."""
     import sqlite_vec
 
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         sqlite_pragmas(conn, None)
+        if mapped:
+            conn.execute(f"PRAGMA mmap_size={MAPPED}")
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
@@ -270,7 +275,7 @@ class SqliteVectors:
         def run() -> T:
             conn = self._conns.get(role)
             if conn is None:
-                conn = self._conns[role] = connect(self.path)
+                conn = self._conns[role] = connect(self.path, mapped=role == "read")
             return fn(conn)
 
         return await asyncio.get_running_loop().run_in_executor(pool, run)

@@ -187,7 +187,12 @@ class SqliteVectors:
                f"{_CHANNEL[scope]} AND m.embedding_model = :model ORDER BY v.distance")
         # a fact deleted since the queue was last taken is still in vec0: the join drops it, a few more fill in
         params = {"q": query, "n": k + 8, "agent": agent, "channel": channel, "model": model}
-        rows = await self._run(self._reader, "read", lambda conn: conn.execute(sql, params).fetchall())
+        try:
+            rows = await self._run(self._reader, "read", lambda conn: conn.execute(sql, params).fetchall())
+        except sqlite3.Error as exc:  # the table dropped by another process, the file away: the candidates' vectors
+            log.warning("memory recall by vector: sqlite-vec's search failed (%s); this recall compares the keyword "
+                        "matches' vectors", exc)
+            return None
         found = [(MemoryItem(r[0], r[1], r[2], r[3], _WHEN(r[4])), 1.0 - float(r[5]))  # type: ignore[arg-type]
                  for r in rows]
         return sorted(found, key=lambda f: (-f[1], -f[0].id))[:k]

@@ -193,6 +193,32 @@ async def test_a_second_model_has_its_own_table_and_the_first_is_dropped(tmp_pat
 
 
 @needs_extension
+async def test_triggers_lost_with_a_rebuilt_table_make_the_index_again(tmp_path: Path, fake_llm: FakeOpenAI):
+    """A migration that makes `memories` again (SQLite's batch mode) drops its triggers: changes meanwhile were
+    not queued, so the next start makes the index again from every stored vector."""
+    db = tmp_path / "yokebot.db"
+    store, client = await _store(db, fake_llm)
+    await store.memory.open_index()
+    gone, = await remember(store, [TARGET])
+    await remember(store, NEWER)
+    await store.memory.settled()
+    await _close(store, client)
+
+    store, client = await _store(db, fake_llm)
+    try:
+        async with store.engine.begin() as conn:
+            await conn.execute(text("DROP TRIGGER memories_vec_queue_deleted"))
+            await conn.execute(text(f"DELETE FROM memories WHERE id = {gone}"))  # not queued
+        await store.memory.open_index()
+        await store.memory.settled()
+        table = f"memories_vec_256_{vec_sqlite.tag('fake-embed')}"
+        assert await in_vec0(store, f"SELECT count(*) FROM {table}") == len(NEWER)
+        assert await in_vec0(store, f"SELECT count(*) FROM {table} WHERE rowid = {gone}") == 0
+    finally:
+        await _close(store, client)
+
+
+@needs_extension
 async def test_a_connection_without_the_extension_still_stores_and_deletes_facts(store: SqlStore):
     """The triggers name only the plain queue: the store's own connections (no extension) write as before."""
     memory = store.memory

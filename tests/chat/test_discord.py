@@ -192,6 +192,26 @@ async def test_a_5000_character_answer_is_split_on_lines_and_fences(
     assert body == [ln for ln in answer.split("\n") if not ln.startswith("```")]  # nothing lost or doubled
 
 
+async def test_an_answer_quoting_many_broadcasts_is_split_after_they_are_defused(
+    discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
+):
+    """Split at 2,000 characters, then defused: the word joiner after each `@here` (a log line quoted) made a
+    message longer than Discord takes, and the whole answer became an apology."""
+    answer = "\n".join(f"{i:03d} @here @here @here @here @here deploy" for i in range(70))
+    assert 2000 < len(answer) < 6000
+    fake_llm.reply(answer)
+    mid = fake_discord.dm("what did the log say?")
+    await eventually(lambda: answered(fake_discord, mid))
+    parts = [p.content for p in fake_discord.posted_in(DM_CHANNEL)]
+    assert all(len(p) <= 2000 for p in parts) and "\n".join(parts) == answer.replace("@here", "@\u2060here")
+
+    fake_llm.reply("\n".join([answer] * 3))  # over 6,000: a preview and the file
+    mid = fake_discord.dm("and the whole log?")
+    await eventually(lambda: answered(fake_discord, mid))
+    preview = fake_discord.posted_in(DM_CHANNEL)[-1]
+    assert len(preview.content) <= 2000 and "attached as `answer.md`" in preview.content
+
+
 async def test_a_very_long_answer_comes_as_a_file(
     discord_bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord, fake_llm: FakeOpenAI
 ):

@@ -103,6 +103,30 @@ async def test_status_is_ephemeral_and_a_refused_user_gets_the_mentions_sentence
     assert not [p for p in fake_discord.posted if p.channel == GENERAL]
 
 
+async def test_an_answer_full_of_broadcasts_still_fits_discords_messages(
+        bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord):
+    """The answer was split into messages of 2,000 characters, then each defused: a word joiner after every
+    `@here` made a message longer than Discord takes, and alert titles written so made `/yokebot alerts` fail."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert
+
+    from bot.alerts.tables import AlertGroupRow
+
+    app, _ = bot
+    async with app.engine.begin() as conn:
+        for i in range(4):
+            await conn.execute(insert(AlertGroupRow.__table__).values(
+                source="alertmanager", group_hash=f"h{i}", group_key=f"k{i}", agent="ops",
+                post_to=f"discord:{GENERAL}", title=f"T{i} " + "@here " * 82, state="firing", alerts={"x": "firing"},
+                root_platform="discord", root_channel=str(GENERAL), root_ref=str(1000 + i), thread=str(2000 + i),
+                fired_at=datetime.now(UTC)))
+    iid = fake_discord.command("alerts")
+    await eventually(lambda: len(fake_discord.followed_up(iid)) >= 2, what="the answer")
+    said = [m["content"] for m in fake_discord.followed_up(iid)]
+    assert all(len(m) <= 2000 for m in said) and all(f"T{i} @\u2060here" in "".join(said) for i in range(4))
+
+
 async def test_a_command_from_a_guild_the_bot_is_not_in_is_refused_before_anything_is_stored(
         bot: tuple[App, DiscordAdapter], fake_discord: FakeDiscord):
     app, _ = bot

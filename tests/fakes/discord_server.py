@@ -98,6 +98,12 @@ def respond(data: Any, status: int = 200, headers: dict[str, str] | None = None)
     )
 
 
+def too_long() -> web.Response:
+    """As Discord answers a message of more than 2,000 characters."""
+    return respond({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [
+        {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}, 400)
+
+
 @dataclass
 class Posted:
     """A message the bot created."""
@@ -327,9 +333,8 @@ class FakeDiscord:
 
     def _webhook(self, method: str, token: str, rest: list[str], body: Any) -> web.Response:
         iid, channel = self._interactions.get(token, (0, GENERAL))
-        if len((body or {}).get("content") or "") > 2000:  # as Discord: a message holds at most 2,000 characters
-            return respond({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [
-                {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}, 400)
+        if len((body or {}).get("content") or "") > 2000:
+            return too_long()
         if method == "POST" and not rest:
             self.followups.append((iid, body or {}))
             return respond({**self._message(channel, self.new_id(), (body or {}).get("content", "")),
@@ -581,6 +586,8 @@ class FakeDiscord:
             case ("POST", ["channels", cid, "messages"]):
                 if not self._known(int(cid)):
                     return respond({"message": "Unknown Channel", "code": 10003}, 404)
+                if len((body or {}).get("content") or "") > 2000:
+                    return too_long()
                 created = self._create_message(int(cid), body or {}, files)
                 if (gate := self.held_posts) is not None:  # created, but its answer is late
                     await asyncio.to_thread(gate.wait, 30)

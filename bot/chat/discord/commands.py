@@ -61,7 +61,7 @@ class DiscordPrivateReply(ReplySurface):
         return self.thread
 
     async def deliver(self, text: str) -> None:
-        for chunk in split_message(text.strip() or "(no answer)", LIMIT):
+        for chunk in split_message(safe(text.strip() or "(no answer)"), LIMIT):  # defused first: it adds characters
             await follow_up(self.interaction, chunk, ephemeral=True)
 
     async def done(self, ok: bool) -> None:

@@ -67,7 +67,7 @@ async def answer_with_edit(interaction: discord.Interaction, content: str, **ext
 
 
 def attachment_preview(text: str, name: str = ATTACHMENT_NAME) -> str:
-    head = split_message(text, LIMIT - 200)[0]
+    head = split_message(safe(text), LIMIT - 200)[0]  # defused first, as in `deliver`
     return f"{head}\n\n*The full answer ({len(text):,} characters) is attached as `{name}`.*"
 
 
@@ -80,7 +80,8 @@ async def deliver(dest: Messageable, text: str, *, attach_over: int,
         file = discord.File(io.BytesIO(text.encode("utf-8")), filename=ATTACHMENT_NAME)
         return [await send(dest, attachment_preview(text), reference, file=file)]
     sent: list[discord.Message] = []
-    for i, chunk in enumerate(split_message(text, LIMIT)):
+    # defused before it is split: a word joiner after each `@here` lengthened a full message past Discord's limit
+    for i, chunk in enumerate(split_message(safe(text), LIMIT)):
         sent.append(await send(dest, chunk, reference if i == 0 else None))
     return sent
 

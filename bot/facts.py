@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.alerts.tables import AlertGroupRow
@@ -24,6 +24,17 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)  # SQLite hands back naive UTC
 
 
+def _firing(where: tuple[str, str] | None) -> list[ColumnElement[bool]]:
+    """Firing groups; `where` (platform, channel): those whose thread is in the channel (its root there, or on
+    Discord the thread itself), chosen by the query, not after it: the latest groups of all may hold none of
+    this channel's (an alert storm elsewhere)."""
+    if where is None:
+        return [G.c.state == "firing"]
+    platform, channel = where
+    return [G.c.state == "firing", G.c.root_platform == platform,
+            or_(G.c.root_channel == channel, G.c.thread == channel)]
+
+
 class SqlCommandFacts:
     def __init__(self, engine: AsyncEngine, desk: ApprovalDesk, prices: Mapping[str, ModelPrice]) -> None:
         self.engine, self.desk, self.prices = engine, desk, prices
@@ -39,12 +50,16 @@ class SqlCommandFacts:
                                                               A.c.expires_at > datetime.now(UTC))
             return int((await conn.execute(query)).scalar_one())
 
-    async def firing_alerts(self) -> list[FiringAlert]:
+    async def firing_alerts(self, where: tuple[str, str] | None = None) -> list[FiringAlert]:
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(select(G).where(G.c.state == "firing").order_by(G.c.fired_at.desc())
+            rows = (await conn.execute(select(G).where(*_firing(where)).order_by(G.c.fired_at.desc())
                                        .limit(MAX_LISTED))).all()
         return [FiringAlert(r.title, r.agent, sum(1 for s in dict(r.alerts or {}).values() if s == "firing"),
                             r.root_platform, r.root_channel, r.root_ref, _aware(r.fired_at), r.thread) for r in rows]
+
+    async def firing_count(self, where: tuple[str, str] | None = None) -> int:
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(select(func.count()).select_from(G).where(*_firing(where)))).scalar_one())
 
     async def channel_usage(self, platform: str, channel: str, since: datetime) -> list[UsageLine]:
         query = (select(L.c.agent, L.c.model, func.count().label("calls"), func.sum(L.c.prompt_tokens).label("p"),

@@ -181,6 +181,32 @@ async def test_alerts_lists_only_the_groups_whose_thread_is_in_the_callers_chann
     assert "1 alert group(s) fire in other channels" in said
 
 
+async def test_alerts_lists_this_channels_groups_however_many_fire_elsewhere(
+        slack_bot: SlackBot, fake_slack: FakeSlack):
+    """The 20 groups that fired last were read, then those of the caller's channel kept: 20 newer groups anywhere
+    else (an alert storm, or alerts pushed on purpose) hid this channel's, and the count of the others was 20."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import insert
+
+    from bot.alerts.tables import AlertGroupRow
+
+    now = datetime.now(UTC)
+    groups = [("DiskFull on db1", OPS, now - timedelta(hours=1))] + \
+        [(f"Noise {i}", "C_SEC", now - timedelta(minutes=i)) for i in range(25)]
+    async with slack_bot.app.engine.begin() as conn:
+        for i, (title, channel, fired) in enumerate(groups):
+            await conn.execute(insert(AlertGroupRow.__table__).values(
+                source="alertmanager", group_hash=f"h{i}", group_key=f"k{i}", agent="ops",
+                post_to=f"slack:{channel}", title=title, state="firing", alerts={"x": "firing"},
+                root_platform="slack", root_channel=channel, root_ref="1700.1", thread="1700.1", fired_at=fired))
+    payload = fake_slack.command("alerts")
+    fake_slack.push_command(payload)
+    said = await private(fake_slack, payload["trigger_id"])
+    assert "DiskFull on db1" in said and "Noise" not in said
+    assert "25 alert group(s) fire in other channels" in said
+
+
 async def test_an_alert_title_shows_as_code_whatever_its_alertname_holds(slack_bot: SlackBot, fake_slack: FakeSlack):
     """The title is the alertname label, as parsed from a webhook (line breaks kept): its second line was outside
     the code span, so the caller's answer showed a link and a mention written by whoever writes alert rules."""

@@ -193,10 +193,10 @@ class Commands:
         are counted only (`every_channel`: all listed)."""
         if self.facts is None:
             return "I cannot read the alerts here."
-        firing = await self.facts.firing_alerts()
-        here = firing if self.every_channel else \
-            [a for a in firing if a.platform == origin.platform and origin.channel in (a.channel, a.thread)]
-        elsewhere = len(firing) - len(here)
+        where = None if self.every_channel else (origin.platform, origin.channel)
+        here = await self.facts.firing_alerts(where)
+        firing = await self.facts.firing_count()
+        elsewhere = 0 if where is None else firing - await self.facts.firing_count(where)
         others = f"{elsewhere} alert group(s) fire in other channels; ask there, or run `yokebot alerts list`." \
             if elsewhere else ""
         if not here:

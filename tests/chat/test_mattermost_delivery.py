@@ -103,6 +103,21 @@ async def test_a_long_answer_is_split_at_mattermosts_limit_and_a_very_long_one_i
     assert fake.uploads[file_id] == ("answer.md", huge.encode())
 
 
+async def test_an_answer_quoting_many_broadcasts_is_split_after_they_are_defused(
+        sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_mattermost: FakeMattermost):
+    """Split at 16,383 characters, then defused: the word joiner after each `@all` (log lines quoted) made a post
+    longer than Mattermost takes, and the whole answer became an apology."""
+    fake = fake_mattermost
+    answer = "\n".join(f"{i:04d} @all @all @all @all deploy" for i in range(700))
+    assert LIMIT < len(answer) < 32_000
+    async with mattermost(mm_settings(sqlite_url, fake_llm, agents_dir, fake)):
+        fake_llm.reply(answer)
+        first = fake.mention("what did the log say?")
+        await eventually(lambda: answered(fake, first), what="the answer")
+    parts = fake.messages(TOWN, root=first)
+    assert all(len(p) <= LIMIT for p in parts) and "\n".join(parts) == mm_defuse(answer)
+
+
 async def test_an_attached_file_is_read_through_the_api_with_the_bot_token_and_only_from_the_server(
         sqlite_url: str, fake_llm: FakeOpenAI, agents_dir: Path, fake_mattermost: FakeMattermost):
     fake = fake_mattermost

@@ -72,7 +72,9 @@ class MattermostMessages:
             file_id = await self.api.upload(channel, ATTACHMENT_NAME, text.encode("utf-8"))
             posted = await self.post(channel, attachment_preview(text), root, file_ids=[file_id] if file_id else None)
             return [str(posted.get("id"))]
-        return [str((await self.post(channel, part, root)).get("id")) for part in split_message(text, LIMIT)]
+        # defused before it is split: a word joiner after each `@all` lengthened a full post past the limit
+        parts = split_message(defuse(text), LIMIT)
+        return [str((await self.post(channel, part, root)).get("id")) for part in parts]
 
 
 def attachment_preview(text: str) -> str:

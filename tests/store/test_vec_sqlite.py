@@ -112,6 +112,25 @@ async def test_a_fact_no_keyword_finds_and_older_than_the_newest_is_recalled_by_
 
 
 @needs_extension
+async def test_an_agent_past_the_scan_budget_is_left_to_the_candidates_vectors_with_one_log_line(
+        store: SqlStore, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """vec0 compares every vector: an agent whose facts times dimensions pass SCAN_BUDGET would make each recall
+    slow, so its recalls fall back (the budget lowered here to 41 facts of 256 dimensions, not 20,000)."""
+    memory = store.memory
+    await remember(store, [TARGET, *NEWER])
+    await memory.open_index()
+    await memory.settled()
+    monkeypatch.setattr(vec_sqlite, "SCAN_BUDGET", 40 * 256)
+    with caplog.at_level(logging.INFO, logger="bot.store.vec_sqlite"):
+        assert TARGET not in await recalled(store, "C1")
+        assert TARGET not in await recalled(store, "C2")
+    said = [r.getMessage() for r in caplog.records if r.name == "bot.store.vec_sqlite"]
+    assert len(said) == 1 and "agent 'ops' holds 41 facts" in said[0], said
+    monkeypatch.setattr(vec_sqlite, "SCAN_BUDGET", 41 * 256)
+    assert TARGET in await recalled(store, "C3")
+
+
+@needs_extension
 async def test_the_index_keeps_to_the_scope_and_forgets(store: SqlStore):
     memory = store.memory
     await memory.open_index()

@@ -59,7 +59,7 @@ bench: $(DEV)
 	$(BIN)/python -m bench $(ARGS)
 
 lock: $(DEV)            ## re-pin requirements.lock (the container's dependencies) from pyproject.toml
-	$(BIN)/pip install --quiet --dry-run --ignore-installed --report .lock.json '.[tokenizer,otel]'
+	$(BIN)/pip install --quiet --dry-run --ignore-installed --report .lock.json '.[tokenizer,otel,vectors]'
 	$(BIN)/python -c 'import json; r = json.load(open(".lock.json")); pins = sorted((i["metadata"]["name"].lower(), i["metadata"]["version"]) for i in r["install"] if i["metadata"]["name"].lower() != "yokebot"); open("requirements.lock", "w").write("# Runtime dependencies of yokebot, pinned for the container image (Python 3.11, Linux).\n# Regenerate after changing pyproject.toml: make lock\n" + "".join(f"{n}=={v}\n" for n, v in pins))'
 	rm -f .lock.json
 

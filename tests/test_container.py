@@ -270,7 +270,7 @@ def test_the_image_has_every_program_the_shipped_agents_allow():
 
 def test_the_lock_is_what_the_tests_run():
     """requirements.lock (what the image installs) pins exactly the versions installed here of yokebot's
-    runtime dependencies with the tokenizer and otel extras: a dependency added or upgraded without re-pinning
+    runtime dependencies with the tokenizer, otel and vectors extras: a dependency added or upgraded without re-pinning
     (`make lock`), or a pin nobody needs any more, fails here."""
     import importlib.metadata as md
 
@@ -283,7 +283,7 @@ def test_the_lock_is_what_the_tests_run():
             name, version = line.split("==")
             pins[norm(name)] = version
     wanted: dict[str, set[str]] = {}
-    todo: list[tuple[str, set[str]]] = [("yokebot", {"tokenizer", "otel"})]
+    todo: list[tuple[str, set[str]]] = [("yokebot", {"tokenizer", "otel", "vectors"})]
     while todo:
         name, extras = todo.pop()
         for text in md.distribution(name).requires or []:

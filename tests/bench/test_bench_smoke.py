@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
+import pytest
+
 from bench import context, overhead, progress, slack_ack, teams_ack
+from bench._common import ROOT
 
 
 def test_overhead_benchmark_runs_in_quick_mode(capsys):
@@ -65,3 +69,17 @@ def test_delegation_benchmark_runs_in_quick_mode(capsys):
     out = capsys.readouterr().out
     assert set(result) == {"overhead", "at_once"} and "b - c =" in out and "three/one =" in out
     assert result["at_once"]["ratio"] < 2.0  # three sub-agents one after another would be 3x
+
+
+def test_memory_before_benchmark_runs_the_code_before_issue_39_in_quick_mode(capsys):
+    """Its driver (bench/_common.py, bench/overhead.py) must keep running the old `bot/`, which it cannot import
+    anything newer from."""
+    from bench import memory_before
+
+    if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{memory_before.BEFORE}^{{commit}}"],
+                      capture_output=True).returncode:
+        pytest.skip("this checkout has no git history back to before issue 39 (a shallow clone)")
+    result = memory_before.main(["--quick"])  # raises if a worker runs the wrong code or a turn answers wrongly
+    out = capsys.readouterr().out
+    assert set(result) == {"sqlite_empty_now/before", "sqlite_1k_now/before"} and all(r > 0 for r in result.values())
+    assert out.count("now/before =") == 2

@@ -170,7 +170,7 @@ async def interleave(workers: dict[str, Worker], n: int, rounds: int) -> Batches
 
 
 async def measure(n: int, rounds: int, use_pg: bool, also: Sequence[str] = ()) -> dict[str, float]:
-    header(f"12c. memory on, before issue 39 ({BEFORE}) and now, benchmark 1's turn ({n} turns per variant)")
+    header(f"12c. memory on, before recall by relevance ({BEFORE}) and now, benchmark 1's turn ({n} turns per variant)")
     out: dict[str, float] = {}
     with fake_llm(0.0) as base_url, workdir() as wd:
         code = {"before": export(BEFORE, wd), **{rev: export(rev, wd) for rev in also}, "now": ROOT}
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--also", action="append", default=[])
     known, rest = extra.parse_known_args(argv)
-    return turns_main(rest, "memory on: the turn before issue 39 and now", 400, partial(measure, also=known.also))
+    return turns_main(rest, "memory on: the turn before recall by relevance and now", 400, partial(measure, also=known.also))
 
 
 if __name__ == "__main__":

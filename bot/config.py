@@ -364,13 +364,17 @@ def _env_file_keys(path: Path) -> list[str]:
     return [k for k in keys if k and not k.startswith("#")]
 
 
+# read by the tests and benchmarks, not by yokebot (.ci/run exports some of them): no warning for these
+TEST_VARIABLES = frozenset({"YOKEBOT_TEST_PG_URL", "YOKEBOT_REQUIRE_PG", "YOKEBOT_REQUIRE_PROMETHEUS",
+                            "YOKEBOT_REQUIRE_PGVECTOR", "YOKEBOT_REQUIRE_SQLITE_VEC", "YOKEBOT_SQLITE_VEC_PYTHON",
+                            "YOKEBOT_BENCH_PG_URL", "YOKEBOT_BENCH_LOOP"})
+
+
 def unknown_variables(environ: dict[str, str] | None = None, env_file: Path | None = Path(".env")) -> list[str]:
     """A warning for each YOKEBOT_* variable yokebot does not read, with the nearest name it does."""
     import difflib
 
-    known = {env_name(field) for field in Settings.model_fields} | {"YOKEBOT_TEST_PG_URL", "YOKEBOT_REQUIRE_PG",
-                                                                        "YOKEBOT_REQUIRE_PROMETHEUS",
-                                                                        "YOKEBOT_BENCH_PG_URL"}
+    known = {env_name(field) for field in Settings.model_fields} | TEST_VARIABLES
     seen = list(environ if environ is not None else os.environ)
     if env_file is not None:
         seen += _env_file_keys(env_file)

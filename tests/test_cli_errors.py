@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -157,3 +158,14 @@ def test_ask_and_chat_without_their_agents_folder_fail_before_creating_a_databas
         assert str(tmp_path / "agents") in line and "the agents installed with it: ops, logs, metrics" in line
     assert list(tmp_path.glob("yokebot.db*")) == []
     assert fake_llm.requests == []
+
+
+def test_the_variables_ci_and_the_tests_set_are_not_warned_about():
+    """.ci/run exports YOKEBOT_REQUIRE_* for the tests; were one unknown, every command the tests run would print a
+    warning first, and `--json` output read from stderr would not parse."""
+    root = Path(__file__).resolve().parents[1]
+    exported = set(re.findall(r"\bexport (YOKEBOT_\w+)=", (root / ".ci" / "run").read_text()))
+    read = {m for f in (root / "tests").rglob("*.py")
+            for m in re.findall(r"os\.environ(?:\.get)?[\[(]\"(YOKEBOT_(?:REQUIRE|TEST|SQLITE_VEC)\w*)\"", f.read_text())}
+    assert {"YOKEBOT_REQUIRE_SQLITE_VEC", "YOKEBOT_REQUIRE_PG"} <= exported | read
+    assert unknown_variables(dict.fromkeys(exported | read, "1"), None) == []

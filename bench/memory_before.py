@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--also", action="append", default=[])
     known, rest = extra.parse_known_args(argv)
-    return turns_main(rest, "memory on: the turn before recall by relevance and now", 400, partial(measure, also=known.also))
+    return turns_main(rest, "memory on: the turn before recall by relevance and now", 400,
+                      partial(measure, also=known.also))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ from sqlalchemy import (
     exists,
     func,
     insert,
-    or_,
     select,
     update,
 )
@@ -63,9 +62,10 @@ COUNTS_EVERY = 60.0  # seconds between writes of the recall counts
 CANDIDATES = 20  # with embeddings: keyword matches and newest facts compared by vector, at least
 
 _COLUMNS = ("m.id, m.agent, m.channel, m.content, m.created_at, m.embedding, m.embedding_model")
-# a match's vector is read apart, for the best ones only
+# a match's vector is read apart, for the best ones only; its model tells whether it has one (a vector and its model
+# are written together: `remember`, _VECTOR)
 _MATCHED = ("m.id, m.agent, m.channel, m.content, m.created_at, CAST(NULL AS {blob}) AS embedding, "
-            "NULL AS embedding_model")
+            "m.embedding_model")
 _TYPES: dict[str, Any] = {"id": BigInteger, "created_at": DateTime(timezone=True), "embedding": LargeBinary,
                           "embedding_model": String, "recent": Integer}
 _VECTOR = (update(MEM).where(MEM.c.id == bindparam("b_id"))
@@ -171,6 +171,7 @@ class _Candidate:
     score: float
     recent: bool
     vector: bytes | None
+    vectored: bool  # a vector of the current model is stored (read or not)
 
 
 class SqlMemory:
@@ -190,7 +191,6 @@ class SqlMemory:
         self._filling: set[int] = set()  # facts whose vectors are being made
         self._backfills: set[asyncio.Task[None]] = set()
         self.index: Nearest | None = None  # the database's vector index, when it has one (`open_index`)
-        self._vectored: set[int] = set()  # with an index: facts seen to have a vector of the current model
 
     async def open_index(self) -> Nearest | None:
         """With embeddings on: the database's vector index, if its extension is there (pgvector, sqlite-vec);
@@ -283,8 +283,8 @@ class SqlMemory:
         query_vector, near = await nearby if nearby is not None else (None, None)
         if query_vector is None:
             return self._rank(candidates, None, limit)
-        if near is not None:  # the candidates' vectors were not read: which they lack is asked in the background
-            self._backfill([c.item for c in candidates if c.vector is None], unchecked=True)
+        if near is not None:  # the candidates' vectors were not read: those they lack are made
+            self._backfill([c.item for c in candidates if not c.vectored])
         else:  # no index, or it cannot answer yet: the candidates' vectors, and those they lack made
             if self.index is not None:  # not read with the candidates: the index was expected to answer
                 found = await self._vectors([c.item.id for c in candidates if not c.recent])
@@ -311,11 +311,9 @@ class SqlMemory:
                         "matches' vectors", str(exc).splitlines()[0])
             return packed, None
 
-    def _backfill(self, items: list[MemoryItem], unchecked: bool = False) -> None:
-        """Make the vectors these candidates lack, in the background (this recall ranks them by keywords);
-        `unchecked`: whether they have one is not known (read first)."""
-        todo = list({i.id: i for i in items if i.id not in self._filling and i.id not in self._vectored
-                     }.values())[:BACKFILL]
+    def _backfill(self, items: list[MemoryItem]) -> None:
+        """Make the vectors these candidates lack, in the background (this recall ranks them by keywords)."""
+        todo = list({i.id: i for i in items if i.id not in self._filling}.values())[:BACKFILL]
         if not todo or self.embedder is None:
             return
         embedder = self.embedder
@@ -323,20 +321,8 @@ class SqlMemory:
 
         async def fill() -> None:
             try:
-                lacking = todo
-                if unchecked:
-                    try:
-                        ids = set(await self._lacking([i.id for i in todo]))
-                    except (OSError, SQLAlchemyError):  # the database away: the next recall asks again
-                        return
-                    lacking = [i for i in todo if i.id in ids]
-                    if len(self._vectored) > 100_000:
-                        self._vectored.clear()
-                    self._vectored.update(i.id for i in todo if i.id not in ids)
-                    if not lacking:
-                        return
-                vectors = await embedder.embed([i.content for i in lacking])
-                for item, vector in zip(lacking, vectors or [], strict=False):
+                vectors = await embedder.embed([i.content for i in todo])
+                for item, vector in zip(todo, vectors or [], strict=False):
                     self.store.writes.put(_VECTOR, {"b_id": item.id, "b_vector": pack(vector),
                                                     "b_model": embedder.model})
                 if vectors and self.index is not None:
@@ -422,13 +408,6 @@ class SqlMemory:
                 params[f"i{i}"] = list(weights.values())
         return await self.store.rows(statement, params)
 
-    async def _lacking(self, ids: list[int]) -> list[int]:
-        """Which of these facts have no vector of the current model."""
-        model = self._model()
-        rows = await self.store.rows(select(MEM.c.id).where(MEM.c.id.in_(ids), or_(
-            MEM.c.embedding.is_(None), MEM.c.embedding_model.is_(None), MEM.c.embedding_model != model)), {})
-        return [int(r.id) for r in rows]
-
     async def _vectors(self, ids: list[int]) -> dict[int, bytes]:
         """The stored vectors of these facts made by the current model (read for the best matches only: a
         vector is kilobytes)."""
@@ -440,7 +419,9 @@ class SqlMemory:
         return {int(r.id): bytes(r.embedding) for r in rows}
 
     def _candidate(self, r: Any, score: float, recent: bool, vector: bytes | None) -> _Candidate:
-        return _Candidate(MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at), score, recent, vector)
+        vectored = vector is not None or (r.embedding_model is not None and r.embedding_model == self._model())
+        return _Candidate(MemoryItem(r.id, r.agent, r.channel, r.content, r.created_at), score, recent, vector,
+                          vectored)
 
     def _candidates_of(self, newest: list[Any]) -> list[_Candidate]:
         model = self._model()
@@ -493,7 +474,7 @@ class SqlMemory:
         by_id = {c.item.id: c for c in (*newest, *matched)}
         if nearest is not None:
             for item, _ in nearest:
-                by_id.setdefault(item.id, _Candidate(item, 0.0, False, None))
+                by_id.setdefault(item.id, _Candidate(item, 0.0, False, None, True))
             near = sorted(((sim, item.id) for item, sim in nearest), key=lambda s: (-s[0], -s[1]))
         elif query is not None:
             near = sorted(((similarity(query, c.vector), c.item.id) for c in by_id.values() if c.vector),

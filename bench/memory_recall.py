@@ -109,7 +109,7 @@ async def speed(url: str, base_url: str, n_queries: int) -> dict[str, list[float
         print(f"  {index.name}: {time.perf_counter() - started:.1f} s to index the stored vectors", flush=True)
         if engine.dialect.name == "postgresql":  # filling `vec` rewrote every row: autovacuum's pass over them
             # (it starts within a minute of such a burst) is made here, so that the recalls meet the table as
-            # it then stays, not its 100,000 dead rows (they had made the keywords' p99 2-3 times slower)
+            # it then stays, not its 100,000 dead rows (they had made the keywords' p99 2-2.5 times slower)
             async with engine.connect() as conn:
                 await (await conn.execution_options(isolation_level="AUTOCOMMIT")).exec_driver_sql(
                     "VACUUM ANALYZE memories")

@@ -4,8 +4,8 @@ among the newest is still recalled; scope, forget and a new model's vectors hold
 extension leaves recall to the candidates' vectors, with one log line. The vectors come from the fake server's
 `/v1/embeddings` through the real openai SDK; direct and through PgBouncer in transaction pooling.
 
-Needs a PostgreSQL server with pgvector (0.5 or newer): skipped where it has none, unless YOKEBOT_REQUIRE_PGVECTOR=1
-(`.ci/run` sets it when the server offers the extension)."""
+Needs a PostgreSQL server with pgvector (0.5 or newer): skipped where it has none (`.ci/run` installs Debian's
+`postgresql-NN-pgvector` where the apt sources offer it), unless YOKEBOT_REQUIRE_PGVECTOR=1."""
 
 from __future__ import annotations
 

@@ -89,16 +89,24 @@ _NONE = {"sqlite": "NULL AS id, NULL AS agent, NULL AS channel, NULL AS content,
 _COUNTED = {"i": Integer, "held": BigInteger, "freq": Float}
 HELD_SECONDS = 60.0  # how long the number of facts holding a word (and of all facts) is kept
 # how many facts hold each word (SQLite: FTS5 counts its index; PostgreSQL: counted up to the budget, beyond it
-# the planner's statistics of the column, `pg_stats.most_common_elems`), and how many facts there are
+# the planner's statistics of the column, `pg_stats.most_common_elems`; a word those say is held by more facts
+# than the budget is not counted: a count reads each fact's row), and how many facts there are
 _HELD = {
     "sqlite": ("SELECT {none}, CAST(j.key AS INTEGER) AS i, (SELECT count(*) FROM memories_fts "
                "WHERE memories_fts MATCH j.value) AS held, NULL AS freq FROM json_each(:words) j "
                "UNION ALL SELECT {none}, -1, (SELECT count(*) FROM memories), NULL"),
     "postgresql": (
-        "SELECT {none}, CAST(w.i AS INTEGER) - 1 AS i, h.held, CAST(NULL AS real) AS freq "
-        "FROM unnest(CAST(:words AS text[])) WITH ORDINALITY AS w(q, i) "
-        "CROSS JOIN LATERAL (SELECT count(*) AS held FROM (SELECT 1 FROM memories m "
-        "WHERE m.search @@ to_tsquery('english', w.q) LIMIT :cap) c) h "
+        "WITH e AS MATERIALIZED (SELECT e.lexeme, e.freq FROM pg_stats s CROSS JOIN LATERAL "
+        "unnest(CAST(CAST(s.most_common_elems AS text) AS text[]), s.most_common_elem_freqs) AS e(lexeme, freq) "
+        "WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = 'search') "
+        "SELECT {none}, CAST(w.i AS INTEGER) - 1 AS i, CASE WHEN f.freq * t.n > CAST(:cap AS bigint) THEN NULL ELSE "
+        "(SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.search @@ to_tsquery('english', w.q) LIMIT :cap) c) "
+        "END AS held, f.freq "
+        "FROM unnest(CAST(:words AS text[]), CAST(:raw AS text[])) WITH ORDINALITY AS w(q, word, i) "
+        "CROSS JOIN (SELECT greatest(c.reltuples, 0) AS n FROM pg_class c "
+        "WHERE c.oid = CAST('memories' AS regclass)) t "
+        "CROSS JOIN LATERAL (SELECT tsvector_to_array(to_tsvector('english', w.word)) AS lexemes) x "
+        "CROSS JOIN LATERAL (SELECT CAST(max(e.freq) AS real) AS freq FROM e WHERE e.lexeme = ANY(x.lexemes)) f "
         "UNION ALL SELECT {none}, -1, CASE WHEN c.reltuples >= 10000 THEN CAST(c.reltuples AS bigint) "
         "ELSE (SELECT count(*) FROM memories) END, NULL FROM pg_class c WHERE c.oid = CAST('memories' AS regclass)"),
 }
@@ -437,7 +445,7 @@ class SqlMemory:
     def _words_params(self, todo: list[str]) -> dict[str, Any]:
         if self.store.engine.dialect.name == "sqlite":
             return {"words": json.dumps([fts5([[w]]) for w in todo])}
-        return {"words": [tsquery([[w]]) for w in todo], "cap": ranking.BUDGET + 1}
+        return {"words": [tsquery([[w]]) for w in todo], "raw": todo, "cap": ranking.BUDGET + 1}
 
     async def _read_counts(self, todo: list[str], rows: list[Any], counts: dict[str, int], now: float) -> int:
         """Read the counts' rows into `counts` (PostgreSQL counts up to the budget: the column's statistics say
@@ -447,6 +455,9 @@ class SqlMemory:
         for r in rows:
             if r.i >= 0:
                 word = todo[int(r.i)]
+                if r.held is None:  # the statistics say it is common: not counted (PostgreSQL)
+                    counts[word] = max(ranking.BUDGET + 1, round((r.freq or 0.0) * total))
+                    continue
                 counts[word] = int(r.held)
                 if counts[word] > ranking.BUDGET:
                     capped.append(word)
